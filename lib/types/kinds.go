@@ -1,0 +1,95 @@
+package types
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Kind names.
+const (
+	KindNode            = "Node"
+	KindProvider        = "Provider"
+	KindEnvironment     = "Environment"
+	KindMachineTemplate = "MachineTemplate"
+	KindMachineSet      = "MachineSet"
+	KindMachine         = "Machine"
+	KindMachineClaim    = "MachineClaim"
+	KindScheduledEvent  = "ScheduledEvent"
+	KindAccessCode      = "AccessCode"
+	KindSession         = "Session"
+)
+
+var constructors = map[string]func() Object{
+	KindNode:            func() Object { return &Node{} },
+	KindProvider:        func() Object { return &Provider{} },
+	KindEnvironment:     func() Object { return &Environment{} },
+	KindMachineTemplate: func() Object { return &MachineTemplate{} },
+	KindMachineSet:      func() Object { return &MachineSet{} },
+	KindMachine:         func() Object { return &Machine{} },
+	KindMachineClaim:    func() Object { return &MachineClaim{} },
+	KindScheduledEvent:  func() Object { return &ScheduledEvent{} },
+	KindAccessCode:      func() Object { return &AccessCode{} },
+	KindSession:         func() Object { return &Session{} },
+}
+
+// Kinds returns every kind name, sorted.
+func Kinds() []string {
+	out := make([]string, 0, len(constructors))
+	for k := range constructors {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// New returns an empty object of kind, with its kind set.
+func New(kind string) (Object, error) {
+	c, ok := constructors[kind]
+	if !ok {
+		return nil, fmt.Errorf("unknown kind %q", kind)
+	}
+	o := c()
+	setKind(o, kind)
+	return o, nil
+}
+
+// Plural returns the REST collection name of kind: "MachineClaim" -> "machineclaims".
+func Plural(kind string) string { return strings.ToLower(kind) + "s" }
+
+// KindForPlural maps a REST collection name (or a lower-case singular, as the CLI
+// accepts) back to its kind.
+func KindForPlural(p string) (string, bool) {
+	p = strings.ToLower(p)
+	for k := range constructors {
+		lk := strings.ToLower(k)
+		if p == lk+"s" || p == lk {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+// TypeMeta holds the kind field every object has in JSON.
+type TypeMeta struct {
+	Kind string `json:"kind"`
+}
+
+// GetKind returns the kind.
+func (t *TypeMeta) GetKind() string { return t.Kind }
+
+func setKind(o Object, kind string) {
+	if k, ok := o.(interface{ setKind(string) }); ok {
+		k.setKind(kind)
+	}
+}
+
+func (t *TypeMeta) setKind(k string) { t.Kind = k }
+
+// checkKind is shared by every Validate: an object must say its own kind.
+func checkKind(got, want string) error {
+	if got != want {
+		return Invalid("kind", "must be %q, got %q", want, got)
+	}
+	return nil
+}

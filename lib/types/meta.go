@@ -1,0 +1,91 @@
+package types
+
+import (
+	"regexp"
+	"time"
+)
+
+// ObjectMeta is the metadata every object carries.
+type ObjectMeta struct {
+	Name        string            `json:"name"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	// CreatedAt is set by the node that accepts the create.
+	CreatedAt time.Time `json:"createdAt,omitzero"`
+	// UpdatedAt is the wall time of the last write.
+	UpdatedAt time.Time `json:"updatedAt,omitzero"`
+	// Version is assigned by the store on every write; a client may send the
+	// version it read to make an update conditional.
+	Version Version `json:"version,omitzero"`
+}
+
+// Object is implemented by every kind of the model.
+type Object interface {
+	// GetKind returns the kind name, e.g. "MachineClaim".
+	GetKind() string
+	// Meta returns the object's metadata for reading and writing.
+	Meta() *ObjectMeta
+	// Validate checks the object and returns a *FieldError naming the bad field.
+	Validate() error
+}
+
+var (
+	nameRe  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	labelRe = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?$`)
+)
+
+// MaxNameLen is the longest object name (a DNS label).
+const MaxNameLen = 63
+
+// ValidateName checks a DNS-label name: lower-case letters, digits and '-', not
+// starting or ending with '-', at most 63 characters.
+func ValidateName(field, name string) error {
+	switch {
+	case name == "":
+		return Invalid(field, "is required")
+	case len(name) > MaxNameLen:
+		return Invalid(field, "must be at most %d characters", MaxNameLen)
+	case !nameRe.MatchString(name):
+		return Invalid(field, "must be lower-case letters, digits and '-', starting and ending with a letter or digit")
+	}
+	return nil
+}
+
+// validateRef checks an optional reference to another object by name.
+func validateRef(field, name string) error {
+	if name == "" {
+		return nil
+	}
+	return ValidateName(field, name)
+}
+
+// ValidateLabels checks label keys and values.
+func ValidateLabels(field string, labels map[string]string) error {
+	for k, v := range labels {
+		if len(k) > 253 || !labelRe.MatchString(k) {
+			return Invalid(field+"."+k, "bad label key")
+		}
+		if len(v) > 63 || (v != "" && !labelRe.MatchString(v)) {
+			return Invalid(field+"."+k, "bad label value %q", v)
+		}
+	}
+	return nil
+}
+
+// Validate checks the metadata.
+func (m *ObjectMeta) Validate() error {
+	if err := ValidateName("metadata.name", m.Name); err != nil {
+		return err
+	}
+	return ValidateLabels("metadata.labels", m.Labels)
+}
+
+// MatchLabels reports whether labels carry every key=value of sel.
+func MatchLabels(sel, labels map[string]string) bool {
+	for k, v := range sel {
+		if got, ok := labels[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,92 @@
+package types
+
+import "time"
+
+// NodePhase says whether a node is alive in the cluster.
+type NodePhase string
+
+// Node phases.
+const (
+	NodeUp       NodePhase = "Up"
+	NodeDown     NodePhase = "Down"
+	NodeDraining NodePhase = "Draining"
+)
+
+// Node is one hf-node, written by itself.
+type Node struct {
+	TypeMeta
+	Metadata ObjectMeta `json:"metadata"`
+	Spec     NodeSpec   `json:"spec"`
+	Status   NodeStatus `json:"status"`
+}
+
+// NodeSpec describes a node.
+type NodeSpec struct {
+	// APIAddress is the node's REST API address (host:port).
+	APIAddress string `json:"apiAddress,omitempty"`
+	// GossipAddress is the node's memberlist address (host:port).
+	GossipAddress string `json:"gossipAddress,omitempty"`
+	// Maintenance stops new placements on the node (drain).
+	Maintenance bool `json:"maintenance,omitempty"`
+	// Drivers are the driver instances the node runs.
+	Drivers []NodeDriver `json:"drivers,omitempty"`
+	// SoftwareVersion is the hf-node build.
+	SoftwareVersion string `json:"softwareVersion,omitempty"`
+}
+
+// NodeDriver is one driver instance of a node with its capacity.
+type NodeDriver struct {
+	// Name is the instance name ("test", "docker", "test/big").
+	Name string `json:"name"`
+	// Driver is the driver type.
+	Driver string `json:"driver"`
+	// Remote drivers (cloud) may be served by any node.
+	Remote bool `json:"remote,omitempty"`
+	// Status is a short human-readable state ("ok", "unprivileged mode", an error).
+	Status   string   `json:"status,omitempty"`
+	Capacity Capacity `json:"capacity"`
+}
+
+// Capacity is a driver's capacity on a node.
+type Capacity struct {
+	// Total is what the host has.
+	Total Resources `json:"total"`
+	// Usable is Total plus the alter settings.
+	Usable Resources `json:"usable"`
+	// Overbook is added on top of Usable for claims that allow overbooking.
+	Overbook Resources `json:"overbook"`
+	// Used is what allocated machines take.
+	Used Resources `json:"used"`
+	// Reserved is what accepted but not yet allocated claims take.
+	Reserved Resources `json:"reserved"`
+	// Free is Usable - Used - Reserved.
+	Free Resources `json:"free"`
+}
+
+// NodeStatus is the node's live state.
+type NodeStatus struct {
+	Phase     NodePhase `json:"phase,omitempty"`
+	StartedAt time.Time `json:"startedAt,omitzero"`
+	// Heartbeat is the last time the node refreshed its own record.
+	Heartbeat time.Time `json:"heartbeat,omitzero"`
+	Machines  int       `json:"machines"`
+}
+
+// Meta returns the metadata.
+func (o *Node) Meta() *ObjectMeta { return &o.Metadata }
+
+// Validate checks the node.
+func (o *Node) Validate() error {
+	if err := checkKind(o.Kind, KindNode); err != nil {
+		return err
+	}
+	if err := o.Metadata.Validate(); err != nil {
+		return err
+	}
+	for i, d := range o.Spec.Drivers {
+		if d.Name == "" {
+			return Invalid(fieldIdx("spec.drivers", i)+".name", "is required")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,74 @@
+package types
+
+import (
+	"encoding/json"
+	"math"
+	"time"
+)
+
+// Resources is an amount of CPU, RAM and disk.
+type Resources struct {
+	CPU    float64 `json:"cpu"`
+	RAMGB  float64 `json:"ramGB"`
+	DiskGB float64 `json:"diskGB,omitempty"`
+}
+
+// Add returns r + o.
+func (r Resources) Add(o Resources) Resources {
+	return Resources{CPU: r.CPU + o.CPU, RAMGB: r.RAMGB + o.RAMGB, DiskGB: r.DiskGB + o.DiskGB}
+}
+
+// Sub returns r - o.
+func (r Resources) Sub(o Resources) Resources {
+	return Resources{CPU: r.CPU - o.CPU, RAMGB: r.RAMGB - o.RAMGB, DiskGB: r.DiskGB - o.DiskGB}
+}
+
+// Validate checks that every amount is a finite, non-negative number.
+func (r Resources) Validate(field string) error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"cpu", r.CPU}, {"ramGB", r.RAMGB}, {"diskGB", r.DiskGB}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
+			return Invalid(field+"."+f.name, "must be a non-negative number")
+		}
+	}
+	return nil
+}
+
+// Endpoint is one way to connect to a machine.
+type Endpoint struct {
+	Protocol string `json:"protocol"`
+	Address  string `json:"address"`
+}
+
+// Resource is what a driver holds for one machine: its id in the driver, the
+// facts it reports and private data it needs to find the thing again.
+type Resource struct {
+	// ID identifies the resource within its driver instance (user, container, VM id).
+	ID string `json:"id"`
+	// Driver is the driver instance that holds it.
+	Driver string `json:"driver"`
+	// Info is machine information shown to users (IP, user name, ...).
+	Info map[string]string `json:"info,omitempty"`
+	// Endpoints are the connect endpoints.
+	Endpoints []Endpoint `json:"endpoints,omitempty"`
+	// Resources are what the machine takes from its host.
+	Resources Resources `json:"resources"`
+	// Data is the driver's private state for the resource.
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// PhaseTimes records when an object entered each phase, so latencies can be read
+// from the objects themselves. Times marshal as RFC 3339 with nanoseconds.
+type PhaseTimes map[string]time.Time
+
+// Mark records that phase was entered at now (the first time only).
+func (p *PhaseTimes) Mark(phase string, now time.Time) {
+	if *p == nil {
+		*p = PhaseTimes{}
+	}
+	if _, ok := (*p)[phase]; !ok {
+		(*p)[phase] = now.UTC()
+	}
+}
