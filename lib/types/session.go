@@ -5,11 +5,11 @@ type PersistenceStrategy string
 
 // Persistence strategies.
 const (
-	PersistPauseOnEnd   PersistenceStrategy = "PauseOnEnd"
-	PersistDeleteOnEnd  PersistenceStrategy = "DeleteOnEnd"
-	PersistKeepOnEnd    PersistenceStrategy = "KeepOnEnd"
-	SessionPhaseActive                      = "Active"
-	SessionPhaseEnded                       = "Ended"
+	PersistPauseOnEnd  PersistenceStrategy = "PauseOnEnd"
+	PersistDeleteOnEnd PersistenceStrategy = "DeleteOnEnd"
+	PersistKeepOnEnd   PersistenceStrategy = "KeepOnEnd"
+	SessionPhaseActive                     = "Active"
+	SessionPhaseEnded                      = "Ended"
 )
 
 // Session is a user working with machines.

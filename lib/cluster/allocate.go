@@ -1,0 +1,191 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// startAllocate allocates a reserved machine on its own goroutine.
+func (n *Node) startAllocate(machine string) {
+	if !n.claimBusy(machine) {
+		return
+	}
+	n.spawn(func() {
+		defer n.doneBusy(machine)
+		if err := n.allocate(n.ctx, machine); err != nil {
+			n.log.Warn("allocate", "machine", machine, "err", err)
+		}
+	})
+}
+
+// claimMeta is what a machine learns of its claim: the claim's metadata plus
+// HF_* names, passed to the driver (environment variables, user data, labels).
+func claimMeta(c *types.MachineClaim, machine, node string) map[string]string {
+	meta := maps.Clone(c.Spec.Metadata)
+	if meta == nil {
+		meta = map[string]string{}
+	}
+	meta["HF_CLAIM"] = c.Metadata.Name
+	meta["HF_MACHINE"] = machine
+	meta["HF_NODE"] = node
+	meta["HF_TEMPLATE"] = c.Spec.MachineTemplate
+	if c.Spec.User != "" {
+		meta["HF_USER"] = c.Spec.User
+	}
+	return meta
+}
+
+func (n *Node) allocate(ctx context.Context, name string) error {
+	mach, err := store.Get[types.Machine](n.st, types.KindMachine, name)
+	if err != nil {
+		return fmt.Errorf("read machine: %w", err)
+	}
+	in, ok := n.instances[mach.Spec.Driver]
+	if !ok {
+		return fmt.Errorf("no driver %q", mach.Spec.Driver)
+	}
+	claim, err := store.Get[types.MachineClaim](n.st, types.KindMachineClaim, mach.Spec.Claim)
+	if err != nil {
+		n.release(ctx, name, "claim is gone")
+		return nil
+	}
+	tmpl, err := store.Get[types.MachineTemplate](n.st, types.KindMachineTemplate, mach.Spec.MachineTemplate)
+	if err != nil {
+		return n.allocFailed(mach, fmt.Errorf("machine template %s: %w", mach.Spec.MachineTemplate, err))
+	}
+	if _, err := n.setMachine(name, func(m *types.Machine) {
+		m.Status.Phase = types.MachineProvisioning
+		m.Status.PhaseTimes.Mark(string(types.MachineProvisioning), n.cfg.Now())
+	}); err != nil {
+		return err
+	}
+	res, err := in.Driver.Allocate(ctx, *tmpl, claimMeta(claim, name, n.cfg.Name))
+	if err != nil {
+		if ctx.Err() != nil {
+			// Shutting down: the restart reconcile settles this machine.
+			return nil
+		}
+		return n.allocFailed(mach, err)
+	}
+	// Fencing: keep the machine only if the claim still names this node and round.
+	claim, err = store.Get[types.MachineClaim](n.st, types.KindMachineClaim, mach.Spec.Claim)
+	if err != nil || claim.Status.Node != n.cfg.Name || claim.Status.Round != mach.Spec.Round || !requested(claim) {
+		n.log.Info("allocation fenced", "machine", name, "claim", mach.Spec.Claim, "round", mach.Spec.Round)
+		if derr := in.Driver.Deallocate(context.WithoutCancel(ctx), res); derr != nil {
+			n.log.Warn("deallocate fenced", "machine", name, "err", derr)
+		}
+		n.dropMachine(name)
+		return nil
+	}
+	now := n.cfg.Now()
+	if _, err := n.setMachine(name, func(m *types.Machine) {
+		m.Status.Phase = types.MachineRunning
+		m.Status.Resource = res
+		m.Status.MachineInformation = res.Info
+		m.Status.ConnectEndpoints = res.Endpoints
+		m.Status.Reason = ""
+		m.Status.PhaseTimes.Mark(string(types.MachineRunning), now)
+	}); err != nil {
+		return err
+	}
+	n.ledger.setPhase(name, types.MachineRunning)
+	_, err = store.Update(n.st, types.KindMachineClaim, mach.Spec.Claim, func(c *types.MachineClaim) error {
+		if c.Status.Node != n.cfg.Name || c.Status.Round != mach.Spec.Round || !requested(c) {
+			return store.ErrNoChange
+		}
+		c.Status.Phase = types.ClaimBound
+		c.Status.Machine = name
+		c.Status.Reason = ""
+		c.Status.PhaseTimes.Mark(string(types.ClaimBound), now)
+		return nil
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("bind claim: %w", err)
+	}
+	n.log.Debug("claim bound", "claim", mach.Spec.Claim, "machine", name)
+	return nil
+}
+
+// allocFailed drops the reservation and hands the claim back to its elector,
+// which offers it again in a higher round.
+func (n *Node) allocFailed(mach *types.Machine, cause error) error {
+	reason := fmt.Sprintf("allocation on %s (driver %s) failed: %v", n.cfg.Name, mach.Spec.Driver, cause)
+	n.dropMachine(mach.Metadata.Name)
+	_, err := store.Update(n.st, types.KindMachineClaim, mach.Spec.Claim, func(c *types.MachineClaim) error {
+		if c.Status.Node != n.cfg.Name || c.Status.Round != mach.Spec.Round || !requested(c) {
+			return store.ErrNoChange
+		}
+		c.Status.Node, c.Status.Driver, c.Status.Machine = "", "", ""
+		c.Status.Reason = reason
+		return nil
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("release claim: %w", err)
+	}
+	n.log.Info("allocation failed", "machine", mach.Metadata.Name, "claim", mach.Spec.Claim, "err", cause)
+	return nil
+}
+
+// setMachine updates this node's machine status.
+func (n *Node) setMachine(name string, fn func(m *types.Machine)) (*types.Machine, error) {
+	m, err := store.Update(n.st, types.KindMachine, name, func(m *types.Machine) error {
+		fn(m)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("write machine %s: %w", name, err)
+	}
+	return m, nil
+}
+
+// dropMachine forgets a machine that holds nothing in its driver.
+func (n *Node) dropMachine(name string) {
+	n.ledger.remove(name)
+	if _, err := n.st.Delete(types.KindMachine, name, types.Version{}); err != nil && !errors.Is(err, store.ErrNotFound) {
+		n.log.Warn("delete machine", "machine", name, "err", err)
+	}
+}
+
+// startRelease deallocates a machine on its own goroutine.
+func (n *Node) startRelease(machine, reason string) {
+	if !n.claimBusy(machine) {
+		return
+	}
+	n.spawn(func() {
+		defer n.doneBusy(machine)
+		n.release(n.ctx, machine, reason)
+	})
+}
+
+// release deallocates a machine's resource and removes the machine.
+func (n *Node) release(ctx context.Context, name, reason string) {
+	mach, err := store.Get[types.Machine](n.st, types.KindMachine, name)
+	if err != nil {
+		n.ledger.remove(name)
+		return
+	}
+	if mach.Status.Resource != nil {
+		if in, ok := n.instances[mach.Spec.Driver]; ok {
+			if _, err := n.setMachine(name, func(m *types.Machine) {
+				m.Status.Phase = types.MachineTerminating
+				m.Status.Reason = reason
+				m.Status.PhaseTimes.Mark(string(types.MachineTerminating), n.cfg.Now())
+			}); err != nil {
+				n.log.Warn("release", "machine", name, "err", err)
+			}
+			if err := in.Driver.Deallocate(ctx, mach.Status.Resource); err != nil && !errors.Is(err, drivers.ErrNotFound) {
+				// Keep the machine; the next resync tries again.
+				n.log.Warn("deallocate", "machine", name, "err", err)
+				return
+			}
+		}
+	}
+	n.dropMachine(name)
+	n.log.Debug("machine released", "machine", name, "reason", reason)
+}

@@ -1,0 +1,133 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/drivers/testdriver"
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// testNode is one node with a test driver, on a data dir that survives restarts.
+type testNode struct {
+	t      *testing.T
+	name   string
+	dir    string
+	driver string // test driver config JSON
+	st     *store.Store
+	drv    drivers.Driver
+	node   *Node
+}
+
+func testLogger() *slog.Logger {
+	if os.Getenv("HF_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func newTestNode(t *testing.T, name, driverCfg string) *testNode {
+	t.Helper()
+	tn := &testNode{t: t, name: name, dir: t.TempDir(), driver: driverCfg}
+	tn.start()
+	t.Cleanup(tn.stop)
+	return tn
+}
+
+func (tn *testNode) start() {
+	t := tn.t
+	t.Helper()
+	log := testLogger()
+	st, err := store.Open(store.Config{Dir: filepath.Join(tn.dir, "store"), NodeID: tn.name}, log)
+	require.NoError(t, err)
+	drv := testdriver.New(drivers.Env{Instance: "test", DataDir: filepath.Join(tn.dir, "test"), NodeName: tn.name, Log: log})
+	require.NoError(t, drv.Prepare(context.Background(), []byte(tn.driver)))
+	n, err := New(Config{Name: tn.name, OfferTimeout: time.Second, ResyncInterval: time.Second}, log, st,
+		[]Instance{{Name: "test", Type: "test", Driver: drv}}, nil)
+	require.NoError(t, err)
+	require.NoError(t, n.Start(context.Background()))
+	tn.st, tn.drv, tn.node = st, drv, n
+}
+
+func (tn *testNode) stop() {
+	if tn.node == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(tn.t, tn.node.Stop(ctx))
+	require.NoError(tn.t, tn.st.Close())
+	tn.node, tn.st = nil, nil
+}
+
+func (tn *testNode) put(obj types.Object) {
+	tn.t.Helper()
+	require.NoError(tn.t, obj.Validate())
+	_, err := tn.st.Put(obj, store.PutOptions{Create: true})
+	require.NoError(tn.t, err)
+}
+
+func template(name string, cpu, ram float64, testCfg string) *types.MachineTemplate {
+	return &types.MachineTemplate{
+		TypeMeta: types.TypeMeta{Kind: types.KindMachineTemplate},
+		Metadata: types.ObjectMeta{Name: name},
+		Spec: types.MachineTemplateSpec{
+			Resources:             types.Resources{CPU: cpu, RAMGB: ram},
+			ProviderConfiguration: map[string]json.RawMessage{"test": json.RawMessage(testCfg)},
+		},
+	}
+}
+
+func claim(name, tmpl string, timeout time.Duration) *types.MachineClaim {
+	c := &types.MachineClaim{
+		TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim},
+		Metadata: types.ObjectMeta{Name: name},
+		Spec:     types.MachineClaimSpec{MachineTemplate: tmpl, BindTimeout: types.D(timeout), Metadata: map[string]string{"REPO": "hf"}},
+		Status:   types.MachineClaimStatus{Phase: types.ClaimRequested},
+	}
+	c.Status.PhaseTimes.Mark(string(types.ClaimRequested), time.Now())
+	return c
+}
+
+func (tn *testNode) claim(name string) *types.MachineClaim {
+	tn.t.Helper()
+	c, err := store.Get[types.MachineClaim](tn.st, types.KindMachineClaim, name)
+	require.NoError(tn.t, err)
+	return c
+}
+
+func (tn *testNode) waitPhase(name string, phase types.ClaimPhase) *types.MachineClaim {
+	tn.t.Helper()
+	var last *types.MachineClaim
+	require.EventuallyWithT(tn.t, func(c *assert.CollectT) {
+		got, err := store.Get[types.MachineClaim](tn.st, types.KindMachineClaim, name)
+		if !assert.NoError(c, err) {
+			return
+		}
+		last = got
+		assert.Equal(c, phase, got.Status.Phase, "claim %s: reason %q", name, got.Status.Reason)
+	}, 10*time.Second, 5*time.Millisecond)
+	return last
+}
+
+func (tn *testNode) machines() []*types.Machine {
+	tn.t.Helper()
+	ms, err := store.List[types.Machine](tn.st, types.KindMachine)
+	require.NoError(tn.t, err)
+	return ms
+}
+
+func driversEnv(tn *testNode) drivers.Env {
+	return drivers.Env{Instance: "test", DataDir: filepath.Join(tn.dir, "test"), NodeName: tn.name, Log: testLogger()}
+}

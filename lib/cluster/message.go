@@ -1,0 +1,29 @@
+package cluster
+
+import "github.com/hf-fleet/hf/lib/types"
+
+// MessageType is the one-byte prefix of every direct message between nodes.
+type MessageType byte
+
+// Direct message types of the offer/accept exchange.
+const (
+	MsgOffer MessageType = iota + 1
+	MsgAccept
+	MsgDecline
+)
+
+// Message is one direct node-to-node message of the claim election.
+type Message struct {
+	Type MessageType `json:"type"`
+	// From is the sender's node name; To the receiver's.
+	From  string `json:"from"`
+	To    string `json:"to"`
+	Claim string `json:"claim"`
+	// Node and Driver name the candidate the offer is for / the answer is from.
+	Node   string `json:"node,omitempty"`
+	Driver string `json:"driver,omitempty"`
+	Round  uint64 `json:"round"`
+	Reason string `json:"reason,omitempty"`
+	// Fresh is the candidate's real capacity for Driver at the time it declined.
+	Fresh *types.Capacity `json:"fresh,omitempty"`
+}

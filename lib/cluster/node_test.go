@@ -1,0 +1,143 @@
+package cluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/drivers/testdriver"
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+func TestClaimBindsAndReleases(t *testing.T) {
+	tn := newTestNode(t, "n1", `{"cpus": 4, "ram_gb": 8}`)
+	tn.put(template("small", 1, 1, `{}`))
+	tn.put(claim("c1", "small", time.Minute))
+
+	c := tn.waitPhase("c1", types.ClaimBound)
+	assert.Equal(t, "n1", c.Status.Node)
+	assert.Equal(t, "test", c.Status.Driver)
+	require.NotEmpty(t, c.Status.Machine)
+	bound := c.Status.PhaseTimes[string(types.ClaimBound)]
+	requested := c.Status.PhaseTimes[string(types.ClaimRequested)]
+	assert.False(t, bound.Before(requested), "bound %v before requested %v", bound, requested)
+
+	m, err := store.Get[types.Machine](tn.st, types.KindMachine, c.Status.Machine)
+	require.NoError(t, err)
+	assert.Equal(t, types.MachineRunning, m.Status.Phase)
+	assert.Equal(t, "c1", m.Spec.Claim)
+	require.NotNil(t, m.Status.Resource)
+	assert.Contains(t, string(m.Status.Resource.Data), "HF_CLAIM")
+	assert.NotEmpty(t, m.Status.ConnectEndpoints)
+	assert.Equal(t, 1, testdriver.Held(tn.drv))
+
+	// The Node object reports the machine's use.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		node, err := store.Get[types.Node](tn.st, types.KindNode, "n1")
+		require.NoError(c, err)
+		require.Len(c, node.Spec.Drivers, 1)
+		assert.Equal(c, 1.0, node.Spec.Drivers[0].Capacity.Used.CPU)
+		assert.Equal(c, 3.0, node.Spec.Drivers[0].Capacity.Free.CPU)
+	}, 5*time.Second, 10*time.Millisecond)
+
+	_, err = tn.st.Delete(types.KindMachineClaim, "c1", types.Version{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return len(tn.machines()) == 0 && testdriver.Held(tn.drv) == 0
+	}, 5*time.Second, 5*time.Millisecond)
+}
+
+func TestClaimWaitsForCapacityThenBinds(t *testing.T) {
+	tn := newTestNode(t, "n1", `{"cpus": 2, "ram_gb": 8}`)
+	tn.put(template("one", 1, 1, `{}`))
+	for _, name := range []string{"a", "b"} {
+		tn.put(claim(name, "one", time.Minute))
+		tn.waitPhase(name, types.ClaimBound)
+	}
+	tn.put(claim("c", "one", time.Minute))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got, err := store.Get[types.MachineClaim](tn.st, types.KindMachineClaim, "c")
+		require.NoError(c, err)
+		assert.Equal(c, types.ClaimRequested, got.Status.Phase)
+		assert.Contains(c, got.Status.Reason, "capacity")
+	}, 5*time.Second, 5*time.Millisecond)
+	assert.Equal(t, 2, testdriver.Held(tn.drv))
+
+	_, err := tn.st.Delete(types.KindMachineClaim, "a", types.Version{})
+	require.NoError(t, err)
+	tn.waitPhase("c", types.ClaimBound)
+	require.Eventually(t, func() bool { return testdriver.Held(tn.drv) == 2 }, 5*time.Second, 5*time.Millisecond)
+}
+
+func TestBindTimeoutFailsWithReason(t *testing.T) {
+	tn := newTestNode(t, "n1", `{"cpus": 2, "ram_gb": 8}`)
+	tn.put(template("huge", 8, 1, `{}`))
+	tn.put(claim("c", "huge", 300*time.Millisecond))
+	c := tn.waitPhase("c", types.ClaimFailed)
+	assert.Contains(t, c.Status.Reason, "capacity")
+	assert.NotZero(t, c.Status.PhaseTimes[string(types.ClaimFailed)])
+	assert.Empty(t, tn.machines())
+}
+
+func TestAllocationFailureFailsAtDeadline(t *testing.T) {
+	tn := newTestNode(t, "n1", `{"cpus": 2, "ram_gb": 8}`)
+	tn.put(template("broken", 1, 1, `{"fail": true}`))
+	tn.put(claim("c", "broken", 500*time.Millisecond))
+	c := tn.waitPhase("c", types.ClaimFailed)
+	assert.Contains(t, c.Status.Reason, "fail")
+	require.Eventually(t, func() bool { return len(tn.machines()) == 0 }, 5*time.Second, 5*time.Millisecond)
+	assert.Equal(t, 0, testdriver.Held(tn.drv))
+}
+
+func TestMissingTemplateWaitsThenBinds(t *testing.T) {
+	tn := newTestNode(t, "n1", `{"cpus": 2, "ram_gb": 8}`)
+	tn.put(claim("c", "later", time.Minute))
+	require.Never(t, func() bool { return tn.claim("c").Status.Phase != types.ClaimRequested }, 100*time.Millisecond, 10*time.Millisecond)
+	tn.put(template("later", 1, 1, `{}`))
+	tn.waitPhase("c", types.ClaimBound)
+}
+
+func TestRestartKeepsMachinesAndReconcilesLostOnes(t *testing.T) {
+	tn := newTestNode(t, "n1", `{"cpus": 4, "ram_gb": 8}`)
+	tn.put(template("small", 1, 1, `{}`))
+	tn.put(claim("keep", "small", time.Minute))
+	tn.put(claim("lose", "small", time.Minute))
+	keep := tn.waitPhase("keep", types.ClaimBound)
+	lose := tn.waitPhase("lose", types.ClaimBound)
+	tn.stop()
+
+	// While the node is down its driver loses one machine and gains one that
+	// no machine record knows.
+	drv := testdriver.New(driversEnv(tn))
+	require.NoError(t, drv.Prepare(context.Background(), []byte(tn.driver)))
+	st, err := store.Open(store.Config{Dir: tn.dir + "/store", NodeID: "n1"}, testLogger())
+	require.NoError(t, err)
+	lm, err := store.Get[types.Machine](st, types.KindMachine, lose.Status.Machine)
+	require.NoError(t, err)
+	require.NoError(t, st.Close())
+	require.NoError(t, drv.Deallocate(context.Background(), lm.Status.Resource))
+	_, err = drv.Allocate(context.Background(), *template("small", 1, 1, `{}`), nil)
+	require.NoError(t, err)
+	require.Equal(t, 2, testdriver.Held(drv))
+
+	tn.start()
+	// The kept machine is adopted as it was.
+	assert.Equal(t, keep.Status.Machine, tn.claim("keep").Status.Machine)
+	assert.Equal(t, types.ClaimBound, tn.claim("keep").Status.Phase)
+	// The lost one is marked Lost and its claim is bound again to a new machine.
+	lostM, err := store.Get[types.Machine](tn.st, types.KindMachine, lose.Status.Machine)
+	require.NoError(t, err)
+	assert.Equal(t, types.MachineLost, lostM.Status.Phase)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got, err := store.Get[types.MachineClaim](tn.st, types.KindMachineClaim, "lose")
+		require.NoError(c, err)
+		assert.Equal(c, types.ClaimBound, got.Status.Phase)
+		assert.NotEqual(c, lose.Status.Machine, got.Status.Machine)
+	}, 5*time.Second, 5*time.Millisecond)
+	// The unknown resource was released: the driver holds exactly the two claims' machines.
+	assert.Eventually(t, func() bool { return testdriver.Held(tn.drv) == 2 }, 5*time.Second, 5*time.Millisecond)
+}

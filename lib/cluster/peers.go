@@ -1,0 +1,37 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+)
+
+// Peers is the node's view of the cluster: who is alive and how to reach them.
+// Implementations must be safe for concurrent use. Send must not call the local
+// handler synchronously (it may be called from the handler's own goroutine).
+type Peers interface {
+	// Self is this node's name.
+	Self() string
+	// Members returns the names of live members, this node included.
+	Members() []string
+	// Send delivers m to m.To reliably or returns an error.
+	Send(ctx context.Context, m Message) error
+}
+
+// localPeers is the membership of a node that runs alone: itself.
+type localPeers struct {
+	self  string
+	inbox *queue[Message]
+}
+
+var _ Peers = (*localPeers)(nil)
+
+func (p *localPeers) Self() string      { return p.self }
+func (p *localPeers) Members() []string { return []string{p.self} }
+
+func (p *localPeers) Send(_ context.Context, m Message) error {
+	if m.To != p.self {
+		return fmt.Errorf("send to %s: not a member", m.To)
+	}
+	p.inbox.Push(m)
+	return nil
+}

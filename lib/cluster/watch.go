@@ -1,0 +1,136 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/hf-fleet/hf/lib/scheduler"
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// watchLoop reacts to store changes. Reconcile is level-triggered: a resync
+// event (the watcher fell behind) or the periodic timer lists everything again,
+// so a missed event costs latency, never correctness.
+func (n *Node) watchLoop(events <-chan store.Event) {
+	tick := time.NewTicker(n.cfg.ResyncInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-tick.C:
+			n.resync()
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			n.onEvent(ev)
+		}
+	}
+}
+
+func (n *Node) onEvent(ev store.Event) {
+	if ev.Type == store.EventResync {
+		n.resync()
+		return
+	}
+	rec := ev.Record
+	switch rec.Kind {
+	case types.KindMachineClaim:
+		if ev.Type == store.EventDelete {
+			n.onClaimGone(rec.Name)
+			return
+		}
+		obj, err := store.Decode(rec)
+		if err != nil {
+			n.log.Warn("decode claim", "claim", rec.Name, "err", err)
+			return
+		}
+		n.onClaim(obj.(*types.MachineClaim))
+	case types.KindNode:
+		if rec.Name != n.cfg.Name {
+			n.elect.Push(electEvent{refresh: true})
+		}
+	case types.KindMachineTemplate, types.KindEnvironment:
+		// A claim may have waited for its template: look again.
+		n.resyncClaims()
+	case types.KindMachine:
+		if ev.Type == store.EventDelete {
+			if e, ok := n.ledger.get(rec.Name); ok && !n.isBusy(rec.Name) {
+				// Someone removed our machine record: release what it held.
+				n.log.Info("machine record deleted", "machine", e.Machine)
+				n.ledger.remove(e.Machine)
+			}
+		}
+	}
+}
+
+// onClaim handles one live claim: electing it if this node is its elector, and
+// fencing this node's machines that the claim no longer wants.
+func (n *Node) onClaim(c *types.MachineClaim) {
+	name := c.Metadata.Name
+	if requested(c) && c.Status.Node == "" {
+		if n.isElector(name) {
+			n.feedClaim(c)
+		}
+	} else if n.isElector(name) {
+		n.elect.Push(electEvent{in: scheduler.ClaimGone{Claim: name}})
+	}
+	for _, e := range n.ledger.byClaim(name) {
+		if n.fenced(c, e) {
+			n.startRelease(e.Machine, "claim no longer wants this machine")
+		}
+	}
+}
+
+// fenced reports whether a machine of this node must go because the claim is
+// recorded for another node or round, or is over.
+func (n *Node) fenced(c *types.MachineClaim, e entry) bool {
+	switch c.Status.Phase {
+	case types.ClaimFailed, types.ClaimTerminated:
+		return true
+	case types.ClaimBound:
+		return c.Status.Node != n.cfg.Name || c.Status.Machine != e.Machine
+	}
+	if c.Status.Node != "" && c.Status.Node != n.cfg.Name {
+		return true
+	}
+	return c.Status.Round > e.Round
+}
+
+func (n *Node) onClaimGone(name string) {
+	n.elect.Push(electEvent{in: scheduler.ClaimGone{Claim: name}})
+	for _, e := range n.ledger.byClaim(name) {
+		n.startRelease(e.Machine, "claim deleted")
+	}
+}
+
+// resync lists claims and this node's machines again.
+func (n *Node) resync() {
+	n.resyncClaims()
+	n.elect.Push(electEvent{refresh: true})
+}
+
+func (n *Node) resyncClaims() {
+	claims, err := store.List[types.MachineClaim](n.st, types.KindMachineClaim)
+	if err != nil {
+		n.log.Warn("list claims", "err", err)
+		return
+	}
+	live := make(map[string]bool, len(claims))
+	for _, c := range claims {
+		live[c.Metadata.Name] = true
+		n.onClaim(c)
+	}
+	for _, e := range n.ledger.all() {
+		if !live[e.Claim] {
+			n.startRelease(e.Machine, "claim deleted")
+		}
+	}
+}
+
+func (n *Node) isBusy(machine string) bool {
+	n.busyMu.Lock()
+	defer n.busyMu.Unlock()
+	return n.busy[machine]
+}

@@ -1,0 +1,66 @@
+// Package drivers holds the Driver contract, the registry of driver types and the
+// helpers drivers share. Drivers never import each other or lib/cluster.
+package drivers
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// ErrNotFound is returned by Status when the driver does not hold the resource
+// (any more). Deallocate treats a missing resource as success instead.
+var ErrNotFound = errors.New("resource not found")
+
+// ErrNotPrepared is returned by a driver used before a successful Prepare.
+var ErrNotPrepared = errors.New("driver not prepared")
+
+// ErrUnknownType is returned by Registry.New for a driver type nobody registered.
+var ErrUnknownType = errors.New("unknown driver type")
+
+// Driver allocates machines of one kind (native environment, container, VM).
+// Every method is safe for concurrent use.
+type Driver interface {
+	// Name is the driver type ("test", "native", "docker", "aws").
+	Name() string
+	// Prepare parses and validates the driver's own configuration (JSON) and
+	// readies the driver. It is called once, before anything else.
+	Prepare(ctx context.Context, cfg []byte) error
+	// ValidateTemplate checks the template's providerConfiguration for this driver.
+	ValidateTemplate(t types.MachineTemplate) error
+	// HostCapacity reports total, usable (total + alter) and overbook resources.
+	// Used and Reserved are filled in by the caller.
+	HostCapacity() types.Capacity
+	// Allocate creates one machine for t; meta is the claim's metadata.
+	Allocate(ctx context.Context, t types.MachineTemplate, meta map[string]string) (*types.Resource, error)
+	// Status reports the phase of a resource; ErrNotFound when it is gone.
+	Status(ctx context.Context, r *types.Resource) (types.MachinePhase, error)
+	// Deallocate releases a resource and everything it left behind. Releasing a
+	// resource that is already gone is not an error.
+	Deallocate(ctx context.Context, r *types.Resource) error
+	// List returns every resource the driver holds, for reconciliation on start.
+	List(ctx context.Context) ([]types.Resource, error)
+	// IsRemote is true for drivers whose capacity is not this host's (cloud).
+	IsRemote() bool
+}
+
+// Env is what a driver instance gets from the node that runs it.
+type Env struct {
+	// Instance is the instance name, unique on the node ("test", "test/big").
+	// Registry.New defaults it to the driver type.
+	Instance string
+	// DataDir is a directory private to this instance, kept across restarts; a
+	// driver keeps there whatever it needs to find its resources again. Empty
+	// means the driver may keep nothing on disk.
+	DataDir string
+	// NodeName is the name of the node that runs the driver.
+	NodeName string
+	// Log is the driver's logger; Registry.New replaces nil with a discarding one.
+	Log *slog.Logger
+}
+
+// Factory builds an unprepared driver instance. It must not block or fail:
+// anything that can goes into Prepare.
+type Factory func(env Env) Driver

@@ -1,0 +1,63 @@
+package drivers
+
+import (
+	"bytes"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// CloneResource returns a deep copy of r, so a driver can hand out what it holds
+// without sharing maps and slices with the caller.
+func CloneResource(r types.Resource) types.Resource {
+	r.Info = maps.Clone(r.Info)
+	r.Endpoints = slices.Clone(r.Endpoints)
+	r.Data = bytes.Clone(r.Data)
+	return r
+}
+
+// WriteFileAtomic replaces path with data so that a crash leaves either the old
+// or the new content: it writes a temporary file in the same directory, syncs
+// it, renames it over path and syncs the directory.
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tmp.Close()
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	if _, err = tmp.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = tmp.Chmod(perm); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = tmp.Sync(); err != nil {
+		return fmt.Errorf("write %s: sync: %w", path, err)
+	}
+	if err = tmp.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	// The rename is durable only once the directory entry is on disk.
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("write %s: open dir: %w", path, err)
+	}
+	defer d.Close()
+	if err = d.Sync(); err != nil {
+		return fmt.Errorf("write %s: sync dir: %w", path, err)
+	}
+	return nil
+}

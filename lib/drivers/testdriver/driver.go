@@ -1,0 +1,309 @@
+// Package testdriver is the "test" driver: instant, in-memory machines with a
+// configurable delay and failure rate, for tests and benchmarks. Like a real
+// driver its machines outlive a daemon restart: what it holds is kept in a small
+// JSON file in its data dir.
+package testdriver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// Type is the driver type name.
+const Type = "test"
+
+// ErrInjectedFailure is returned by Allocate when the failure rate or the
+// template's "fail" option makes it fail.
+var ErrInjectedFailure = errors.New("injected allocation failure")
+
+// Driver is the test driver. It is safe for concurrent use.
+type Driver struct {
+	env drivers.Env
+	log *slog.Logger
+
+	// mu guards everything below and serialises state file writes, so the file
+	// always matches held.
+	mu       sync.Mutex
+	cfg      Config
+	prepared bool
+	held     map[string]types.Resource
+	// roll returns a uniform number in [0, 1) for the failure rate; tests
+	// replace it to make failures deterministic. Called with mu held.
+	roll func() float64
+}
+
+var _ drivers.Driver = (*Driver)(nil)
+
+// New builds an unprepared test driver; it is a drivers.Factory.
+func New(env drivers.Env) drivers.Driver {
+	return newDriver(env)
+}
+
+func newDriver(env drivers.Env) *Driver {
+	log := env.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if env.Instance == "" {
+		env.Instance = Type
+	}
+	return &Driver{
+		env:  env,
+		log:  log.With("driver", env.Instance),
+		cfg:  DefaultConfig(),
+		held: map[string]types.Resource{},
+		roll: mrand.Float64,
+	}
+}
+
+// Held returns how many resources d holds, or -1 when d is not a test driver.
+func Held(d drivers.Driver) int {
+	td, ok := d.(*Driver)
+	if !ok {
+		return -1
+	}
+	return td.Held()
+}
+
+// Held returns how many resources the driver holds.
+func (d *Driver) Held() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.held)
+}
+
+// Name implements drivers.Driver.
+func (d *Driver) Name() string { return Type }
+
+// IsRemote implements drivers.Driver: the test driver counts as a local driver.
+func (d *Driver) IsRemote() bool { return false }
+
+// Prepare implements drivers.Driver: it parses cfg and loads the state file.
+func (d *Driver) Prepare(ctx context.Context, cfg []byte) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("prepare %s: %w", d.env.Instance, err)
+	}
+	c, err := ParseConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("prepare %s: config: %w", d.env.Instance, err)
+	}
+	held, err := loadState(d.env.DataDir)
+	if err != nil {
+		return fmt.Errorf("prepare %s: %w", d.env.Instance, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.cfg = c
+	d.held = held
+	d.prepared = true
+	d.log.Debug("test driver prepared", "resources", len(held), "delay", c.Delay.String(),
+		"failure_rate", c.FailureRate)
+	return nil
+}
+
+// ValidateTemplate implements drivers.Driver: the template needs an entry for
+// the instance name or "test" that decodes into TemplateConfig.
+func (d *Driver) ValidateTemplate(t types.MachineTemplate) error {
+	_, err := d.templateConfig(t)
+	return err
+}
+
+func (d *Driver) templateConfig(t types.MachineTemplate) (TemplateConfig, error) {
+	key := d.env.Instance
+	raw, ok := drivers.TemplateConfig(t, d.env.Instance, Type)
+	if !ok {
+		if d.env.Instance == Type {
+			return TemplateConfig{}, types.Invalid("spec.providerConfiguration", "has no entry for %q", Type)
+		}
+		return TemplateConfig{}, types.Invalid("spec.providerConfiguration", "has no entry for %q or %q", d.env.Instance, Type)
+	}
+	if _, ok := t.Spec.ProviderConfiguration[key]; !ok {
+		key = Type
+	}
+	tc, err := ParseTemplateConfig(raw)
+	if err != nil {
+		return TemplateConfig{}, drivers.PrefixField("spec.providerConfiguration."+key, err)
+	}
+	return tc, nil
+}
+
+// HostCapacity implements drivers.Driver from the configured cpus, ram_gb and
+// disk_gb and the alter settings.
+func (d *Driver) HostCapacity() types.Capacity {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.cfg.Capacity()
+}
+
+// Allocate implements drivers.Driver. It waits the delay (returning early with
+// the context's error), fails when asked to, and otherwise records a new
+// resource and writes the state file before returning it.
+func (d *Driver) Allocate(ctx context.Context, t types.MachineTemplate, meta map[string]string) (*types.Resource, error) {
+	d.mu.Lock()
+	cfg, prepared := d.cfg, d.prepared
+	d.mu.Unlock()
+	if !prepared {
+		return nil, fmt.Errorf("allocate: %w", drivers.ErrNotPrepared)
+	}
+	tc, err := d.templateConfig(t)
+	if err != nil {
+		return nil, fmt.Errorf("allocate: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("allocate: %w", err)
+	}
+	delay := cfg.Delay.Duration
+	if tc.Delay != nil {
+		delay = tc.Delay.Duration
+	}
+	if err := sleep(ctx, delay); err != nil {
+		return nil, fmt.Errorf("allocate: %w", err)
+	}
+	if tc.Fail {
+		return nil, fmt.Errorf("allocate: template %q asks to fail: %w", t.Metadata.Name, ErrInjectedFailure)
+	}
+	data, err := json.Marshal(resourceData{Template: t.Metadata.Name, Meta: meta})
+	if err != nil {
+		return nil, fmt.Errorf("allocate: %w", err)
+	}
+
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if cfg.FailureRate > 0 && d.roll() < cfg.FailureRate {
+		return nil, fmt.Errorf("allocate: failure rate %g: %w", cfg.FailureRate, ErrInjectedFailure)
+	}
+	id := d.newIDLocked()
+	r := types.Resource{
+		ID:        id,
+		Driver:    d.env.Instance,
+		Info:      map[string]string{"host": d.env.NodeName, "id": id},
+		Endpoints: []types.Endpoint{{Protocol: "test", Address: "test://" + d.env.NodeName + "/" + id}},
+		Resources: t.Spec.Resources,
+		Data:      data,
+	}
+	d.held[id] = r
+	if err := d.saveLocked(); err != nil {
+		delete(d.held, id)
+		return nil, fmt.Errorf("allocate: %w", err)
+	}
+	d.log.Debug("test machine allocated", "resource", id, "template", t.Metadata.Name)
+	out := drivers.CloneResource(r)
+	return &out, nil
+}
+
+// resourceData is what Resource.Data holds for a test machine.
+type resourceData struct {
+	Template string            `json:"template,omitempty"`
+	Meta     map[string]string `json:"meta,omitempty"`
+}
+
+// sleep waits d or until ctx is done, whichever comes first.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}
+
+// newIDLocked returns "test-" and 16 random hex digits not held yet. The ids
+// come from crypto/rand, not roll, so they stay unique across restarts.
+func (d *Driver) newIDLocked() string {
+	for {
+		var b [8]byte
+		_, _ = rand.Read(b[:]) // never fails (crypto/rand docs)
+		id := Type + "-" + hex.EncodeToString(b[:])
+		if _, taken := d.held[id]; !taken {
+			return id
+		}
+	}
+}
+
+// Status implements drivers.Driver: Running while held, ErrNotFound after.
+func (d *Driver) Status(ctx context.Context, r *types.Resource) (types.MachinePhase, error) {
+	if r == nil {
+		return "", errors.New("status: nil resource")
+	}
+	if err := ctx.Err(); err != nil {
+		return "", fmt.Errorf("status %s: %w", r.ID, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.prepared {
+		return "", fmt.Errorf("status %s: %w", r.ID, drivers.ErrNotPrepared)
+	}
+	if _, ok := d.held[r.ID]; !ok {
+		return "", fmt.Errorf("status %s: %w", r.ID, drivers.ErrNotFound)
+	}
+	return types.MachineRunning, nil
+}
+
+// Deallocate implements drivers.Driver; a resource not held is not an error.
+func (d *Driver) Deallocate(ctx context.Context, r *types.Resource) error {
+	if r == nil {
+		return errors.New("deallocate: nil resource")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("deallocate %s: %w", r.ID, err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.prepared {
+		return fmt.Errorf("deallocate %s: %w", r.ID, drivers.ErrNotPrepared)
+	}
+	old, ok := d.held[r.ID]
+	if !ok {
+		return nil
+	}
+	delete(d.held, r.ID)
+	if err := d.saveLocked(); err != nil {
+		d.held[r.ID] = old
+		return fmt.Errorf("deallocate %s: %w", r.ID, err)
+	}
+	d.log.Debug("test machine deallocated", "resource", r.ID)
+	return nil
+}
+
+// List implements drivers.Driver: every held resource, sorted by id.
+func (d *Driver) List(ctx context.Context) ([]types.Resource, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.prepared {
+		return nil, fmt.Errorf("list: %w", drivers.ErrNotPrepared)
+	}
+	return d.sortedLocked(true), nil
+}
+
+// sortedLocked returns the held resources sorted by id, deep-copied if asked.
+func (d *Driver) sortedLocked(clone bool) []types.Resource {
+	out := make([]types.Resource, 0, len(d.held))
+	for _, r := range d.held {
+		if clone {
+			r = drivers.CloneResource(r)
+		}
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}

@@ -1,0 +1,355 @@
+package scheduler
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+const offerTO = time.Second
+
+// three nodes: n1 is the busiest, so pack offers there first, then n2, then n3.
+func threeNodes() []Candidate {
+	return []Candidate{cand("n1", 8, 32, 4, 0), cand("n2", 8, 32, 2, 0), cand("n3", 8, 32, 0, 0)}
+}
+
+func newElector(t *testing.T, cands []Candidate) *Elector {
+	t.Helper()
+	e := NewElector(offerTO)
+	require.Empty(t, e.Step(t0, CandidatesChanged{Candidates: cands}))
+	return e
+}
+
+func request(claim string, cpu float64) ClaimRequested {
+	return ClaimRequested{Claim: claim, Request: testReq(claim, cpu, 1), Deadline: t0.Add(time.Minute)}
+}
+
+func offerOf(t *testing.T, acts []Action) SendOffer {
+	t.Helper()
+	require.Len(t, acts, 1, "actions: %+v", acts)
+	o, ok := acts[0].(SendOffer)
+	require.True(t, ok, "want SendOffer, got %#v", acts[0])
+	return o
+}
+
+func TestElectorOfferAccept(t *testing.T) {
+	e := newElector(t, threeNodes())
+	o := offerOf(t, e.Step(t0, request("c1", 2)))
+	assert.Equal(t, SendOffer{Claim: "c1", Node: "n1", Driver: "test", Round: 1}, o)
+	assert.Equal(t, []string{"c1"}, e.Pending())
+	dl, ok := e.NextDeadline()
+	require.True(t, ok)
+	assert.Equal(t, t0.Add(offerTO), dl, "the offer expires before the bind deadline")
+
+	// Stale answers change nothing.
+	assert.Empty(t, e.Step(t0, Accepted{Claim: "c1", Node: "n1", Driver: "test", Round: 0}))
+	assert.Empty(t, e.Step(t0, Accepted{Claim: "c1", Node: "n2", Driver: "test", Round: 1}))
+	assert.Empty(t, e.Step(t0, Accepted{Claim: "c1", Node: "n1", Driver: "docker", Round: 1}))
+	assert.Empty(t, e.Step(t0, Accepted{Claim: "other", Node: "n1", Round: 1}))
+
+	acts := e.Step(t0, Accepted{Claim: "c1", Node: "n1", Driver: "test", Round: 1})
+	assert.Equal(t, []Action{RecordAccepted{Claim: "c1", Node: "n1", Driver: "test", Round: 1}}, acts)
+	// Idempotent: the same answer again, and the echo of the record, do nothing.
+	assert.Empty(t, e.Step(t0, Accepted{Claim: "c1", Node: "n1", Driver: "test", Round: 1}))
+	echo := request("c1", 2)
+	echo.Round, echo.AcceptedBy = 1, "n1"
+	assert.Empty(t, e.Step(t0, echo))
+	assert.Empty(t, e.Step(t0, Declined{Claim: "c1", Node: "n1", Round: 1, Reason: "late"}))
+
+	_, ok = e.NextDeadline()
+	assert.False(t, ok, "an accepted claim has no deadline in the elector")
+	assert.Equal(t, []string{"c1"}, e.Pending(), "accepted but not bound")
+	assert.Empty(t, e.Step(t0.Add(time.Hour), Timeout{}), "no deadline applies once accepted")
+
+	assert.Empty(t, e.Step(t0, ClaimGone{Claim: "c1"}))
+	assert.Empty(t, e.Pending())
+	assert.Empty(t, e.Step(t0, ClaimGone{Claim: "c1"}))
+}
+
+func TestElectorDeclineThenNext(t *testing.T) {
+	e := newElector(t, threeNodes())
+	o := offerOf(t, e.Step(t0, request("c1", 2)))
+	require.Equal(t, "n1", o.Node)
+
+	// n1's fresh view: it is full now. The claim moves on to n2 with round 2.
+	fresh := cand("n1", 8, 32, 8, 0)
+	o = offerOf(t, e.Step(t0, Declined{Claim: "c1", Node: "n1", Round: 1, Reason: "cpu 0.0 free of 2.0 needed", Fresh: &fresh}))
+	assert.Equal(t, SendOffer{Claim: "c1", Node: "n2", Driver: "test", Round: 2}, o)
+	// A duplicate of the decline is stale now.
+	assert.Empty(t, e.Step(t0, Declined{Claim: "c1", Node: "n1", Round: 1, Reason: "again"}))
+
+	// Another claim sees n1's fresh capacity: n1 is skipped, and n2 carries
+	// c1's pending offer, so a 6-CPU claim only fits n3.
+	o2 := offerOf(t, e.Step(t0, request("c2", 6)))
+	assert.Equal(t, "n3", o2.Node)
+	assert.Equal(t, uint64(1), o2.Round)
+
+	// n2 declines too; n3 still has room for c1 beside c2's 6 CPUs.
+	o = offerOf(t, e.Step(t0, Declined{Claim: "c1", Node: "n2", Round: 2, Reason: "disk"}))
+	assert.Equal(t, SendOffer{Claim: "c1", Node: "n3", Driver: "test", Round: 3}, o)
+	acts := e.Step(t0, Declined{Claim: "c1", Node: "n3", Round: 3, Reason: "disk"})
+	require.Len(t, acts, 1)
+	w, ok := acts[0].(Waiting)
+	require.True(t, ok, "%#v", acts[0])
+	assert.Equal(t, "c1", w.Claim)
+	// n2 and n3 still fit by the reports, so the last decline is the news.
+	assert.Equal(t, "every node that fits declined or did not answer; last: node n3 declined: disk", w.Reason)
+}
+
+func TestElectorWaitingReasonAfterDeclines(t *testing.T) {
+	e := newElector(t, []Candidate{cand("n1", 8, 32, 0, 0)})
+	o := offerOf(t, e.Step(t0, request("c1", 2)))
+	acts := e.Step(t0, Declined{Claim: "c1", Node: "n1", Round: o.Round, Reason: "image missing"})
+	assert.Equal(t, []Action{Waiting{Claim: "c1",
+		Reason: "every node that fits declined or did not answer; last: node n1 declined: image missing"}}, acts)
+	_, ok := e.NextDeadline()
+	assert.True(t, ok, "a waiting claim still has its bind deadline")
+
+	// A fresh report clears the exclusions: n1 is offered again with a higher round.
+	o = offerOf(t, e.Step(t0.Add(time.Second), CandidatesChanged{Candidates: []Candidate{cand("n1", 8, 32, 0, 0)}}))
+	assert.Equal(t, SendOffer{Claim: "c1", Node: "n1", Driver: "test", Round: 2}, o)
+}
+
+func TestElectorOfferTimeout(t *testing.T) {
+	e := newElector(t, threeNodes())
+	offerOf(t, e.Step(t0, request("c1", 2)))
+	assert.Empty(t, e.Step(t0.Add(offerTO-time.Millisecond), Timeout{}), "early timer does nothing")
+
+	dl, _ := e.NextDeadline()
+	o := offerOf(t, e.Step(dl, Timeout{}))
+	assert.Equal(t, SendOffer{Claim: "c1", Node: "n2", Driver: "test", Round: 2}, o)
+	assert.Empty(t, e.Step(dl, Timeout{}), "a repeated timeout does nothing")
+	// n1 answers late: stale.
+	assert.Empty(t, e.Step(dl, Accepted{Claim: "c1", Node: "n1", Driver: "test", Round: 1}))
+	next, _ := e.NextDeadline()
+	assert.Equal(t, dl.Add(offerTO), next)
+}
+
+func TestElectorNodeDown(t *testing.T) {
+	t.Run("pending node goes down: next at once", func(t *testing.T) {
+		e := newElector(t, threeNodes())
+		offerOf(t, e.Step(t0, request("c1", 2)))
+		assert.Empty(t, e.Step(t0, NodeDown{Node: "n3"}), "another node going down does not matter")
+		o := offerOf(t, e.Step(t0, NodeDown{Node: "n1"}))
+		assert.Equal(t, SendOffer{Claim: "c1", Node: "n2", Driver: "test", Round: 2}, o)
+		assert.Empty(t, e.Step(t0, NodeDown{Node: "n1"}), "duplicate")
+	})
+	t.Run("accepted node goes down before binding: elected again", func(t *testing.T) {
+		e := newElector(t, threeNodes())
+		offerOf(t, e.Step(t0, request("c1", 2)))
+		require.Len(t, e.Step(t0, Accepted{Claim: "c1", Node: "n1", Driver: "test", Round: 1}), 1)
+		o := offerOf(t, e.Step(t0.Add(time.Second), NodeDown{Node: "n1"}))
+		assert.Equal(t, SendOffer{Claim: "c1", Node: "n2", Driver: "test", Round: 2}, o)
+	})
+	t.Run("pending node missing from a fresh snapshot", func(t *testing.T) {
+		e := newElector(t, threeNodes())
+		offerOf(t, e.Step(t0, request("c1", 2)))
+		o := offerOf(t, e.Step(t0, CandidatesChanged{Candidates: threeNodes()[1:]}))
+		assert.Equal(t, "n2", o.Node)
+		assert.Equal(t, uint64(2), o.Round)
+	})
+}
+
+func TestElectorWaitThenCapacity(t *testing.T) {
+	full := []Candidate{cand("n1", 4, 32, 4, 0), cand("n2", 4, 32, 3, 0)}
+	e := newElector(t, full)
+	acts := e.Step(t0, request("c1", 2))
+	assert.Equal(t, []Action{Waiting{Claim: "c1", Reason: "no node can take template t: " +
+		"driver test on n1 has no capacity: cpu 0.0 free of 2.0 needed; driver test on n2 has no capacity: cpu 1.0 free of 2.0 needed"}}, acts)
+	// Still full: Waiting is not repeated.
+	assert.Empty(t, e.Step(t0.Add(time.Second), CandidatesChanged{Candidates: full}))
+	assert.Empty(t, e.Step(t0.Add(time.Second), request("c1", 2)), "duplicate request")
+
+	freed := []Candidate{cand("n1", 4, 32, 4, 0), cand("n2", 4, 32, 1, 0)}
+	o := offerOf(t, e.Step(t0.Add(2*time.Second), CandidatesChanged{Candidates: freed}))
+	assert.Equal(t, SendOffer{Claim: "c1", Node: "n2", Driver: "test", Round: 1}, o)
+}
+
+func TestElectorDeadline(t *testing.T) {
+	e := newElector(t, []Candidate{cand("n1", 4, 32, 4, 0)})
+	require.IsType(t, Waiting{}, e.Step(t0, request("c1", 2))[0])
+	dl, ok := e.NextDeadline()
+	require.True(t, ok)
+	assert.Equal(t, t0.Add(time.Minute), dl)
+	assert.Empty(t, e.Step(dl.Add(-time.Nanosecond), Timeout{}))
+
+	acts := e.Step(dl, Timeout{})
+	assert.Equal(t, []Action{Fail{Claim: "c1", Reason: "not bound within its bind timeout: " +
+		"no node can take template t: driver test on n1 has no capacity: cpu 0.0 free of 2.0 needed"}}, acts)
+	assert.Empty(t, e.Pending())
+	_, ok = e.NextDeadline()
+	assert.False(t, ok)
+	// Echoes and late news of a failed claim stay quiet.
+	assert.Empty(t, e.Step(dl, request("c1", 2)))
+	assert.Empty(t, e.Step(dl, Timeout{}))
+	assert.Empty(t, e.Step(dl, CandidatesChanged{Candidates: threeNodes()}))
+
+	// Gone, then created again under the same name: a new claim.
+	e.Step(dl, ClaimGone{Claim: "c1"})
+	again := request("c1", 2)
+	again.Deadline = dl.Add(time.Minute)
+	assert.Equal(t, "n1", offerOf(t, e.Step(dl, again)).Node)
+}
+
+func TestElectorDeadlineWithOfferOut(t *testing.T) {
+	e := NewElector(time.Hour) // the offer outlives the bind deadline
+	e.Step(t0, CandidatesChanged{Candidates: threeNodes()})
+	offerOf(t, e.Step(t0, request("c1", 2)))
+	dl, _ := e.NextDeadline()
+	assert.Equal(t, t0.Add(time.Minute), dl)
+	acts := e.Step(dl, Timeout{})
+	assert.Equal(t, []Action{Fail{Claim: "c1", Reason: "not bound within its bind timeout: offer to node n1 (round 1) is unanswered"}}, acts)
+	assert.Empty(t, e.Step(dl, Accepted{Claim: "c1", Node: "n1", Driver: "test", Round: 1}), "too late")
+}
+
+func TestElectorDeclineAfterDeadlineFails(t *testing.T) {
+	e := newElector(t, threeNodes())
+	o := offerOf(t, e.Step(t0, request("c1", 2)))
+	acts := e.Step(t0.Add(2*time.Minute), Declined{Claim: "c1", Node: o.Node, Round: o.Round, Reason: "full"})
+	require.Len(t, acts, 1)
+	f, ok := acts[0].(Fail)
+	require.True(t, ok, "%#v", acts[0])
+	assert.Equal(t, "not bound within its bind timeout: every node that fits declined or did not answer; last: node n1 declined: full", f.Reason)
+}
+
+func TestElectorResume(t *testing.T) {
+	t.Run("recorded node alive: go on", func(t *testing.T) {
+		e := newElector(t, threeNodes())
+		in := request("c1", 2)
+		in.Round, in.AcceptedBy = 4, "n2"
+		assert.Empty(t, e.Step(t0, in))
+		assert.Equal(t, []string{"c1"}, e.Pending())
+		// The node gives the claim back (allocation failed): round 5 without a node.
+		in.Round, in.AcceptedBy = 5, ""
+		o := offerOf(t, e.Step(t0, in))
+		assert.Equal(t, SendOffer{Claim: "c1", Node: "n1", Driver: "test", Round: 6}, o)
+	})
+	t.Run("recorded node gone: round+1 elsewhere", func(t *testing.T) {
+		cands := threeNodes()
+		cands[0].Alive = false
+		e := newElector(t, cands)
+		in := request("c1", 2)
+		in.Round, in.AcceptedBy = 4, "n1"
+		o := offerOf(t, e.Step(t0, in))
+		assert.Equal(t, SendOffer{Claim: "c1", Node: "n2", Driver: "test", Round: 5}, o)
+	})
+	t.Run("served node gave the claim back: not offered again", func(t *testing.T) {
+		e := newElector(t, threeNodes())
+		offerOf(t, e.Step(t0, request("c1", 2)))
+		e.Step(t0, Accepted{Claim: "c1", Node: "n1", Driver: "test", Round: 1})
+		back := request("c1", 2)
+		back.Round = 2
+		o := offerOf(t, e.Step(t0, back))
+		assert.Equal(t, SendOffer{Claim: "c1", Node: "n2", Driver: "test", Round: 3}, o)
+	})
+}
+
+func TestElectorHoldsSpreadABurst(t *testing.T) {
+	// n1 has room for one 4-CPU machine, n2 for two. Pack prefers n1 (busier),
+	// but the elector counts its own outstanding offers, so a burst of three
+	// claims goes n1, n2, n2 instead of three offers to n1.
+	cands := []Candidate{cand("n1", 8, 32, 4, 0), cand("n2", 8, 32, 0, 0)}
+	e := newElector(t, cands)
+	var got []string
+	for _, c := range []string{"a", "b", "c"} {
+		got = append(got, offerOf(t, e.Step(t0, request(c, 4))).Node)
+	}
+	assert.Equal(t, []string{"n1", "n2", "n2"}, got)
+	require.IsType(t, Waiting{}, e.Step(t0, request("d", 4))[0])
+
+	// a is accepted; the others are still out. A stale snapshot (taken before
+	// any of it) is believed: accepted holds go, pending holds stay. Only a's
+	// room looks free again, so d gets n1 and will learn the truth from n1.
+	e.Step(t0, Accepted{Claim: "a", Node: "n1", Driver: "test", Round: 1})
+	o := offerOf(t, e.Step(t0, CandidatesChanged{Candidates: cands}))
+	assert.Equal(t, SendOffer{Claim: "d", Node: "n1", Driver: "test", Round: 1}, o)
+}
+
+func TestElectorNoDeadline(t *testing.T) {
+	e := newElector(t, nil)
+	in := request("c1", 1)
+	in.Deadline = time.Time{}
+	require.IsType(t, Waiting{}, e.Step(t0, in)[0])
+	_, ok := e.NextDeadline()
+	assert.False(t, ok)
+	assert.Empty(t, e.Step(t0.Add(1000*time.Hour), Timeout{}))
+}
+
+func TestNewElectorDefaultTimeout(t *testing.T) {
+	e := NewElector(0)
+	e.Step(t0, CandidatesChanged{Candidates: threeNodes()})
+	in := request("c1", 1)
+	in.Deadline = t0.Add(time.Hour)
+	e.Step(t0, in)
+	dl, ok := e.NextDeadline()
+	require.True(t, ok)
+	assert.Equal(t, t0.Add(DefaultOfferTimeout), dl)
+}
+
+func TestElectorRoundsIncrease(t *testing.T) {
+	e := newElector(t, []Candidate{cand("n1", 8, 32, 0, 0), cand("n2", 8, 32, 0, 0)})
+	var last uint64
+	now := t0
+	for i := range 20 {
+		var acts []Action
+		if i == 0 {
+			acts = e.Step(now, request("c1", 1))
+		} else {
+			// Alternate declines, timeouts and fresh snapshots.
+			switch i % 3 {
+			case 0:
+				now = now.Add(offerTO)
+				acts = e.Step(now, Timeout{})
+			default:
+				acts = e.Step(now, CandidatesChanged{Candidates: []Candidate{cand("n1", 8, 32, 0, 0), cand("n2", 8, 32, 0, 0)}})
+			}
+		}
+		for _, a := range acts {
+			if o, ok := a.(SendOffer); ok {
+				assert.Greater(t, o.Round, last)
+				last = o.Round
+				if i%3 == 1 {
+					e.Step(now, Declined{Claim: "c1", Node: o.Node, Round: o.Round, Reason: "no"})
+				}
+			}
+		}
+	}
+	assert.Greater(t, last, uint64(3))
+}
+
+func TestElectorWakesWaitingWhenAnOfferComesToNothing(t *testing.T) {
+	// One slot. a holds it with an offer; b waits. a's offer is lost on the wire
+	// and times out: the slot is free again in the elector's view, and no report
+	// will say so (n1 never changed), so b is woken at once.
+	e := newElector(t, []Candidate{cand("n1", 1, 32, 0, 0)})
+	offerOf(t, e.Step(t0, request("a", 1)))
+	require.IsType(t, Waiting{}, e.Step(t0, request("b", 1))[0])
+
+	acts := e.Step(t0.Add(offerTO), Timeout{})
+	assert.Equal(t, []Action{
+		Waiting{Claim: "a", Reason: "every node that fits declined or did not answer; last: node n1 did not answer the offer within 1s"},
+		SendOffer{Claim: "b", Node: "n1", Driver: "test", Round: 1},
+	}, acts)
+
+	// A claim deleted with its offer out frees the slot the same way.
+	acts = e.Step(t0.Add(offerTO), ClaimGone{Claim: "b"})
+	assert.Empty(t, acts, "a still excludes n1 until a fresh report")
+	acts = e.Step(t0.Add(2*offerTO), CandidatesChanged{Candidates: []Candidate{cand("n1", 1, 32, 0, 0)}})
+	assert.Equal(t, []Action{SendOffer{Claim: "a", Node: "n1", Driver: "test", Round: 2}}, acts)
+}
+
+func TestElectorDeclineDetails(t *testing.T) {
+	e := newElector(t, []Candidate{cand("n1", 8, 32, 0, 0)})
+	o := offerOf(t, e.Step(t0, request("c1", 2)))
+	// The decline carries a candidate the elector had not heard of: it is learnt.
+	newcomer := cand("n9", 8, 32, 0, 0)
+	o = offerOf(t, e.Step(t0, Declined{Claim: "c1", Node: o.Node, Round: o.Round, Fresh: &newcomer}))
+	assert.Equal(t, SendOffer{Claim: "c1", Node: "n9", Driver: "test", Round: 2}, o)
+	acts := e.Step(t0, Declined{Claim: "c1", Node: "n9", Round: 2})
+	assert.Equal(t, []Action{Waiting{Claim: "c1",
+		Reason: "every node that fits declined or did not answer; last: node n9 declined: no reason given"}}, acts)
+}

@@ -1,0 +1,114 @@
+package scheduler
+
+import "time"
+
+// Input is something that happened, fed to Elector.Step. The set is sealed:
+// only the types in this file implement it.
+type Input interface{ isInput() }
+
+// Action is something the shell must carry out, returned by Elector.Step in the
+// order it must be done. The set is sealed: only the types in this file
+// implement it.
+type Action interface{ isAction() }
+
+// ClaimRequested says a claim in phase Requested is this elector's to place. The
+// shell feeds it for new claims, on every change of a claim it elects, and for
+// every Requested claim when it becomes the elector (membership changed). It is
+// idempotent: an echo of what the elector already knows does nothing.
+type ClaimRequested struct {
+	Claim   string
+	Request Request
+	// Round is the last round recorded in the claim's status (0 for a new claim).
+	Round uint64
+	// Deadline is createdAt + bind timeout; a zero Deadline never expires.
+	Deadline time.Time
+	// AcceptedBy is the node recorded in the claim's status, if any. When it is
+	// alive the elector resumes waiting for it; otherwise it elects again.
+	AcceptedBy string
+}
+
+// CandidatesChanged carries the full, fresh set of candidates (capacity reports
+// and membership). It replaces what the elector knew and wakes waiting claims.
+type CandidatesChanged struct {
+	Candidates []Candidate
+}
+
+// Accepted is a candidate's answer: it reserved capacity for (Claim, Round).
+type Accepted struct {
+	Claim  string
+	Node   string
+	Driver string
+	Round  uint64
+}
+
+// Declined is a candidate's answer: it cannot take (Claim, Round). Fresh, when
+// set, is the candidate's own view of its capacity, newer than any report.
+type Declined struct {
+	Claim  string
+	Node   string
+	Round  uint64
+	Reason string
+	Fresh  *Candidate
+}
+
+// Timeout says the time passed NextDeadline; Step finds what expired.
+type Timeout struct{}
+
+// NodeDown says a node left the cluster (declared dead by membership).
+type NodeDown struct {
+	Node string
+}
+
+// ClaimGone says a claim is no longer this elector's: deleted, bound, failed, or
+// owned by another elector after a membership change.
+type ClaimGone struct {
+	Claim string
+}
+
+func (ClaimRequested) isInput()    {}
+func (CandidatesChanged) isInput() {}
+func (Accepted) isInput()          {}
+func (Declined) isInput()          {}
+func (Timeout) isInput()           {}
+func (NodeDown) isInput()          {}
+func (ClaimGone) isInput()         {}
+
+// SendOffer asks Node to reserve capacity on Driver for (Claim, Round). It goes
+// by direct reliable send, not gossip. Round strictly increases for each new
+// offer of a claim.
+type SendOffer struct {
+	Claim  string
+	Node   string
+	Driver string
+	Round  uint64
+}
+
+// RecordAccepted tells the shell to write claim.status {node, driver, round}.
+// The candidate allocates once it sees the record; every other node holding a
+// reservation for the claim releases it (fencing).
+type RecordAccepted struct {
+	Claim  string
+	Node   string
+	Driver string
+	Round  uint64
+}
+
+// Fail tells the shell to mark the claim Failed with Reason: the bind deadline
+// passed before any node accepted it.
+type Fail struct {
+	Claim  string
+	Reason string
+}
+
+// Waiting says nothing fits the claim now; it waits for CandidatesChanged or its
+// deadline. The shell may show Reason in the claim's status. It is emitted once
+// each time a claim starts waiting.
+type Waiting struct {
+	Claim  string
+	Reason string
+}
+
+func (SendOffer) isAction()      {}
+func (RecordAccepted) isAction() {}
+func (Fail) isAction()           {}
+func (Waiting) isAction()        {}
