@@ -1,0 +1,229 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hf-fleet/hf/lib/cluster"
+	"github.com/hf-fleet/hf/lib/config"
+	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/drivers/testdriver"
+	"github.com/hf-fleet/hf/lib/openapi"
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// run parses args, starts the node and blocks until ctx ends. It returns the
+// process exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	cmd := &cobra.Command{
+		Use:           "hf-node",
+		Short:         "hf-node runs one node of an hf fleet",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version,
+		Args:          cobra.NoArgs,
+	}
+	config.BindFlags(cmd.Flags())
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		file, _ := cmd.Flags().GetString("config")
+		cfg, err := config.Load(config.LoadOptions{File: file, Flags: cmd.Flags()})
+		if err != nil {
+			return err
+		}
+		return serve(ctx, cfg, stdout, stderr)
+	}
+	if err := cmd.Execute(); err != nil {
+		fmt.Fprintf(stderr, "hf-node: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(cfg config.LogConfig, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// serve runs a node with cfg until ctx ends.
+func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) error {
+	log := newLogger(cfg.Log, stderr)
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	name, err := nodeName(cfg.DataDir, cfg.Name)
+	if err != nil {
+		return err
+	}
+	log = log.With("node", name)
+
+	st, err := store.Open(store.Config{
+		Dir: filepath.Join(cfg.DataDir, "store"), NodeID: name,
+		GCInterval: cfg.Store.GCInterval, TombstoneTTL: cfg.Store.TombstoneTTL,
+	}, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	instances, err := prepareDrivers(ctx, cfg, name, log)
+	if err != nil {
+		return err
+	}
+
+	token, created, err := openapi.LoadOrCreateAdminToken(cfg.DataDir, cfg.API.AdminToken)
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.API.Address)
+	if err != nil {
+		return fmt.Errorf("api listen: %w", err)
+	}
+	apiAddr := ln.Addr().String()
+
+	node, err := cluster.New(cluster.Config{
+		Name: name, APIAddress: apiAddr, GossipAddress: cfg.Cluster.Bind, Labels: cfg.Labels,
+		Placement:       types.Placement(cfg.Scheduler.Placement),
+		OfferTimeout:    cfg.Scheduler.OfferTimeout,
+		ResyncInterval:  cfg.Cluster.AntiEntropyInterval,
+		SoftwareVersion: version,
+	}, log, st, instances, nil)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if err := node.Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	api, err := openapi.New(openapi.Config{
+		AdminToken: token, Tokens: apiTokens(cfg.API.Tokens), NodeName: name, Ready: node.Ready,
+	}, log, st)
+	if err != nil {
+		ln.Close()
+		_ = node.Stop(context.Background())
+		return err
+	}
+
+	fmt.Fprintf(stdout, "hf-node %s %s\n", name, version)
+	fmt.Fprintf(stdout, "  api:      http://%s\n", apiAddr)
+	fmt.Fprintf(stdout, "  data dir: %s\n", cfg.DataDir)
+	if created {
+		fmt.Fprintf(stdout, "  admin token (shown once, saved to %s): %s\n", filepath.Join(cfg.DataDir, "admin.token"), token)
+	} else if cfg.API.AdminToken == "" {
+		fmt.Fprintf(stdout, "  admin token: in %s\n", filepath.Join(cfg.DataDir, "admin.token"))
+	}
+
+	serveErr := api.Serve(ctx, ln) // returns when ctx ends
+	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stopErr := node.Stop(stopCtx)
+	for _, in := range instances {
+		if c, ok := in.Driver.(io.Closer); ok {
+			_ = c.Close()
+		}
+	}
+	if serveErr != nil && !errors.Is(serveErr, context.Canceled) {
+		return serveErr
+	}
+	return stopErr
+}
+
+func apiTokens(in []config.TokenConfig) []openapi.Token {
+	out := make([]openapi.Token, 0, len(in))
+	for _, t := range in {
+		out = append(out, openapi.Token{Name: t.Name, Token: t.Token, Role: string(t.Role), User: t.User})
+	}
+	return out
+}
+
+// registry lists the driver types this build knows.
+func registry() *drivers.Registry {
+	r := drivers.NewRegistry()
+	_ = r.Register("test", testdriver.New)
+	return r
+}
+
+var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_.-]`)
+
+func prepareDrivers(ctx context.Context, cfg config.Config, node string, log *slog.Logger) ([]cluster.Instance, error) {
+	reg := registry()
+	var out []cluster.Instance
+	for i, dc := range cfg.Drivers {
+		inst := dc.InstanceName()
+		dir := filepath.Join(cfg.DataDir, "drivers", unsafeChars.ReplaceAllString(inst, "_"))
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("drivers[%d]: %w", i, err)
+		}
+		d, err := reg.New(dc.Name, drivers.Env{Instance: inst, DataDir: dir, NodeName: node, Log: log.With("driver", inst)})
+		if err != nil {
+			return nil, fmt.Errorf("drivers[%d].name: %w", i, err)
+		}
+		raw, err := dc.ConfigJSON()
+		if err != nil {
+			return nil, fmt.Errorf("drivers[%d].config: %w", i, err)
+		}
+		if err := d.Prepare(ctx, raw); err != nil {
+			return nil, fmt.Errorf("drivers[%d].config: %w", i, err)
+		}
+		out = append(out, cluster.Instance{Name: inst, Type: dc.Name, Driver: d})
+	}
+	return out, nil
+}
+
+// nodeName returns the configured name, or the one generated on first start and
+// kept in the data dir, so a restarted node is the same member.
+func nodeName(dataDir, configured string) (string, error) {
+	if configured != "" {
+		return configured, nil
+	}
+	path := filepath.Join(dataDir, "node-name")
+	if b, err := os.ReadFile(path); err == nil {
+		name := strings.TrimSpace(string(b))
+		if err := types.ValidateName(path, name); err != nil {
+			return "", err
+		}
+		return name, nil
+	}
+	host, _ := os.Hostname()
+	host = strings.Trim(regexp.MustCompile(`[^a-z0-9-]+`).ReplaceAllString(strings.ToLower(host), "-"), "-")
+	if len(host) > 40 {
+		host = host[:40]
+	}
+	if host == "" {
+		host = "node"
+	}
+	b := make([]byte, 3)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	name := host + "-" + hex.EncodeToString(b)
+	if err := os.WriteFile(path, []byte(name+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("save node name: %w", err)
+	}
+	return name, nil
+}

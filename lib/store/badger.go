@@ -1,0 +1,52 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// badgerOptions sizes badger for a small daemon: with these settings 100k
+// 500-byte records take tens of MB, where badger's defaults take 200+ MB
+// (64 MB memtables x 5, a 256 MB block cache, 1 GB value-log files).
+func badgerOptions(cfg Config, log *slog.Logger) badger.Options {
+	opt := badger.DefaultOptions(cfg.Dir)
+	if cfg.InMemory {
+		opt = badger.DefaultOptions("").WithInMemory(true)
+	}
+	return opt.
+		WithLogger(badgerLogger{log: log.With("component", "badger")}).
+		WithSyncWrites(cfg.SyncWrites).
+		WithMetricsEnabled(false).
+		WithMemTableSize(8 << 20).
+		WithNumMemtables(2).
+		WithBlockCacheSize(16 << 20).
+		WithIndexCacheSize(8 << 20).
+		WithValueLogFileSize(64 << 20).
+		WithNumLevelZeroTables(2).
+		WithNumLevelZeroTablesStall(4).
+		WithNumCompactors(2).
+		WithValueThreshold(1 << 10)
+}
+
+// badgerLogger routes badger's log into slog: errors and warnings at Warn
+// (badger calls recoverable trouble errors), the chatty rest at Debug.
+type badgerLogger struct{ log *slog.Logger }
+
+var _ badger.Logger = badgerLogger{}
+
+func (l badgerLogger) Errorf(f string, args ...any)   { l.emit(slog.LevelWarn, f, args) }
+func (l badgerLogger) Warningf(f string, args ...any) { l.emit(slog.LevelWarn, f, args) }
+func (l badgerLogger) Infof(f string, args ...any)    { l.emit(slog.LevelDebug, f, args) }
+func (l badgerLogger) Debugf(f string, args ...any)   { l.emit(slog.LevelDebug, f, args) }
+
+func (l badgerLogger) emit(level slog.Level, f string, args []any) {
+	ctx := context.Background()
+	if !l.log.Enabled(ctx, level) {
+		return
+	}
+	l.log.Log(ctx, level, "badger", "detail", strings.TrimSpace(fmt.Sprintf(f, args...)))
+}

@@ -1,0 +1,47 @@
+package store
+
+import (
+	"bytes"
+	"log/slog"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestBadgerLoggerLevels(t *testing.T) {
+	cases := []struct {
+		name string
+		log  func(badgerLogger)
+		want string
+	}{
+		{"error is warn", func(l badgerLogger) { l.Errorf("disk %s\n", "full") }, `level=WARN msg=badger detail="disk full"`},
+		{"warning is warn", func(l badgerLogger) { l.Warningf("slow %d", 3) }, `level=WARN msg=badger detail="slow 3"`},
+		{"info is debug", func(l badgerLogger) { l.Infof("compaction") }, `level=DEBUG msg=badger detail=compaction`},
+		{"debug is debug", func(l badgerLogger) { l.Debugf("x") }, `level=DEBUG msg=badger detail=x`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			h := slog.NewTextHandler(&buf, &slog.HandlerOptions{
+				Level: slog.LevelDebug,
+				ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+					if a.Key == slog.TimeKey {
+						return slog.Attr{}
+					}
+					return a
+				},
+			})
+			tc.log(badgerLogger{log: slog.New(h)})
+			assert.Equal(t, tc.want+"\n", buf.String())
+		})
+	}
+	var buf bytes.Buffer
+	badgerLogger{log: slog.New(slog.NewTextHandler(&buf, nil))}.Debugf("hidden")
+	assert.Empty(t, buf.String(), "debug is dropped at info level")
+}
+
+func TestNodeID(t *testing.T) {
+	s, _ := newMemStore(t)
+	assert.Equal(t, "n1", s.NodeID())
+	assert.Equal(t, "n1", s.Clock().Node)
+}

@@ -1,0 +1,151 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// maxVlogRewrites bounds one GC round's value-log rewrites.
+const maxVlogRewrites = 64
+
+// collectBatch is how many tombstones one collection transaction removes.
+const collectBatch = 256
+
+// gcLoop runs value-log GC and tombstone collection every GCInterval until the
+// store closes.
+func (s *Store) gcLoop() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.GCInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+			s.runGC()
+		}
+	}
+}
+
+// runGC is one GC round.
+func (s *Store) runGC() {
+	if !s.cfg.InMemory {
+		s.valueLogGC()
+	}
+	n, err := s.CollectTombstones(s.cfg.Now().Add(-s.cfg.TombstoneTTL))
+	switch {
+	case errors.Is(err, ErrClosed):
+	case err != nil:
+		s.log.Warn("collect tombstones", "err", err)
+	case n > 0:
+		s.log.Debug("tombstones collected", "count", n)
+	}
+}
+
+// valueLogGC rewrites value-log files until badger finds none worth it.
+func (s *Store) valueLogGC() {
+	if err := s.enter(); err != nil {
+		return
+	}
+	defer s.leave()
+	for i := 0; i < maxVlogRewrites; i++ {
+		select {
+		case <-s.done:
+			return
+		default:
+		}
+		err := s.db.RunValueLogGC(0.5)
+		switch {
+		case err == nil:
+			s.log.Debug("value log rewritten")
+			continue
+		case errors.Is(err, badger.ErrNoRewrite), errors.Is(err, badger.ErrRejected):
+		default:
+			s.log.Warn("value log gc", "err", err)
+		}
+		return
+	}
+}
+
+// tombstone names a tombstone found by a scan.
+type tombstone struct {
+	kind, name string
+	version    types.Version
+}
+
+// CollectTombstones removes the tombstones deleted before olderThan and returns
+// how many it removed. A tombstone replaced meanwhile (re-created, or a newer
+// delete) is kept. Watchers that later ask to replay from before a collected
+// tombstone get EventResync.
+func (s *Store) CollectTombstones(olderThan time.Time) (int, error) {
+	if err := s.enter(); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	// Find them without the write lock; collect re-checks each one under it.
+	var found []tombstone
+	err := s.db.View(func(txn *badger.Txn) error {
+		return scanRecords(txn, func(r Record) error {
+			if r.Deleted && r.DeletedAt.Before(olderThan) {
+				found = append(found, tombstone{r.Kind, r.Name, r.Version})
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("collect tombstones: %w", err)
+	}
+	total := 0
+	for len(found) > 0 {
+		batch := found[:min(len(found), collectBatch)]
+		found = found[len(batch):]
+		n, err := s.collect(batch)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("collect tombstones: %w", err)
+		}
+	}
+	return total, nil
+}
+
+// collect removes the tombstones of batch that are still stored as found.
+func (s *Store) collect(batch []tombstone) (int, error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	n, gcSeq := 0, s.gcSeq
+	for _, t := range batch {
+		r, ok, err := getRecord(txn, t.kind, t.name)
+		if err != nil {
+			return 0, err
+		}
+		if !ok || !r.Deleted || r.Version != t.version {
+			continue
+		}
+		if err := txn.Delete(objectKey(t.kind, t.name)); err != nil {
+			return 0, err
+		}
+		if err := txn.Delete(seqKey(r.Seq)); err != nil {
+			return 0, err
+		}
+		gcSeq = max(gcSeq, r.Seq)
+		n++
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	if err := txn.Set(keyGCSeq, putUint(gcSeq)); err != nil {
+		return 0, err
+	}
+	if err := txn.Commit(); err != nil {
+		return 0, err
+	}
+	s.gcSeq = gcSeq
+	return n, nil
+}

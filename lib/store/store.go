@@ -1,0 +1,379 @@
+// Package store is hf's badger-backed object store: versioned records of every
+// kind, tombstones, watch, and the hybrid logical clock that versions writes.
+//
+// Every write (Put, Delete, Apply) runs under one write lock in one badger
+// transaction: the preconditions are checked, the record gets the next hybrid
+// logical clock version and the next local commit sequence (Seq), and watchers
+// are told in Seq order after the commit. Reads (Get, List, Scan) take no lock.
+//
+// Keys (see record.go):
+//
+//	o/<kind>/<name>  -> record: binary header + object JSON (or tombstone)
+//	q/<seq:8 BE>     -> o/<kind>/<name>, the record that currently holds seq
+//	m/seq            -> last local commit sequence
+//	m/hlc            -> clock high-water mark
+//	m/gcseq          -> highest seq of a collected tombstone
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// Sentinel errors callers branch on.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrExists   = errors.New("already exists")
+	ErrConflict = errors.New("version conflict")
+	ErrLocked   = errors.New("data dir is in use by another process")
+	ErrClosed   = errors.New("store is closed")
+)
+
+// Defaults applied by Open to zero Config fields.
+const (
+	DefaultGCInterval   = 5 * time.Minute
+	DefaultTombstoneTTL = 24 * time.Hour
+	DefaultWatchBuffer  = 1024
+)
+
+// Config configures a Store.
+type Config struct {
+	// Dir is the badger directory; ignored when InMemory.
+	Dir      string
+	InMemory bool
+	// NodeID is stamped on every version this store issues (required).
+	NodeID string
+	// GCInterval is how often value-log GC and tombstone collection run (default
+	// 5m; negative disables the background GC, for tests).
+	GCInterval time.Duration
+	// TombstoneTTL is how long a delete is remembered (default 24h).
+	TombstoneTTL time.Duration
+	// WatchBuffer is each watcher's channel size (default 1024).
+	WatchBuffer int
+	// SyncWrites makes every commit fsync before it returns. Off by default: a
+	// process crash loses nothing (the OS holds the pages), a power cut may lose
+	// the last writes, which anti-entropy repairs from the peers.
+	SyncWrites bool
+	// Now is the wall clock (default time.Now); tests inject one that can go
+	// backwards.
+	Now func() time.Time
+}
+
+// withDefaults returns cfg with every zero field set to its default.
+func (cfg Config) withDefaults() Config {
+	if cfg.GCInterval == 0 {
+		cfg.GCInterval = DefaultGCInterval
+	}
+	if cfg.TombstoneTTL <= 0 {
+		cfg.TombstoneTTL = DefaultTombstoneTTL
+	}
+	if cfg.WatchBuffer <= 0 {
+		cfg.WatchBuffer = DefaultWatchBuffer
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return cfg
+}
+
+// Record is one stored object or tombstone.
+type Record struct {
+	Kind    string        `json:"kind"`
+	Name    string        `json:"name"`
+	Version types.Version `json:"version"`
+	// Seq is this store's local commit sequence of the record (not replicated).
+	Seq     uint64 `json:"seq"`
+	Deleted bool   `json:"deleted,omitempty"`
+	// DeletedAt is when the tombstone was written (for collection).
+	DeletedAt time.Time `json:"deletedAt,omitzero"`
+	// Data is the full object JSON with metadata.version set; empty for tombstones.
+	// Records handed to watchers share Data: treat it as read-only.
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// PutOptions are the preconditions of a Put.
+type PutOptions struct {
+	// Create fails with ErrExists when a live object of that name exists.
+	Create bool
+	// Update fails with ErrNotFound when no live object exists.
+	Update bool
+	// IfVersion, when not zero, fails with ErrConflict unless the stored version equals it.
+	IfVersion types.Version
+}
+
+// EventType says what a watch event is.
+type EventType int
+
+// Event types.
+const (
+	EventPut EventType = iota + 1
+	EventDelete
+	// EventResync means the watcher fell behind and must list again; Record is empty.
+	EventResync
+)
+
+// String names the event type for logs.
+func (t EventType) String() string {
+	switch t {
+	case EventPut:
+		return "put"
+	case EventDelete:
+		return "delete"
+	case EventResync:
+		return "resync"
+	}
+	return fmt.Sprintf("EventType(%d)", int(t))
+}
+
+// Event is one change seen by a watcher.
+type Event struct {
+	Type   EventType
+	Record Record
+}
+
+// Store is the object store. All methods are safe for concurrent use.
+type Store struct {
+	cfg   Config
+	log   *slog.Logger
+	db    *badger.DB
+	clock *HLC
+
+	// wmu serialises writes, so Seq order is commit order, and guards watchers
+	// and gcSeq.
+	wmu      sync.Mutex
+	seq      atomic.Uint64
+	gcSeq    uint64
+	watchers map[*watcher]struct{}
+
+	// life guards closed and the count of calls inside the badger DB, so Close
+	// never closes badger under a running call.
+	life   sync.Mutex
+	idle   *sync.Cond
+	closed bool
+	active int
+
+	done chan struct{}  // closed by Close: stops GC and watchers
+	wg   sync.WaitGroup // GC loop and watcher goroutines
+}
+
+// Open opens (or creates) the store. It fails with a wrapped ErrLocked when
+// another process holds the directory.
+func Open(cfg Config, log *slog.Logger) (*Store, error) {
+	cfg = cfg.withDefaults()
+	if log == nil {
+		log = slog.Default()
+	}
+	if cfg.NodeID == "" {
+		return nil, errors.New("open store: node id is required")
+	}
+	if !cfg.InMemory && cfg.Dir == "" {
+		return nil, errors.New("open store: dir is required unless in memory")
+	}
+	db, err := badger.Open(badgerOptions(cfg, log))
+	if err != nil {
+		if strings.Contains(err.Error(), "Another process is using this Badger database") {
+			return nil, fmt.Errorf("open store %s: %w", cfg.Dir, ErrLocked)
+		}
+		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
+	}
+	s := &Store{
+		cfg:      cfg,
+		log:      log,
+		db:       db,
+		watchers: map[*watcher]struct{}{},
+		done:     make(chan struct{}),
+	}
+	s.idle = sync.NewCond(&s.life)
+	st, err := recoverState(db)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
+	}
+	s.seq.Store(st.seq)
+	s.gcSeq = st.gcSeq
+	s.clock = NewHLC(cfg.Now, st.hlc)
+	log.Debug("store opened", "dir", cfg.Dir, "records", st.records, "seq", st.seq, "hlc", st.hlc)
+	if cfg.GCInterval > 0 {
+		s.wg.Add(1)
+		go s.gcLoop()
+	}
+	return s, nil
+}
+
+// recovered is what Open reads back from a store.
+type recovered struct {
+	seq, hlc, gcSeq uint64
+	records         int
+}
+
+// recoverState reads the counters and scans every record, so neither the seq
+// nor the clock restarts below anything already stored, whatever the wall clock
+// says now.
+func recoverState(db *badger.DB) (recovered, error) {
+	var st recovered
+	err := db.View(func(txn *badger.Txn) error {
+		var err error
+		if st.seq, err = getUint(txn, keySeq); err != nil {
+			return err
+		}
+		if st.hlc, err = getUint(txn, keyHLC); err != nil {
+			return err
+		}
+		if st.gcSeq, err = getUint(txn, keyGCSeq); err != nil {
+			return err
+		}
+		return scanRecords(txn, func(r Record) error {
+			st.records++
+			st.seq = max(st.seq, r.Seq)
+			st.hlc = max(st.hlc, r.Version.HLC)
+			return nil
+		})
+	})
+	if err != nil {
+		return st, fmt.Errorf("recover state: %w", err)
+	}
+	return st, nil
+}
+
+// Close stops the GC loop, closes every watcher's channel and closes badger.
+// It is idempotent; calls after Close fail with ErrClosed.
+func (s *Store) Close() error {
+	s.life.Lock()
+	if s.closed {
+		s.life.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.done)
+	// Calls already inside finish first (a Watch among them may still start
+	// its goroutine), then the goroutines, which stop on done.
+	for s.active > 0 {
+		s.idle.Wait()
+	}
+	s.life.Unlock()
+	s.wg.Wait()
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close store: %w", err)
+	}
+	return nil
+}
+
+// enter marks a call that uses badger; every successful enter needs a leave.
+func (s *Store) enter() error {
+	s.life.Lock()
+	defer s.life.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	s.active++
+	return nil
+}
+
+func (s *Store) leave() {
+	s.life.Lock()
+	s.active--
+	if s.active == 0 {
+		s.idle.Broadcast()
+	}
+	s.life.Unlock()
+}
+
+// NodeID is the node id stamped on the versions this store issues.
+func (s *Store) NodeID() string { return s.cfg.NodeID }
+
+// Seq is the latest local commit sequence.
+func (s *Store) Seq() uint64 { return s.seq.Load() }
+
+// Get returns the live record kind/name; ErrNotFound when it is missing or
+// deleted.
+func (s *Store) Get(kind, name string) (Record, error) {
+	if err := s.enter(); err != nil {
+		return Record{}, err
+	}
+	defer s.leave()
+	var rec Record
+	err := s.db.View(func(txn *badger.Txn) error {
+		r, ok, err := getRecord(txn, kind, name)
+		if err != nil {
+			return err
+		}
+		if !ok || r.Deleted {
+			return ErrNotFound
+		}
+		rec = r
+		return nil
+	})
+	if err != nil {
+		return Record{}, fmt.Errorf("get %s/%s: %w", kind, name, err)
+	}
+	return rec, nil
+}
+
+// List returns the live records of kind, sorted by name.
+func (s *Store) List(kind string) ([]Record, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.leave()
+	out := []Record{}
+	err := s.db.View(func(txn *badger.Txn) error {
+		return scanPrefix(txn, kindPrefix(kind), func(r Record) error {
+			if !r.Deleted {
+				out = append(out, r)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", kind, err)
+	}
+	return out, nil
+}
+
+// Scan calls fn for every record of every kind, tombstones included, in
+// kind/name order, from one consistent snapshot. An error from fn stops the
+// scan and is returned.
+func (s *Store) Scan(fn func(Record) error) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	return s.db.View(func(txn *badger.Txn) error {
+		return scanRecords(txn, fn)
+	})
+}
+
+// Clock returns a fresh version from the store's clock (it ticks the clock) and
+// persists the clock's high-water mark, so a restarted node never issues it again.
+func (s *Store) Clock() types.Version {
+	v := types.Version{HLC: s.clock.Now(), Node: s.cfg.NodeID}
+	if err := s.persistClock(); err != nil {
+		// Nothing to return it to: the version is still good for this run, and
+		// the next write persists the mark.
+		s.log.Warn("persist clock", "err", err)
+	}
+	return v
+}
+
+// persistClock writes the clock's high-water mark.
+func (s *Store) persistClock() error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	return s.db.Update(func(txn *badger.Txn) error {
+		return txn.Set(keyHLC, putUint(s.clock.Last()))
+	})
+}

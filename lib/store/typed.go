@@ -1,0 +1,152 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// ErrNoChange, returned by an Update function, means there is nothing to
+// write: Update returns the current object and no error.
+var ErrNoChange = errors.New("no change")
+
+// updateTries bounds Update's read-modify-write attempts.
+const updateTries = 20
+
+// Decode turns a live record into its typed object (via types.New). The
+// object's metadata.version is the record's version. A tombstone is ErrNotFound.
+func Decode(rec Record) (types.Object, error) {
+	if rec.Deleted {
+		return nil, fmt.Errorf("decode %s/%s: %w", rec.Kind, rec.Name, ErrNotFound)
+	}
+	obj, err := types.New(rec.Kind)
+	if err != nil {
+		return nil, fmt.Errorf("decode %s/%s: %w", rec.Kind, rec.Name, err)
+	}
+	if err := decodeInto(rec, obj); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+// decodeInto unmarshals rec into obj and checks it is the kind rec says.
+func decodeInto(rec Record, obj types.Object) error {
+	if rec.Deleted {
+		return fmt.Errorf("decode %s/%s: %w", rec.Kind, rec.Name, ErrNotFound)
+	}
+	if err := json.Unmarshal(rec.Data, obj); err != nil {
+		return fmt.Errorf("decode %s/%s: %w", rec.Kind, rec.Name, err)
+	}
+	if obj.GetKind() != rec.Kind {
+		return fmt.Errorf("decode %s/%s: data says kind %q", rec.Kind, rec.Name, obj.GetKind())
+	}
+	obj.Meta().Version = rec.Version
+	return nil
+}
+
+// checkType refuses a Go type that is not the one types.New makes for kind.
+func checkType[PT types.Object](kind string) error {
+	proto, err := types.New(kind)
+	if err != nil {
+		return err
+	}
+	if _, ok := proto.(PT); !ok {
+		return fmt.Errorf("kind %s is %T, not %T", kind, proto, *new(PT))
+	}
+	return nil
+}
+
+// Get reads the live object kind/name as a *T, e.g.
+// store.Get[types.Node](s, types.KindNode, "n1").
+func Get[T any, PT interface {
+	*T
+	types.Object
+}](s *Store, kind, name string) (PT, error) {
+	if err := checkType[PT](kind); err != nil {
+		return nil, fmt.Errorf("get %s/%s: %w", kind, name, err)
+	}
+	rec, err := s.Get(kind, name)
+	if err != nil {
+		return nil, err
+	}
+	obj := PT(new(T))
+	if err := decodeInto(rec, obj); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+// List reads the live objects of kind as *T, sorted by name.
+func List[T any, PT interface {
+	*T
+	types.Object
+}](s *Store, kind string) ([]PT, error) {
+	if err := checkType[PT](kind); err != nil {
+		return nil, fmt.Errorf("list %s: %w", kind, err)
+	}
+	recs, err := s.List(kind)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PT, 0, len(recs))
+	for _, rec := range recs {
+		obj := PT(new(T))
+		if err := decodeInto(rec, obj); err != nil {
+			return nil, err
+		}
+		out = append(out, obj)
+	}
+	return out, nil
+}
+
+// Update is a read-modify-write of the live object kind/name: it reads it, lets
+// fn change it and writes it back only if nobody wrote in between (IfVersion),
+// retrying on ErrConflict a bounded number of times. An error from fn aborts
+// and is returned as is; ErrNoChange from fn returns the current object and no
+// error. fn may run several times and must not change the name.
+func Update[T any, PT interface {
+	*T
+	types.Object
+}](s *Store, kind, name string, fn func(PT) error) (PT, error) {
+	if err := checkType[PT](kind); err != nil {
+		return nil, fmt.Errorf("update %s/%s: %w", kind, name, err)
+	}
+	for try := 0; try < updateTries; try++ {
+		rec, err := s.Get(kind, name)
+		if err != nil {
+			return nil, err
+		}
+		obj := PT(new(T))
+		if err := decodeInto(rec, obj); err != nil {
+			return nil, err
+		}
+		if err := fn(obj); err != nil {
+			if !errors.Is(err, ErrNoChange) {
+				return nil, err
+			}
+			cur := PT(new(T))
+			if err := decodeInto(rec, cur); err != nil {
+				return nil, err
+			}
+			return cur, nil
+		}
+		if obj.GetKind() != kind || obj.Meta().Name != name {
+			return nil, fmt.Errorf("update %s/%s: fn changed the kind or name to %s/%s", kind, name, obj.GetKind(), obj.Meta().Name)
+		}
+		_, err = s.Put(obj, PutOptions{Update: true, IfVersion: rec.Version})
+		if err == nil {
+			return obj, nil
+		}
+		if !errors.Is(err, ErrConflict) {
+			return nil, err
+		}
+		// Someone else won the race: back off a little, with jitter, so the
+		// contenders spread out instead of colliding again.
+		time.Sleep(time.Duration(rand.Int64N(int64(try+1) * int64(100*time.Microsecond))))
+	}
+	return nil, fmt.Errorf("update %s/%s: gave up after %d tries: %w", kind, name, updateTries, ErrConflict)
+}

@@ -1,0 +1,330 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+const waitFor = 10 * time.Second
+
+// next waits for the next event; it fails the test when none comes or the
+// channel closes.
+func next(t *testing.T, ch <-chan Event) Event {
+	t.Helper()
+	select {
+	case ev, ok := <-ch:
+		require.True(t, ok, "watch channel closed")
+		return ev
+	case <-time.After(waitFor):
+		t.Fatal("no watch event")
+		return Event{}
+	}
+}
+
+// waitClosed waits until ch is closed, discarding events.
+func waitClosed(t *testing.T, ch <-chan Event) {
+	t.Helper()
+	deadline := time.After(waitFor)
+	for {
+		select {
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-deadline:
+			t.Fatal("watch channel not closed")
+		}
+	}
+}
+
+// buffered takes what is in ch right now without waiting.
+func buffered(ch <-chan Event) []Event {
+	var out []Event
+	for {
+		select {
+		case ev, ok := <-ch:
+			if !ok {
+				return out
+			}
+			out = append(out, ev)
+		default:
+			return out
+		}
+	}
+}
+
+func describe(ev Event) string {
+	if ev.Type == EventResync {
+		return "resync"
+	}
+	return fmt.Sprintf("%s %s %d", ev.Type, ev.Record.Name, ev.Record.Seq)
+}
+
+func TestWatchReplayThenLive(t *testing.T) {
+	cases := []struct {
+		name    string
+		fromSeq uint64
+		replay  []string
+	}{
+		// Store: a..e at seq 1..5, c updated at 6, b deleted at 7.
+		{"from zero", 0, []string{"put a 1", "put d 4", "put e 5", "put c 6", "delete b 7"}},
+		{"from middle", 4, []string{"put e 5", "put c 6", "delete b 7"}},
+		{"from last", 7, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newMemStore(t)
+			for _, n := range []string{"a", "b", "c", "d", "e"} {
+				putClaim(t, s, n)
+			}
+			_, err := s.Put(claim("c"), PutOptions{Update: true})
+			require.NoError(t, err)
+			_, err = s.Delete(types.KindMachineClaim, "b", types.Version{})
+			require.NoError(t, err)
+
+			ch := s.Watch(t.Context(), tc.fromSeq)
+			var got []string
+			for range tc.replay {
+				got = append(got, describe(next(t, ch)))
+			}
+			assert.Equal(t, tc.replay, got)
+
+			rec := putClaim(t, s, "f")
+			ev := next(t, ch)
+			assert.Equal(t, "put f 8", describe(ev))
+			assert.Equal(t, rec, ev.Record)
+			_, err = s.Delete(types.KindMachineClaim, "f", types.Version{})
+			require.NoError(t, err)
+			assert.Equal(t, "delete f 9", describe(next(t, ch)))
+			assert.Empty(t, buffered(ch))
+		})
+	}
+}
+
+func TestWatchFromFutureSeqResyncs(t *testing.T) {
+	s, _ := newMemStore(t)
+	putClaim(t, s, "a")
+	ch := s.Watch(t.Context(), 99)
+	assert.Equal(t, EventResync, next(t, ch).Type)
+	putClaim(t, s, "b")
+	assert.Equal(t, "put b 2", describe(next(t, ch)))
+}
+
+// TestWatchNoGapNoDup starts watchers while writers run and checks each one
+// sees strictly increasing seqs and ends with exactly the store's state.
+func TestWatchNoGapNoDup(t *testing.T) {
+	clk := newFakeClock()
+	cfg := memConfig(clk)
+	cfg.WatchBuffer = 100000 // no resync here
+	s := openStore(t, cfg)
+	const writers, each, names = 3, 150, 20
+
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				name := fmt.Sprintf("c%d", (w*each+i)%names)
+				if i%7 == 3 {
+					_, _ = s.Delete(types.KindMachineClaim, name, types.Version{})
+					continue
+				}
+				_, err := s.Put(claim(name), PutOptions{})
+				assert.NoError(t, err)
+			}
+		})
+	}
+	type seen struct {
+		from   uint64
+		events []Event
+	}
+	var watches []seen
+	var chans []<-chan Event
+	for range 5 {
+		require.Eventually(t, func() bool { return s.Seq() > uint64(len(watches))*40 }, waitFor, time.Millisecond)
+		from := s.Seq() / 2
+		watches = append(watches, seen{from: from})
+		chans = append(chans, s.Watch(t.Context(), from))
+	}
+	wg.Wait()
+	final := s.Seq()
+
+	var state []Record
+	require.NoError(t, s.Scan(func(r Record) error { state = append(state, r); return nil }))
+	for i := range watches {
+		w := &watches[i]
+		for {
+			ev := next(t, chans[i])
+			require.NotEqual(t, EventResync, ev.Type)
+			w.events = append(w.events, ev)
+			if ev.Record.Seq == final {
+				break
+			}
+		}
+		last := map[string]Record{}
+		prev := w.from
+		for _, ev := range w.events {
+			require.Greater(t, ev.Record.Seq, prev, "watch %d: seqs strictly increase", i)
+			prev = ev.Record.Seq
+			assert.Equal(t, ev.Record.Deleted, ev.Type == EventDelete)
+			last[ev.Record.Name] = ev.Record
+		}
+		// Every record written after from is seen, in its final form.
+		for _, r := range state {
+			if r.Seq > w.from {
+				assert.Equal(t, r, last[r.Name], "watch %d: %s", i, r.Name)
+			}
+		}
+		assert.Empty(t, buffered(chans[i]))
+	}
+}
+
+func TestWatchSlowWatcherResyncsWithoutBlockingWriters(t *testing.T) {
+	clk := newFakeClock()
+	cfg := memConfig(clk)
+	cfg.WatchBuffer = 4
+	s := openStore(t, cfg)
+	ch := s.Watch(t.Context(), 0)
+
+	var wrote atomic.Int64
+	go func() {
+		for i := range 1000 {
+			if _, err := s.Put(claim(fmt.Sprintf("c%d", i%50)), PutOptions{}); err != nil {
+				return
+			}
+			wrote.Add(1)
+		}
+	}()
+	require.Eventually(t, func() bool { return wrote.Load() == 1000 }, waitFor, time.Millisecond,
+		"writers finished while nobody read the watch")
+
+	got := buffered(ch)
+	require.NotEmpty(t, got)
+	require.LessOrEqual(t, len(got), 4)
+	resync := -1
+	for i, ev := range got {
+		if ev.Type == EventResync {
+			resync = i
+		}
+	}
+	require.GreaterOrEqual(t, resync, 0, "a resync replaces the lost events: %v", got)
+	assert.Zero(t, got[resync].Record.Seq)
+	// After the resync come the latest writes, in order, up to the last one.
+	prev := uint64(0)
+	for _, ev := range got[resync+1:] {
+		require.Equal(t, EventPut, ev.Type)
+		require.Greater(t, ev.Record.Seq, prev)
+		prev = ev.Record.Seq
+	}
+	if resync < len(got)-1 {
+		assert.Equal(t, s.Seq(), prev)
+	}
+
+	// The subscriber lists again, then keeps getting live events.
+	list, err := s.List(types.KindMachineClaim)
+	require.NoError(t, err)
+	assert.Len(t, list, 50)
+	rec := putClaim(t, s, "after")
+	ev := next(t, ch)
+	assert.Equal(t, EventPut, ev.Type)
+	assert.Equal(t, rec.Seq, ev.Record.Seq)
+}
+
+func TestWatchResyncWhileReplaying(t *testing.T) {
+	clk := newFakeClock()
+	cfg := memConfig(clk)
+	cfg.WatchBuffer = 4
+	s := openStore(t, cfg)
+	for i := range 20 {
+		putClaim(t, s, fmt.Sprintf("c%d", i))
+	}
+	ch := s.Watch(t.Context(), 0)
+	// The replay fills the channel; live writes overflow the replay-time queue.
+	for i := range 10 {
+		_, err := s.Put(claim(fmt.Sprintf("c%d", i)), PutOptions{})
+		require.NoError(t, err)
+	}
+	var events []Event
+	for {
+		ev := next(t, ch)
+		events = append(events, ev)
+		if ev.Type == EventResync {
+			break
+		}
+		require.Less(t, len(events), 30, "no resync in %v", events)
+	}
+	assert.Empty(t, buffered(ch), "nothing queued after the resync")
+	rec := putClaim(t, s, "live")
+	assert.Equal(t, rec.Seq, next(t, ch).Record.Seq)
+}
+
+func TestWatchReplayLargerThanBuffer(t *testing.T) {
+	clk := newFakeClock()
+	cfg := memConfig(clk)
+	cfg.WatchBuffer = 2
+	s := openStore(t, cfg)
+	for i := range 50 {
+		putClaim(t, s, fmt.Sprintf("c%d", i))
+	}
+	ch := s.Watch(t.Context(), 10)
+	for seq := uint64(11); seq <= 50; seq++ {
+		ev := next(t, ch)
+		require.Equal(t, EventPut, ev.Type)
+		require.Equal(t, seq, ev.Record.Seq)
+	}
+	assert.Empty(t, buffered(ch))
+}
+
+func TestWatchClosesWithoutLeaks(t *testing.T) {
+	base := runtime.NumGoroutine()
+	clk := newFakeClock()
+	cfg := memConfig(clk)
+	cfg.GCInterval = time.Hour // the GC loop runs too
+	s, err := Open(cfg, quietLog())
+	require.NoError(t, err)
+	for i := range 10 {
+		putClaim(t, s, fmt.Sprintf("c%d", i))
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancelled := s.Watch(ctx, 0)
+	idle := s.Watch(t.Context(), s.Seq())
+	replaying := s.Watch(t.Context(), 0) // never read: blocked in its replay
+	_ = next(t, cancelled)
+
+	cancel()
+	waitClosed(t, cancelled)
+	putClaim(t, s, "more")
+	assert.Equal(t, "put more 11", describe(next(t, idle)))
+
+	require.NoError(t, s.Close())
+	waitClosed(t, idle)
+	waitClosed(t, replaying)
+	waitGoroutines(t, base)
+}
+
+// waitGoroutines waits until no more than want goroutines run. It polls by
+// hand: require.Eventually runs goroutines of its own.
+func waitGoroutines(t *testing.T, want int) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(waitFor)
+	for runtime.NumGoroutine() > want {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines, want <= %d:\n%s", runtime.NumGoroutine(), want, buf[:runtime.Stack(buf, true)])
+		}
+	}
+}
