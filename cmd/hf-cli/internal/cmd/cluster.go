@@ -1,0 +1,126 @@
+package cmd
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+)
+
+// keySize is the size of a cluster (gossip encryption) key: AES-256.
+const keySize = 32
+
+func newClusterCmd(f *Factory) *cobra.Command {
+	c := groupCmd(&cobra.Command{Use: "cluster", Short: "Cluster-wide tools"})
+	c.AddCommand(
+		&cobra.Command{
+			Use:   "keygen",
+			Short: "Print a new random cluster key (base64 of 32 bytes)",
+			Args:  noArgs,
+			RunE: func(*cobra.Command, []string) error {
+				key, err := newKey(f.Rand)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintln(f.Out, key)
+				return err
+			},
+		},
+		&cobra.Command{
+			Use:   "health",
+			Short: "Check that the endpoint is up (/healthz) and ready (/readyz)",
+			Args:  noArgs,
+			RunE:  func(c *cobra.Command, _ []string) error { return runHealth(c.Context(), f) },
+		},
+	)
+	return c
+}
+
+// newKey returns base64 of keySize random bytes.
+func newKey(rnd io.Reader) (string, error) {
+	b := make([]byte, keySize)
+	if _, err := io.ReadFull(rnd, b); err != nil {
+		return "", fmt.Errorf("generate key: %w", err)
+	}
+	return base64.StdEncoding.EncodeToString(b), nil
+}
+
+func runHealth(ctx context.Context, f *Factory) error {
+	c, err := f.Client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := f.requestContext(ctx)
+	defer cancel()
+	if err := c.Health(ctx); err != nil {
+		return fmt.Errorf("%s is not healthy: %w", c.Endpoint(), err)
+	}
+	if err := c.Ready(ctx); err != nil {
+		return fmt.Errorf("%s is up but not ready: %w", c.Endpoint(), err)
+	}
+	_, err = fmt.Fprintf(f.Out, "%s is healthy and ready\n", c.Endpoint())
+	return err
+}
+
+func newWhoAmICmd(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "whoami",
+		Short: "Show who the token belongs to",
+		Args:  noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			cl, err := f.Client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := f.requestContext(c.Context())
+			defer cancel()
+			who, err := cl.WhoAmI(ctx)
+			if err != nil {
+				return err
+			}
+			p := f.printer()
+			if p.structured() {
+				return p.encode(who)
+			}
+			rows := make([][]string, 0, len(who))
+			for _, k := range sortedKeys(who) {
+				rows = append(rows, []string{k, fmt.Sprint(who[k])})
+			}
+			return p.table([]string{"FIELD", "VALUE"}, rows)
+		},
+	}
+}
+
+// versionInfo is what `version` reports.
+type versionInfo struct {
+	Version  string `json:"version"`
+	Go       string `json:"go"`
+	Platform string `json:"platform"`
+}
+
+func newVersionCmd(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the hf-cli version",
+		Args:  noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			v := versionInfo{Version: f.Version, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+			if v.Version == "" {
+				v.Version = "devel"
+				if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+					v.Version = bi.Main.Version
+				}
+			}
+			p := f.printer()
+			if p.structured() {
+				return p.encode(v)
+			}
+			_, err := fmt.Fprintf(f.Out, "hf-cli %s (%s, %s)\n", v.Version, v.Go, v.Platform)
+			return err
+		},
+	}
+}

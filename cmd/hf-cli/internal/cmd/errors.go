@@ -1,0 +1,131 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hf-fleet/hf/lib/client"
+)
+
+// Exit codes of hf-cli.
+const (
+	ExitOK       = 0
+	ExitError    = 1
+	ExitUsage    = 2
+	ExitNotFound = 3
+	ExitAuth     = 4
+	ExitConflict = 5
+	ExitTimeout  = 6
+)
+
+// Sentinel errors the exit code depends on.
+var (
+	// errTimeout is wrapped by every "gave up waiting" error.
+	errTimeout = errors.New("timed out")
+	// errClaimFailed is wrapped when a waited-for claim ends Failed or Terminated.
+	errClaimFailed = errors.New("failed")
+)
+
+// usageError is a mistake in the command line: bad flags, bad arguments, an
+// unknown command.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usageErrorf builds a usageError.
+func usageErrorf(format string, args ...any) error {
+	return &usageError{err: fmt.Errorf(format, args...)}
+}
+
+// ExitCode maps an error returned by a command to the process exit code. This
+// is the one place that knows the mapping.
+func ExitCode(err error) int {
+	var ue *usageError
+	switch {
+	case err == nil:
+		return ExitOK
+	case errors.As(err, &ue):
+		return ExitUsage
+	case client.IsUnauthorized(err), client.IsForbidden(err):
+		return ExitAuth
+	case client.IsNotFound(err):
+		return ExitNotFound
+	case client.IsConflict(err):
+		return ExitConflict
+	case errors.Is(err, errTimeout), errors.Is(err, errClaimFailed), errors.Is(err, context.DeadlineExceeded):
+		return ExitTimeout
+	}
+	return ExitError
+}
+
+// printError writes err as "hf-cli: message", one line per joined error.
+func printError(w io.Writer, err error) {
+	msg := err.Error()
+	switch {
+	case errors.Is(err, context.Canceled):
+		msg = "interrupted"
+	case errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, errTimeout):
+		msg = "timed out: " + msg
+	}
+	for _, line := range strings.Split(msg, "\n") {
+		if line = strings.TrimSpace(line); line != "" {
+			fmt.Fprintf(w, "hf-cli: %s\n", line)
+		}
+	}
+}
+
+// Argument validators that fail with usage errors (cobra's own return plain
+// errors, which would exit 1).
+
+func noArgs(c *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageErrorf("%s takes no arguments, got %q", c.CommandPath(), args[0])
+	}
+	return nil
+}
+
+func exactArgs(n int, what string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageErrorf("%s needs %s", c.CommandPath(), what)
+		}
+		return nil
+	}
+}
+
+func minArgs(n int, what string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if len(args) < n {
+			return usageErrorf("%s needs %s", c.CommandPath(), what)
+		}
+		return nil
+	}
+}
+
+func maxArgs(n int, what string) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		if len(args) > n {
+			return usageErrorf("%s takes at most %s", c.CommandPath(), what)
+		}
+		return nil
+	}
+}
+
+// groupCmd makes c a command group: alone it prints help, with an argument it
+// reports an unknown command as a usage error.
+func groupCmd(c *cobra.Command) *cobra.Command {
+	c.Args = cobra.ArbitraryArgs
+	c.RunE = func(c *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usageErrorf("unknown command %q for %q", args[0], c.CommandPath())
+		}
+		return c.Help()
+	}
+	return c
+}

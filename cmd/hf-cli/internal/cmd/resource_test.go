@@ -1,0 +1,407 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/hf-fleet/hf/lib/client/clienttest"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+func seedClaims(c *cli) {
+	c.srv.Put(bound(newClaim("c1", "small", "alice", map[string]string{"team": "a"}), "n1", "m-1", 12*time.Millisecond))
+	c.srv.Put(newClaim("c2", "big", "", map[string]string{"team": "b"}))
+}
+
+func TestListPipedIsTabSeparated(t *testing.T) {
+	c := newCLI(t)
+	seedClaims(c)
+	r := c.run("claim", "list")
+	require.Equal(t, 0, r.code, r.err)
+	got := lines(r.out)
+	require.Len(t, got, 3)
+	assert.Equal(t, "NAME\tTEMPLATE\tUSER\tPHASE\tNODE\tMACHINE\tCREATED", got[0])
+	assert.Regexp(t, `^c1\tsmall\talice\tBound\tn1\tm-1\t\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$`, got[1])
+	assert.Regexp(t, `^c2\tbig\t\t\t\t\t\S+$`, got[2])
+	assert.Empty(t, r.err)
+}
+
+func TestListTerminalIsAligned(t *testing.T) {
+	c := newCLI(t)
+	c.terminal = true
+	seedClaims(c)
+	r := c.run("claims", "ls")
+	require.Equal(t, 0, r.code, r.err)
+	got := lines(r.out)
+	require.Len(t, got, 3)
+	assert.Regexp(t, `^NAME +TEMPLATE +USER +PHASE +NODE +MACHINE +AGE$`, got[0])
+	assert.Regexp(t, `^c1 +small +alice +Bound +n1 +m-1 +\d+s$`, got[1])
+	assert.Regexp(t, `^c2 +big +- +- +- +- +\d+s$`, got[2])
+	// Columns line up: TEMPLATE starts at the same offset in every line.
+	col := strings.Index(got[0], "TEMPLATE")
+	assert.Equal(t, "small", got[1][col:col+5])
+	assert.NotContains(t, r.out, "\t")
+}
+
+func TestListSelector(t *testing.T) {
+	c := newCLI(t)
+	seedClaims(c)
+	r := c.run("claim", "list", "-l", "team=b")
+	require.Equal(t, 0, r.code, r.err)
+	got := lines(r.out)
+	require.Len(t, got, 2)
+	assert.True(t, strings.HasPrefix(got[1], "c2\t"))
+
+	r = c.run("claim", "list", "--selector", "team")
+	assert.Equal(t, ExitUsage, r.code)
+	assert.Contains(t, r.err, "want key=value")
+}
+
+func TestListJSONAndYAML(t *testing.T) {
+	c := newCLI(t)
+	seedClaims(c)
+
+	r := c.run("claim", "list", "-o", "json")
+	require.Equal(t, 0, r.code, r.err)
+	var list struct {
+		Kind  string               `json:"kind"`
+		Items []types.MachineClaim `json:"items"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.out), &list))
+	assert.Equal(t, "MachineClaimList", list.Kind)
+	require.Len(t, list.Items, 2)
+	assert.Equal(t, types.ClaimBound, list.Items[0].Status.Phase)
+
+	r = c.run("claim", "list", "-o", "yaml")
+	require.Equal(t, 0, r.code, r.err)
+	var y map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(r.out), &y))
+	assert.Equal(t, "MachineClaimList", y["kind"])
+	items := y["items"].([]any)
+	require.Len(t, items, 2)
+	first := items[0].(map[string]any)
+	assert.Equal(t, "small", first["spec"].(map[string]any)["machineTemplate"], "YAML keeps the JSON field names")
+	assert.Contains(t, r.out, "kind: MachineClaimList\nitems:\n  - kind: MachineClaim\n    metadata:\n      name: c1\n")
+
+	// HF_OUTPUT picks the format when -o is absent; -o wins over it.
+	c.env["HF_OUTPUT"] = "json"
+	r = c.run("claim", "get", "c2")
+	require.Equal(t, 0, r.code, r.err)
+	var one types.MachineClaim
+	require.NoError(t, json.Unmarshal([]byte(r.out), &one), r.out)
+	assert.Equal(t, "c2", one.Metadata.Name)
+	r = c.run("claim", "get", "c2", "-o", "table")
+	assert.True(t, strings.HasPrefix(r.out, "NAME\t"), r.out)
+}
+
+func TestEmptyList(t *testing.T) {
+	c := newCLI(t)
+	r := c.run("node", "list", "-o", "json")
+	require.Equal(t, 0, r.code, r.err)
+	assert.JSONEq(t, `{"kind":"NodeList","items":[]}`, r.out)
+	r = c.run("node", "list")
+	assert.Equal(t, "NAME\tPHASE\tAPI\tDRIVERS(FREE CPU/RAM)\tMACHINES\tMAINT\tCREATED\n", r.out)
+}
+
+func TestGet(t *testing.T) {
+	c := newCLI(t)
+	seedClaims(c)
+	r := c.run("claim", "get", "c1", "-o", "json")
+	require.Equal(t, 0, r.code, r.err)
+	var cl types.MachineClaim
+	require.NoError(t, json.Unmarshal([]byte(r.out), &cl))
+	assert.Equal(t, "m-1", cl.Status.Machine)
+
+	r = c.run("claim", "get", "nope")
+	assert.Equal(t, ExitNotFound, r.code)
+	assert.Equal(t, "hf-cli: not_found: machineclaim \"nope\" not found\n", r.err)
+	assert.Empty(t, r.out)
+
+	// Several names: the ones found are printed, the missing one fails the command.
+	r = c.run("claim", "get", "c1", "nope", "c2")
+	assert.Equal(t, ExitNotFound, r.code)
+	assert.Len(t, lines(r.out), 3)
+}
+
+func TestTablesOfEveryKind(t *testing.T) {
+	c := newCLI(t)
+	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	c.srv.Put(&types.Node{
+		TypeMeta: types.TypeMeta{Kind: types.KindNode}, Metadata: types.ObjectMeta{Name: "n1"},
+		Spec: types.NodeSpec{APIAddress: "10.0.0.1:7700", Maintenance: true, Drivers: []types.NodeDriver{
+			{Name: "test", Capacity: types.Capacity{Free: types.Resources{CPU: 6, RAMGB: 12.5}}},
+			{Name: "docker", Capacity: types.Capacity{Free: types.Resources{CPU: 2, RAMGB: 4}}},
+		}},
+		Status: types.NodeStatus{Phase: types.NodeUp, Machines: 3},
+	})
+	c.srv.Put(&types.MachineTemplate{
+		TypeMeta: types.TypeMeta{Kind: types.KindMachineTemplate}, Metadata: types.ObjectMeta{Name: "small"},
+		Spec: types.MachineTemplateSpec{Resources: types.Resources{CPU: 2, RAMGB: 4},
+			ProviderConfiguration: map[string]json.RawMessage{"test": nil, "docker": nil}},
+	})
+	c.srv.Put(&types.Machine{
+		TypeMeta: types.TypeMeta{Kind: types.KindMachine}, Metadata: types.ObjectMeta{Name: "m-1"},
+		Spec:   types.MachineSpec{Claim: "c1", MachineTemplate: "small", Node: "n1", Driver: "test"},
+		Status: types.MachineStatus{Phase: types.MachineRunning},
+	})
+	c.srv.Put(&types.MachineSet{
+		TypeMeta: types.TypeMeta{Kind: types.KindMachineSet}, Metadata: types.ObjectMeta{Name: "pool"},
+		Spec: types.MachineSetSpec{MachineTemplate: "small", MinAvailable: 2, MaxProvisioned: 5,
+			AvailabilityConfiguration: types.AvailabilityConfiguration{Type: types.AvailabilityAccessCode, Value: "ws"}},
+		Status: types.MachineSetStatus{Provisioned: 3, Available: 1},
+	})
+	c.srv.Put(&types.ScheduledEvent{
+		TypeMeta: types.TypeMeta{Kind: types.KindScheduledEvent}, Metadata: types.ObjectMeta{Name: "ws"},
+		Spec: types.ScheduledEventSpec{StartTime: now, EndTime: now.Add(time.Hour),
+			RequiredMachines: []types.RequiredMachines{{MachineTemplate: "small", Count: 3}, {MachineTemplate: "big", Count: 2}}},
+	})
+	c.srv.Put(&types.AccessCode{
+		TypeMeta: types.TypeMeta{Kind: types.KindAccessCode}, Metadata: types.ObjectMeta{Name: "ws"},
+		Spec: types.AccessCodeSpec{Code: "secret", MachineSets: []string{"pool"}, ScheduledEvents: []string{"ws"}},
+	})
+	c.srv.Put(&types.Session{
+		TypeMeta: types.TypeMeta{Kind: types.KindSession}, Metadata: types.ObjectMeta{Name: "s1"},
+		Spec: types.SessionSpec{User: "alice"}, Status: types.SessionStatus{Phase: "Active", MachineClaim: "c1"},
+	})
+	c.srv.Put(&types.Environment{
+		TypeMeta: types.TypeMeta{Kind: types.KindEnvironment}, Metadata: types.ObjectMeta{Name: "lab"},
+		Spec: types.EnvironmentSpec{Provider: "docker", Placement: types.PlacementSpread, NodeSelector: map[string]string{"rack": "r1"}},
+	})
+	c.srv.Put(&types.Provider{
+		TypeMeta: types.TypeMeta{Kind: types.KindProvider}, Metadata: types.ObjectMeta{Name: "docker"},
+		Spec: types.ProviderSpec{Driver: "docker", MachineInformation: []string{"ip"}},
+	})
+
+	tests := []struct {
+		args []string
+		want string // the data row without the trailing CREATED cell
+	}{
+		{[]string{"nodes", "list"}, "n1\tUp\t10.0.0.1:7700\ttest(6/12.5G),docker(2/4G)\t3\tyes"},
+		{[]string{"templates", "list"}, "small\t2\t4G\tdocker,test"},
+		{[]string{"machinetemplate", "list"}, "small\t2\t4G\tdocker,test"},
+		{[]string{"machine", "list"}, "m-1\tc1\tsmall\tn1\ttest\tRunning"},
+		{[]string{"sets", "list"}, "pool\tsmall\tAccessCode:ws\t\t2\t5\t3\t1"},
+		{[]string{"scheduledevent", "list"}, "ws\t\t2026-05-01T10:00:00Z\t2026-05-01T11:00:00Z\t5"},
+		{[]string{"codes", "list"}, "ws\t\tpool\tws\t"},
+		{[]string{"session", "list"}, "s1\talice\tActive\tc1\t"},
+		{[]string{"env", "list"}, "lab\tdocker\tspread\track=r1"},
+		{[]string{"provider", "list"}, "docker\tdocker\t\tip"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			r := c.run(tt.args...)
+			require.Equal(t, 0, r.code, r.err)
+			got := lines(r.out)
+			require.Len(t, got, 2, r.out)
+			row := got[1][:strings.LastIndex(got[1], "\t")]
+			assert.Equal(t, tt.want, row)
+		})
+	}
+}
+
+func TestDelete(t *testing.T) {
+	c := newCLI(t)
+	seedClaims(c)
+	r := c.run("claim", "delete", "c1", "c2")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Equal(t, "machineclaim/c1 deleted\nmachineclaim/c2 deleted\n", r.out)
+	_, ok := c.srv.Object(types.KindMachineClaim, "c1")
+	assert.False(t, ok)
+
+	r = c.run("claim", "delete", "c1")
+	assert.Equal(t, ExitNotFound, r.code)
+	r = c.run("claim", "delete", "c1", "--ignore-not-found")
+	assert.Equal(t, 0, r.code, r.err)
+
+	// The top level takes KIND NAME... too.
+	c.srv.Put(newClaim("c3", "small", "", nil))
+	r = c.run("delete", "claim", "c3")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Equal(t, "machineclaim/c3 deleted\n", r.out)
+	r = c.run("delete", "gadget", "x")
+	assert.Equal(t, ExitUsage, r.code)
+}
+
+func TestDeleteWaitsForClaimAndMachine(t *testing.T) {
+	c := newCLI(t)
+	c.srv.Put(bound(newClaim("c1", "small", "", nil), "n1", "m-1", time.Millisecond))
+	machine := &types.Machine{
+		TypeMeta: types.TypeMeta{Kind: types.KindMachine}, Metadata: types.ObjectMeta{Name: "m-1"},
+		Spec:   types.MachineSpec{Claim: "c1", MachineTemplate: "small", Node: "n1", Driver: "test"},
+		Status: types.MachineStatus{Phase: types.MachineRunning},
+	}
+	c.srv.Put(machine)
+
+	run := c.start(context.Background(), "claim", "delete", "c1", "--wait")
+	require.Eventually(t, func() bool {
+		_, ok := c.srv.Object(types.KindMachineClaim, "c1")
+		return !ok && c.srv.Watchers() > 0
+	}, 5*time.Second, 5*time.Millisecond)
+	select {
+	case code := <-run.done:
+		require.FailNow(t, "delete --wait returned while the machine still runs", "code %d, stderr %s", code, run.err.String())
+	default:
+	}
+	machine.Status.Phase = types.MachineTerminated
+	c.srv.Put(machine)
+	require.Equal(t, 0, run.wait(t), run.err.String())
+	assert.Contains(t, run.err.String(), "Waiting for machineclaim/c1 and machine/m-1 to go away")
+	assert.Equal(t, "machineclaim/c1 deleted\n", run.out.String())
+}
+
+func TestDeleteWaitTimesOut(t *testing.T) {
+	c := newCLI(t)
+	c.srv.Put(bound(newClaim("c1", "small", "", nil), "n1", "m-1", time.Millisecond))
+	c.srv.Put(&types.Machine{
+		TypeMeta: types.TypeMeta{Kind: types.KindMachine}, Metadata: types.ObjectMeta{Name: "m-1"},
+		Spec:   types.MachineSpec{Claim: "c1", MachineTemplate: "small", Node: "n1", Driver: "test"},
+		Status: types.MachineStatus{Phase: types.MachineTerminating},
+	})
+	r := c.run("claim", "delete", "c1", "--wait", "--wait-timeout", "300ms")
+	assert.Equal(t, ExitTimeout, r.code)
+	assert.Contains(t, r.err, "hf-cli: timed out after 300ms waiting for machine/m-1 to go away")
+}
+
+func TestWatch(t *testing.T) {
+	c := newCLI(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	run := c.start(ctx, "claim", "watch", "-l", "team=a")
+	require.Eventually(t, func() bool { return c.srv.Watchers() == 1 }, 5*time.Second, 5*time.Millisecond)
+
+	c.srv.Put(newClaim("other", "small", "", map[string]string{"team": "b"}))
+	c.srv.Put(newClaim("c1", "small", "alice", map[string]string{"team": "a"}))
+	c.srv.Put(bound(newClaim("c1", "small", "alice", map[string]string{"team": "a"}), "n1", "m-1", time.Millisecond))
+	c.srv.Remove(types.KindMachineClaim, "c1")
+	require.Eventually(t, func() bool { return len(lines(run.out.String())) == 3 }, 5*time.Second, 5*time.Millisecond, run.out.String())
+	cancel()
+	require.Equal(t, 0, run.wait(t), run.err.String())
+
+	got := lines(run.out.String())
+	assert.Regexp(t, `^PUT\tc1\tsmall\talice\t\t\t\t\S+$`, got[0])
+	assert.Regexp(t, `^PUT\tc1\tsmall\talice\tBound\tn1\tm-1\t\S+$`, got[1])
+	assert.Regexp(t, `^DELETE\tc1\t`, got[2])
+	assert.NotContains(t, run.out.String(), "other")
+}
+
+func TestWatchJSONLines(t *testing.T) {
+	c := newCLI(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	run := c.start(ctx, "node", "watch", "-o", "json")
+	require.Eventually(t, func() bool { return c.srv.Watchers() == 1 }, 5*time.Second, 5*time.Millisecond)
+	c.srv.Put(&types.Node{TypeMeta: types.TypeMeta{Kind: types.KindNode}, Metadata: types.ObjectMeta{Name: "n1"}})
+	require.Eventually(t, func() bool { return strings.Contains(run.out.String(), "\n") }, 5*time.Second, 5*time.Millisecond)
+	cancel()
+	require.Equal(t, 0, run.wait(t))
+	var ev struct {
+		Type   string     `json:"type"`
+		Kind   string     `json:"kind"`
+		Name   string     `json:"name"`
+		Seq    uint64     `json:"seq"`
+		Object types.Node `json:"object"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(lines(run.out.String())[0]), &ev))
+	assert.Equal(t, "put", ev.Type)
+	assert.Equal(t, "n1", ev.Object.Metadata.Name)
+	assert.Equal(t, uint64(1), ev.Seq)
+}
+
+func TestWatchStreamEndsIsAnError(t *testing.T) {
+	c := newCLI(t)
+	run := c.start(context.Background(), "claim", "watch")
+	require.Eventually(t, func() bool { return c.srv.Watchers() == 1 }, 5*time.Second, 5*time.Millisecond)
+	c.srv.CloseWatches()
+	assert.Equal(t, ExitError, run.wait(t))
+	assert.Equal(t, "hf-cli: watch machineclaims: watch stream closed by server\n", run.err.String())
+}
+
+func TestNodeDrain(t *testing.T) {
+	c := newCLI(t)
+	c.srv.Put(&types.Node{TypeMeta: types.TypeMeta{Kind: types.KindNode}, Metadata: types.ObjectMeta{Name: "n1"}})
+	r := c.run("node", "drain", "n1")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Equal(t, "node/n1 drained\n", r.out)
+	n, _ := c.srv.Object(types.KindNode, "n1")
+	assert.True(t, n.(*types.Node).Spec.Maintenance)
+
+	r = c.run("node", "undrain", "n1", "-o", "json")
+	require.Equal(t, 0, r.code, r.err)
+	var got types.Node
+	require.NoError(t, json.Unmarshal([]byte(r.out), &got))
+	assert.False(t, got.Spec.Maintenance)
+
+	r = c.run("node", "drain", "ghost")
+	assert.Equal(t, ExitNotFound, r.code)
+	r = c.run("node", "drain")
+	assert.Equal(t, ExitUsage, r.code)
+
+	reqs := c.srv.Requests()
+	assert.Equal(t, "/api/v1/nodes/n1/drain", reqs[0].Path)
+	assert.Equal(t, "POST", reqs[0].Method)
+}
+
+func TestExitCodes(t *testing.T) {
+	c := newCLI(t)
+	c.srv.Put(newClaim("c1", "small", "", nil))
+	tests := []struct {
+		name  string
+		env   map[string]string
+		args  []string
+		code  int
+		errRe string
+	}{
+		{"ok", nil, []string{"claim", "list"}, ExitOK, `^$`},
+		{"not found", nil, []string{"template", "get", "x"}, ExitNotFound, `^hf-cli: not_found: machinetemplate "x" not found\n$`},
+		{"unauthorized", map[string]string{"HF_TOKEN": "wrong"}, []string{"claim", "list"}, ExitAuth, `^hf-cli: unauthorized: `},
+		{"no token", map[string]string{"HF_TOKEN": ""}, []string{"claim", "list"}, ExitAuth, `unauthorized`},
+		{"forbidden", map[string]string{"HF_TOKEN": clienttest.ReadOnlyToken}, []string{"claim", "delete", "c1"}, ExitAuth, `^hf-cli: forbidden: `},
+		{"conflict", nil, []string{"claim", "create", "c1", "--template", "small"}, ExitConflict, `^hf-cli: conflict: machineclaim "c1" already exists`},
+		{"unknown flag", nil, []string{"claim", "list", "--bogus"}, ExitUsage, `^hf-cli: unknown flag: --bogus\n$`},
+		{"bad flag value", nil, []string{"claim", "list", "--timeout", "soon"}, ExitUsage, `^hf-cli: invalid argument "soon"`},
+		{"unknown command", nil, []string{"frobnicate"}, ExitUsage, `^hf-cli: unknown command "frobnicate" for "hf-cli"\n$`},
+		{"unknown subcommand", nil, []string{"claim", "frobnicate"}, ExitUsage, `unknown command "frobnicate" for "hf-cli claim"`},
+		{"missing args", nil, []string{"claim", "get"}, ExitUsage, `needs at least one NAME`},
+		{"extra args", nil, []string{"claim", "list", "x"}, ExitUsage, `takes no arguments`},
+		{"bad output", nil, []string{"-o", "xml", "claim", "list"}, ExitUsage, `output format "xml"`},
+		{"bad HF_OUTPUT", map[string]string{"HF_OUTPUT": "csv"}, []string{"claim", "list"}, ExitUsage, `output format "csv"`},
+		{"create needs -f", nil, []string{"template", "create"}, ExitUsage, `needs -f FILE`},
+		{"bad endpoint", map[string]string{"HF_ENDPOINT": "localhost:7700"}, []string{"claim", "list"}, ExitUsage, `scheme must be http or https`},
+		{"connection refused", map[string]string{"HF_ENDPOINT": "http://127.0.0.1:1"}, []string{"claim", "list"}, ExitError, `^hf-cli: get /api/v1/machineclaims: dial tcp`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			saved := map[string]string{}
+			for k, v := range tt.env {
+				saved[k] = c.env[k]
+				c.env[k] = v
+			}
+			defer func() {
+				for k, v := range saved {
+					c.env[k] = v
+				}
+			}()
+			r := c.run(tt.args...)
+			assert.Equal(t, tt.code, r.code, "stderr: %s", r.err)
+			assert.Regexp(t, regexp.MustCompile(tt.errRe), r.err)
+			assert.LessOrEqual(t, strings.Count(r.err, "\n"), 1, "one-line error: %q", r.err)
+		})
+	}
+}
+
+func TestHelpExitsZero(t *testing.T) {
+	c := newCLI(t)
+	for _, args := range [][]string{{}, {"--help"}, {"claim"}, {"claim", "create", "--help"}} {
+		r := c.run(args...)
+		assert.Equal(t, 0, r.code, "%v: %s", args, r.err)
+		assert.Contains(t, r.out, "Usage:")
+	}
+}

@@ -1,0 +1,243 @@
+// Package cmd holds hf-cli's commands. Each command has an options struct, a
+// constructor that binds flags to it and a run function; Main builds the tree,
+// runs it and maps the error to an exit code.
+package cmd
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/mattn/go-isatty"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/hf-fleet/hf/lib/client"
+)
+
+// DefaultEndpoint is used when no flag, environment variable or profile names one.
+const DefaultEndpoint = "http://127.0.0.1:7700"
+
+// Output formats.
+const (
+	formatTable = "table"
+	formatJSON  = "json"
+	formatYAML  = "yaml"
+)
+
+// Env is everything hf-cli takes from its process besides the arguments, so
+// tests can run commands in-process.
+type Env struct {
+	In  io.Reader
+	Out io.Writer
+	Err io.Writer
+	// OutIsTerminal selects aligned tables for people over tab-separated lines.
+	OutIsTerminal bool
+	Getenv        func(string) string
+	UserConfigDir func() (string, error)
+	Now           func() time.Time
+	// Rand is the source of generated names and keys.
+	Rand io.Reader
+	// HTTPClient sends API requests (nil: a default client).
+	HTTPClient *http.Client
+	Version    string
+}
+
+// OSEnv is the Env of a real process.
+func OSEnv(version string) Env {
+	return Env{
+		In:            os.Stdin,
+		Out:           os.Stdout,
+		Err:           os.Stderr,
+		OutIsTerminal: isatty.IsTerminal(os.Stdout.Fd()) || isatty.IsCygwinTerminal(os.Stdout.Fd()),
+		Getenv:        os.Getenv,
+		UserConfigDir: os.UserConfigDir,
+		Now:           time.Now,
+		Rand:          rand.Reader,
+		HTTPClient:    &http.Client{Transport: http.DefaultTransport},
+		Version:       version,
+	}
+}
+
+// Main runs hf-cli with args and returns the process exit code.
+func Main(ctx context.Context, env Env, args []string) int {
+	root := NewRootCmd(env)
+	if args == nil {
+		args = []string{}
+	}
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err != nil {
+		printError(env.Err, err)
+	}
+	return ExitCode(err)
+}
+
+// Factory carries the environment and the global flags to every command and
+// builds the API client from them.
+type Factory struct {
+	Env
+
+	endpoint string
+	token    string
+	profile  string
+	output   string
+	timeout  time.Duration
+
+	client *client.Client
+}
+
+// NewRootCmd builds the whole command tree.
+func NewRootCmd(env Env) *cobra.Command {
+	f := &Factory{Env: env}
+	root := groupCmd(&cobra.Command{
+		Use:   "hf-cli",
+		Short: "Administer an hf fleet through its REST API",
+		Long: "hf-cli talks to an hf-node's REST API.\n\n" +
+			"The endpoint and token come from flags, then HF_ENDPOINT / HF_TOKEN, then the\n" +
+			"profile (--profile, HF_PROFILE or the current one; see `hf-cli profile`).\n" +
+			"Exit codes: 1 error, 2 usage, 3 not found, 4 unauthorized/forbidden,\n" +
+			"5 conflict, 6 timeout or claim failed.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
+			return f.resolveOutput()
+		},
+	})
+	root.SetIn(env.In)
+	root.SetOut(env.Out)
+	root.SetErr(env.Err)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
+
+	pf := root.PersistentFlags()
+	pf.StringVar(&f.endpoint, "endpoint", "", "API endpoint (default: HF_ENDPOINT, the profile's, else "+DefaultEndpoint+")")
+	pf.StringVar(&f.token, "token", "", "bearer token (default: HF_TOKEN, else the profile's)")
+	pf.StringVar(&f.profile, "profile", "", "profile to use (default: HF_PROFILE, else the current profile)")
+	pf.StringVarP(&f.output, "output", "o", "", "output format: table, json or yaml (default: HF_OUTPUT, else table)")
+	pf.DurationVar(&f.timeout, "timeout", 30*time.Second, "time limit of each API request (0: none)")
+
+	root.AddCommand(
+		newProfileCmd(f),
+		newVersionCmd(f),
+		newClusterCmd(f),
+		newWhoAmICmd(f),
+		newFileCmd(f, fileCreate),
+		newFileCmd(f, fileApply),
+		newFileCmd(f, fileDelete),
+	)
+	for _, r := range allResources() {
+		root.AddCommand(newResourceCmd(f, r))
+	}
+	return root
+}
+
+// resolveOutput applies flag > HF_OUTPUT > table and checks the value.
+func (f *Factory) resolveOutput() error {
+	if f.output == "" {
+		f.output = f.Getenv("HF_OUTPUT")
+	}
+	switch f.output {
+	case "":
+		f.output = formatTable
+	case formatTable, formatJSON, formatYAML:
+	default:
+		return usageErrorf("output format %q: want table, json or yaml", f.output)
+	}
+	return nil
+}
+
+// Client returns the API client for the resolved endpoint and token: flag, then
+// environment, then profile.
+func (f *Factory) Client() (*client.Client, error) {
+	if f.client != nil {
+		return f.client, nil
+	}
+	prof := &Profile{}
+	if f.endpoint == "" || f.token == "" {
+		p, err := f.activeProfile()
+		if err != nil {
+			return nil, err
+		}
+		if p != nil {
+			prof = p
+		}
+	}
+	// A profile named by --profile is a flag too, so it beats HF_ENDPOINT and
+	// HF_TOKEN; one picked by HF_PROFILE or as the current one does not.
+	pick := func(flag, env, fromProfile string) string {
+		switch {
+		case flag != "":
+			return flag
+		case f.profile != "" && fromProfile != "":
+			return fromProfile
+		case env != "":
+			return env
+		}
+		return fromProfile
+	}
+	endpoint := pick(f.endpoint, f.Getenv("HF_ENDPOINT"), prof.Endpoint)
+	token := pick(f.token, f.Getenv("HF_TOKEN"), prof.Token)
+	if endpoint == "" {
+		endpoint = DefaultEndpoint
+	}
+	opts := []client.Option{client.WithUserAgent("hf-cli/" + f.Version)}
+	if f.HTTPClient != nil {
+		opts = append(opts, client.WithHTTPClient(f.HTTPClient))
+	}
+	c, err := client.New(endpoint, token, opts...)
+	if err != nil {
+		return nil, usageErrorf("%v", err)
+	}
+	f.client = c
+	return c, nil
+}
+
+// activeProfile returns the selected profile (--profile, HF_PROFILE, current),
+// nil when none is selected. Naming a profile that does not exist is an error.
+func (f *Factory) activeProfile() (*Profile, error) {
+	name, explicit := f.profile, true
+	if name == "" {
+		name = f.Getenv("HF_PROFILE")
+	}
+	cfg, path, err := f.loadConfig()
+	if err != nil {
+		return nil, err
+	}
+	if name == "" {
+		name, explicit = cfg.Current, false
+	}
+	if name == "" {
+		return nil, nil
+	}
+	p, ok := cfg.Profiles[name]
+	if !ok {
+		if explicit {
+			return nil, fmt.Errorf("profile %q not found in %s", name, path)
+		}
+		return nil, fmt.Errorf("current profile %q not found in %s (run `hf-cli profile use NAME`)", name, path)
+	}
+	return p, nil
+}
+
+// requestContext bounds one API exchange by --timeout.
+func (f *Factory) requestContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	if f.timeout <= 0 {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, f.timeout)
+}
+
+// printer returns the output printer for the resolved format.
+func (f *Factory) printer() *printer {
+	return &printer{out: f.Out, format: f.output, terminal: f.OutIsTerminal, now: f.Now}
+}
+
+// flagSet reports whether the flag name was given on the command line.
+func flagSet(fs *pflag.FlagSet, name string) bool {
+	fl := fs.Lookup(name)
+	return fl != nil && fl.Changed
+}

@@ -1,0 +1,237 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hf-fleet/hf/lib/client"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+const (
+	// pollInterval is how often a wait re-reads while no watch stream is up.
+	pollInterval = 100 * time.Millisecond
+	// recheckInterval is how often a wait re-reads while the stream is up, in
+	// case an event went missing.
+	recheckInterval = 2 * time.Second
+)
+
+// watchStart is the outcome of opening a watch stream in the background.
+type watchStart struct {
+	events <-chan client.WatchEvent
+	err    error
+}
+
+// waitLoop calls check at once and then again whenever something may have
+// changed, until check reports done or fails, or ctx ends. "May have changed"
+// is a watch event of kinds that relevant accepts (or a resync), or a tick:
+// every pollInterval while no stream is up (it is opening, could not be opened
+// or broke) and every recheckInterval while it is. Waiting is level-triggered:
+// check reads the current state, events only say when to look.
+func waitLoop(ctx context.Context, c *client.Client, kinds []string, relevant func(client.WatchEvent) bool, check func(context.Context) (bool, error)) error {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Open the stream in the background so a slow server does not hold up
+	// polling; the goroutine ends when Watch returns, at the latest when wctx ends.
+	started := make(chan watchStart, 1)
+	go func() {
+		ch, err := c.Watch(wctx, kinds, 0)
+		started <- watchStart{events: ch, err: err}
+	}()
+	var events <-chan client.WatchEvent
+	ticker := time.NewTicker(pollInterval)
+	defer ticker.Stop()
+	for {
+		done, err := check(ctx)
+		if err != nil || done {
+			return err
+		}
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-ticker.C:
+				break wait
+			case s := <-started:
+				started = nil
+				if s.err == nil {
+					// Re-read now: a change may have slipped in before the stream was up.
+					events = s.events
+					ticker.Reset(recheckInterval)
+					break wait
+				}
+			case ev, ok := <-events:
+				if !ok || ev.Type == client.EventError {
+					events = nil
+					ticker.Reset(pollInterval)
+					break wait
+				}
+				if ev.Type == client.EventResync || relevant(ev) {
+					break wait
+				}
+			}
+		}
+	}
+}
+
+// claimProgress turns successive observations of one claim into progress
+// lines for people.
+type claimProgress struct {
+	requested bool
+	bound     bool
+}
+
+// observe returns the lines to print for cl's current state.
+func (p *claimProgress) observe(cl *types.MachineClaim) []string {
+	var lines []string
+	if !p.requested {
+		p.requested = true
+		lines = append(lines, fmt.Sprintf("Requested %s (template %s)", cl.Metadata.Name, cl.Spec.MachineTemplate))
+	}
+	if cl.Status.Phase == types.ClaimBound && !p.bound {
+		p.bound = true
+		line := fmt.Sprintf("Bound on node %s (machine %s)", cl.Status.Node, cl.Status.Machine)
+		if d, ok := bindLatency(cl); ok {
+			line += " in " + latency(d)
+		}
+		lines = append(lines, line)
+	}
+	return lines
+}
+
+// bindLatency is how long cl took from Requested (or creation) to Bound, read
+// from its phase times.
+func bindLatency(cl *types.MachineClaim) (time.Duration, bool) {
+	bound, ok := cl.Status.PhaseTimes[string(types.ClaimBound)]
+	if !ok {
+		return 0, false
+	}
+	start, ok := cl.Status.PhaseTimes[string(types.ClaimRequested)]
+	if !ok {
+		start = cl.Metadata.CreatedAt
+	}
+	if start.IsZero() || bound.Before(start) {
+		return 0, false
+	}
+	return bound.Sub(start), true
+}
+
+// claimOutcome says whether a waited-for claim is done: Bound is success,
+// Failed and Terminated are errors.
+func claimOutcome(cl *types.MachineClaim) (bool, error) {
+	switch cl.Status.Phase {
+	case types.ClaimBound:
+		return true, nil
+	case types.ClaimFailed:
+		reason := cl.Status.Reason
+		if reason == "" {
+			reason = "no reason given"
+		}
+		return false, fmt.Errorf("claim %q %w: %s", cl.Metadata.Name, errClaimFailed, reason)
+	case types.ClaimTerminated:
+		return false, fmt.Errorf("claim %q %w: terminated before it was bound", cl.Metadata.Name, errClaimFailed)
+	}
+	return false, nil
+}
+
+// retryable reports whether a read that failed during a wait is worth trying
+// again: transport trouble is, an answer of the API (not found, auth) is not.
+func retryable(err error) bool {
+	var apiErr *client.APIError
+	return !errors.As(err, &apiErr)
+}
+
+// waitClaim waits until claim name is Bound (and returns it) or Failed, writing
+// progress lines to f.Err.
+func waitClaim(ctx context.Context, f *Factory, c *client.Client, name string, timeout time.Duration) (*types.MachineClaim, error) {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var (
+		last    *types.MachineClaim
+		lastErr error
+		prog    claimProgress
+	)
+	err := waitLoop(wctx, c, []string{types.KindMachineClaim},
+		func(ev client.WatchEvent) bool { return ev.Kind == types.KindMachineClaim && ev.Name == name },
+		func(ctx context.Context) (bool, error) {
+			rctx, cancel := f.requestContext(ctx)
+			defer cancel()
+			o, err := c.Get(rctx, types.KindMachineClaim, name)
+			if err != nil {
+				if retryable(err) {
+					lastErr = err
+					return false, nil
+				}
+				return false, err
+			}
+			last, lastErr = o.(*types.MachineClaim), nil
+			for _, l := range prog.observe(last) {
+				fmt.Fprintln(f.Err, l)
+			}
+			return claimOutcome(last)
+		})
+	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+		state := "no phase yet"
+		if last != nil && last.Status.Phase != "" {
+			state = "phase " + string(last.Status.Phase)
+		}
+		err = fmt.Errorf("%w after %s waiting for claim %q to be bound (%s)", errTimeout, timeout, name, state)
+		if lastErr != nil {
+			err = fmt.Errorf("%w; last error: %v", err, lastErr)
+		}
+	}
+	return last, err
+}
+
+// waitGone waits until kind/name is gone and, when machine is set, until that
+// machine is gone too: deleted, no longer live, or released to another claim.
+func waitGone(ctx context.Context, f *Factory, c *client.Client, kind, name, machine string, timeout time.Duration) error {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	kinds := []string{kind}
+	if machine != "" {
+		kinds = append(kinds, types.KindMachine)
+	}
+	objGone, machineGone := false, machine == ""
+	err := waitLoop(wctx, c, kinds,
+		func(ev client.WatchEvent) bool {
+			return (ev.Kind == kind && ev.Name == name) || (ev.Kind == types.KindMachine && ev.Name == machine)
+		},
+		func(ctx context.Context) (bool, error) {
+			rctx, cancel := f.requestContext(ctx)
+			defer cancel()
+			if !objGone {
+				_, err := c.Get(rctx, kind, name)
+				switch {
+				case client.IsNotFound(err):
+					objGone = true
+				case err != nil && !retryable(err):
+					return false, err
+				}
+			}
+			if !machineGone {
+				o, err := c.Get(rctx, types.KindMachine, machine)
+				switch {
+				case client.IsNotFound(err):
+					machineGone = true
+				case err != nil && !retryable(err):
+					return false, err
+				case err == nil:
+					m := o.(*types.Machine)
+					machineGone = !m.Live() || m.Spec.Claim != name
+				}
+			}
+			return objGone && machineGone, nil
+		})
+	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+		what := ref(kind, name)
+		if !objGone {
+			return fmt.Errorf("%w after %s waiting for %s to go away", errTimeout, timeout, what)
+		}
+		return fmt.Errorf("%w after %s waiting for %s to go away", errTimeout, timeout, ref(types.KindMachine, machine))
+	}
+	return err
+}

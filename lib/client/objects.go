@@ -1,0 +1,226 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"reflect"
+	"sort"
+	"strings"
+
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// NormalizeKind maps a kind name, its plural or their lower-case forms
+// ("MachineClaim", "machineclaims", "machineclaim") to the kind name.
+func NormalizeKind(kind string) (string, error) {
+	if k, ok := types.KindForPlural(kind); ok {
+		return k, nil
+	}
+	return "", fmt.Errorf("%w %q", ErrUnknownKind, kind)
+}
+
+// collection is the escaped path of a kind's collection.
+func collection(kind string) string { return "/api/v1/" + types.Plural(kind) }
+
+// item is the escaped path of one object.
+func item(kind, name string) string { return collection(kind) + "/" + url.PathEscape(name) }
+
+// Get returns the object kind/name.
+func (c *Client) Get(ctx context.Context, kind, name string) (types.Object, error) {
+	kind, err := NormalizeKind(kind)
+	if err != nil {
+		return nil, err
+	}
+	var raw json.RawMessage
+	if err := c.call(ctx, request{method: http.MethodGet, path: item(kind, name)}, &raw); err != nil {
+		return nil, err
+	}
+	return DecodeObject(kind, raw)
+}
+
+// List returns the objects of kind whose labels carry every key=value of
+// selector (all of them when selector is empty).
+func (c *Client) List(ctx context.Context, kind string, selector map[string]string) ([]types.Object, error) {
+	kind, err := NormalizeKind(kind)
+	if err != nil {
+		return nil, err
+	}
+	r := request{method: http.MethodGet, path: collection(kind)}
+	if sel := FormatSelector(selector); sel != "" {
+		r.query = url.Values{"labelSelector": {sel}}
+	}
+	var list struct {
+		Items []json.RawMessage `json:"items"`
+	}
+	if err := c.call(ctx, r, &list); err != nil {
+		return nil, err
+	}
+	out := make([]types.Object, 0, len(list.Items))
+	for i, raw := range list.Items {
+		o, err := DecodeObject(kind, raw)
+		if err != nil {
+			return nil, fmt.Errorf("list %s: item %d: %w", types.Plural(kind), i, err)
+		}
+		out = append(out, o)
+	}
+	return out, nil
+}
+
+// Create creates obj and returns it as the server stored it (with metadata
+// version and times). An object whose kind field is empty is sent with the kind
+// of its Go type.
+func (c *Client) Create(ctx context.Context, obj types.Object) (types.Object, error) {
+	kind, body, err := encodeObject(obj)
+	if err != nil {
+		return nil, err
+	}
+	return c.CreateRaw(ctx, kind, body)
+}
+
+// CreateRaw creates an object of kind from its JSON document, unchanged, so the
+// server sees exactly what a user wrote (for `create -f`).
+func (c *Client) CreateRaw(ctx context.Context, kind string, body []byte) (types.Object, error) {
+	kind, err := NormalizeKind(kind)
+	if err != nil {
+		return nil, err
+	}
+	var raw json.RawMessage
+	if err := c.call(ctx, request{method: http.MethodPost, path: collection(kind), body: body}, &raw); err != nil {
+		return nil, err
+	}
+	return DecodeObject(kind, raw)
+}
+
+// Update replaces obj. When obj's metadata carries a version, it is sent as
+// If-Match and the server refuses the write with a conflict if the object
+// changed since.
+func (c *Client) Update(ctx context.Context, obj types.Object) (types.Object, error) {
+	kind, body, err := encodeObject(obj)
+	if err != nil {
+		return nil, err
+	}
+	name := obj.Meta().Name
+	if name == "" {
+		return nil, fmt.Errorf("update %s: metadata.name is empty", types.Plural(kind))
+	}
+	r := request{method: http.MethodPut, path: item(kind, name), body: body}
+	if v := obj.Meta().Version; !v.IsZero() {
+		r.header = http.Header{"If-Match": {v.String()}}
+	}
+	var raw json.RawMessage
+	if err := c.call(ctx, r, &raw); err != nil {
+		return nil, err
+	}
+	return DecodeObject(kind, raw)
+}
+
+// Delete deletes kind/name.
+func (c *Client) Delete(ctx context.Context, kind, name string) error {
+	kind, err := NormalizeKind(kind)
+	if err != nil {
+		return err
+	}
+	return c.call(ctx, request{method: http.MethodDelete, path: item(kind, name)}, nil)
+}
+
+// DecodeObject decodes one object of the JSON shape lib/types marshals. The
+// document's own kind wins over kind, which is used when the document has none.
+func DecodeObject(kind string, raw []byte) (types.Object, error) {
+	var peek struct {
+		Kind string `json:"kind"`
+	}
+	if err := json.Unmarshal(raw, &peek); err != nil {
+		return nil, fmt.Errorf("decode object: %w", err)
+	}
+	if peek.Kind != "" {
+		kind = peek.Kind
+	}
+	obj, err := types.New(kind)
+	if err != nil {
+		return nil, fmt.Errorf("decode object: %w", err)
+	}
+	if err := json.Unmarshal(raw, obj); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", kind, err)
+	}
+	if obj.GetKind() == "" {
+		// The document said "kind": ""; keep the object self-describing.
+		return DecodeObject(kind, withKind(raw, kind))
+	}
+	return obj, nil
+}
+
+// encodeObject marshals obj, filling in its kind from its Go type when the kind
+// field is empty.
+func encodeObject(obj types.Object) (string, []byte, error) {
+	if obj == nil || reflect.ValueOf(obj).IsNil() {
+		return "", nil, fmt.Errorf("encode object: nil object")
+	}
+	kind := obj.GetKind()
+	if kind == "" {
+		kind = reflect.TypeOf(obj).Elem().Name()
+	}
+	kind, err := NormalizeKind(kind)
+	if err != nil {
+		return "", nil, err
+	}
+	body, err := json.Marshal(obj)
+	if err != nil {
+		return "", nil, fmt.Errorf("encode %s: %w", kind, err)
+	}
+	if obj.GetKind() == "" {
+		body = withKind(body, kind)
+	}
+	return kind, body, nil
+}
+
+// withKind sets the top-level "kind" field of a JSON object document.
+func withKind(doc []byte, kind string) []byte {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(doc, &m) != nil {
+		return doc
+	}
+	k, _ := json.Marshal(kind)
+	m["kind"] = k
+	out, err := json.Marshal(m)
+	if err != nil {
+		return doc
+	}
+	return out
+}
+
+// FormatSelector renders a label selector as the API takes it: "k=v,k2=v2",
+// sorted by key.
+func FormatSelector(sel map[string]string) string {
+	keys := make([]string, 0, len(sel))
+	for k := range sel {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, k+"="+sel[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseSelector is the inverse of FormatSelector. Whitespace around items is
+// ignored; an item without "=" is an error.
+func ParseSelector(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		k = strings.TrimSpace(k)
+		if !ok || k == "" {
+			return nil, fmt.Errorf("selector %q: want key=value", part)
+		}
+		out[k] = strings.TrimSpace(v)
+	}
+	return out, nil
+}
