@@ -3,8 +3,8 @@ package cluster
 import (
 	"context"
 	"errors"
-	"strings"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/hf-fleet/hf/lib/scheduler"

@@ -23,7 +23,19 @@ func CloneResource(r types.Resource) types.Resource {
 // WriteFileAtomic replaces path with data so that a crash leaves either the old
 // or the new content: it writes a temporary file in the same directory, syncs
 // it, renames it over path and syncs the directory.
-func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
+func WriteFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return writeFile(path, data, perm, true)
+}
+
+// ReplaceFile is WriteFileAtomic without the fsyncs: readers still see the old
+// or the new content, never a mix, and a crash of the process loses nothing,
+// but a power cut may lose the last write. It matches the store's durability
+// (badger without SyncWrites) at a fraction of the cost (~10 us, not ~2 ms).
+func ReplaceFile(path string, data []byte, perm os.FileMode) error {
+	return writeFile(path, data, perm, false)
+}
+
+func writeFile(path string, data []byte, perm os.FileMode, durable bool) (err error) {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -41,14 +53,19 @@ func WriteFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
 	if err = tmp.Chmod(perm); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err = tmp.Sync(); err != nil {
-		return fmt.Errorf("write %s: sync: %w", path, err)
+	if durable {
+		if err = tmp.Sync(); err != nil {
+			return fmt.Errorf("write %s: sync: %w", path, err)
+		}
 	}
 	if err = tmp.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err = os.Rename(tmp.Name(), path); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if !durable {
+		return nil
 	}
 	// The rename is durable only once the directory entry is on disk.
 	d, err := os.Open(dir)

@@ -48,3 +48,15 @@ func TestWriteFileAtomic(t *testing.T) {
 	err = WriteFileAtomic(filepath.Join(dir, "missing", "x"), []byte("x"), 0o600)
 	assert.ErrorContains(t, err, "missing")
 }
+
+func TestReplaceFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	require.NoError(t, ReplaceFile(path, []byte("one"), 0o600))
+	require.NoError(t, ReplaceFile(path, []byte("two"), 0o600))
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, "two", string(b))
+	entries, err := os.ReadDir(filepath.Dir(path))
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "no temp file left behind")
+}

@@ -14,8 +14,12 @@ import (
 // (64 MB memtables x 5, a 256 MB block cache, 1 GB value-log files).
 func badgerOptions(cfg Config, log *slog.Logger) badger.Options {
 	opt := badger.DefaultOptions(cfg.Dir)
+	threshold := int64(1 << 10)
 	if cfg.InMemory {
+		// In memory every value must stay in the LSM tree: allow objects as
+		// large as the API accepts (1 MiB).
 		opt = badger.DefaultOptions("").WithInMemory(true)
+		threshold = 1 << 20
 	}
 	return opt.
 		WithLogger(badgerLogger{log: log.With("component", "badger")}).
@@ -29,7 +33,7 @@ func badgerOptions(cfg Config, log *slog.Logger) badger.Options {
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(4).
 		WithNumCompactors(2).
-		WithValueThreshold(1 << 10)
+		WithValueThreshold(threshold)
 }
 
 // badgerLogger routes badger's log into slog: errors and warnings at Warn

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -442,4 +444,17 @@ func TestWatchWithDoneContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	waitClosed(t, s.Watch(ctx, 0))
+}
+
+func TestInMemoryTakesLargeObjects(t *testing.T) {
+	st, err := Open(Config{InMemory: true, NodeID: "n1"}, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	tmpl := &types.MachineTemplate{TypeMeta: types.TypeMeta{Kind: types.KindMachineTemplate}, Metadata: types.ObjectMeta{Name: "big",
+		Annotations: map[string]string{"blob": strings.Repeat("x", 900_000)}}}
+	_, err = st.Put(tmpl, PutOptions{Create: true})
+	require.NoError(t, err)
+	got, err := Get[types.MachineTemplate](st, types.KindMachineTemplate, "big")
+	require.NoError(t, err)
+	assert.Len(t, got.Metadata.Annotations["blob"], 900_000)
 }

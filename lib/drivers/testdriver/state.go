@@ -73,7 +73,7 @@ func (d *Driver) saveLocked() error {
 	if err != nil {
 		return fmt.Errorf("save state: %w", err)
 	}
-	if err := drivers.WriteFileAtomic(filepath.Join(d.env.DataDir, StateFile), b, 0o600); err != nil {
+	if err := drivers.ReplaceFile(filepath.Join(d.env.DataDir, StateFile), b, 0o600); err != nil {
 		return fmt.Errorf("save state: %w", err)
 	}
 	return nil

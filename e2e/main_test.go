@@ -1,0 +1,206 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+var bin string // directory holding the built binaries
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "hf-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bin = dir
+	for _, name := range []string{"hf-node", "hf-cli"} {
+		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), "github.com/hf-fleet/hf/cmd/"+name).CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "build %s: %v\n%s", name, err, out)
+			os.RemoveAll(dir)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// proc is one running hf-node process.
+type proc struct {
+	t       *testing.T
+	cmd     *exec.Cmd
+	dataDir string
+	args    []string
+	API     string // http://host:port
+	Token   string
+	Name    string
+	out     *syncBuffer
+	done    chan struct{}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var (
+	apiLine   = regexp.MustCompile(`api:\s+(http://\S+)`)
+	tokenLine = regexp.MustCompile(`admin token \(shown once[^)]*\): (\S+)`)
+	nameLine  = regexp.MustCompile(`^hf-node (\S+) `)
+)
+
+// startNode starts hf-node with a fresh or given data dir and waits until it
+// prints its API address.
+func startNode(t *testing.T, dataDir string, extra ...string) *proc {
+	t.Helper()
+	if dataDir == "" {
+		dataDir = t.TempDir()
+	}
+	args := append([]string{"--data-dir", dataDir, "--api", "127.0.0.1:0", "--gossip", "127.0.0.1:0"}, extra...)
+	p := &proc{t: t, dataDir: dataDir, args: args, out: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(filepath.Join(bin, "hf-node"), args...)
+	p.cmd.Env = append(os.Environ(), "HF_LOG_LEVEL=debug")
+	p.cmd.Stderr = p.out
+	stdout, err := p.cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, p.cmd.Start())
+	go func() {
+		_ = p.cmd.Wait()
+		close(p.done)
+	}()
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			p.out.Write([]byte(sc.Text() + "\n"))
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	t.Cleanup(func() { p.stop() })
+	deadline := time.After(30 * time.Second)
+	for p.API == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("hf-node exited before printing its address:\n%s", p.out.String())
+			}
+			if m := nameLine.FindStringSubmatch(l); m != nil {
+				p.Name = m[1]
+			}
+			if m := tokenLine.FindStringSubmatch(l); m != nil {
+				p.Token = m[1]
+			}
+			if m := apiLine.FindStringSubmatch(l); m != nil {
+				p.API = m[1]
+			}
+		case <-deadline:
+			t.Fatalf("hf-node did not print its address in 30s:\n%s", p.out.String())
+		}
+	}
+	// The token line follows the address on a first start.
+	for p.Token == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("hf-node exited:\n%s", p.out.String())
+			}
+			if m := tokenLine.FindStringSubmatch(l); m != nil {
+				p.Token = m[1]
+			}
+			if strings.Contains(l, "admin token: in") {
+				b, err := os.ReadFile(filepath.Join(dataDir, "admin.token"))
+				require.NoError(t, err)
+				p.Token = strings.TrimSpace(string(b))
+			}
+		case <-deadline:
+			t.Fatalf("no token line:\n%s", p.out.String())
+		}
+	}
+	go func() {
+		for range lines {
+		}
+	}()
+	return p
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (p *proc) stop() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+			p.t.Errorf("hf-node exited %d:\n%s", code, p.out.String())
+		}
+	case <-time.After(30 * time.Second):
+		_ = p.cmd.Process.Kill()
+		p.t.Errorf("hf-node did not stop on SIGTERM:\n%s", p.out.String())
+	}
+}
+
+// kill ends the process with SIGKILL.
+func (p *proc) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// cli runs hf-cli against p and returns stdout, stderr and the exit code.
+func (p *proc) cli(ctx context.Context, stdin io.Reader, args ...string) (string, string, int) {
+	p.t.Helper()
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "hf-cli"), args...)
+	cmd.Env = append(os.Environ(), "HF_ENDPOINT="+p.API, "HF_TOKEN="+p.Token, "HF_CONFIG_DIR="+p.t.TempDir())
+	cmd.Stdin = stdin
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		var ee *exec.ExitError
+		require.ErrorAs(p.t, err, &ee, "run hf-cli: %v", err)
+		code = ee.ExitCode()
+	}
+	return out.String(), errb.String(), code
+}
+
+// mustCLI runs hf-cli and fails the test on a non-zero exit.
+func (p *proc) mustCLI(args ...string) string {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, errOut, code := p.cli(ctx, nil, args...)
+	require.Equal(p.t, 0, code, "hf-cli %v: %s%s", args, out, errOut)
+	return out + errOut
+}

@@ -1,0 +1,75 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const smallTemplate = `kind: MachineTemplate
+metadata: {name: small}
+spec:
+  resources: {cpu: 1, ramGB: 1}
+  providerConfiguration: {test: {}}
+`
+
+var boundIn = regexp.MustCompile(`Bound on node \S+ \(machine (m-[0-9a-f]+)\) in (\S+)`)
+
+// TestSingleNodeEndToEnd is acceptance 1 and 2 of the foundation: a node with
+// no config, a template and a claim through hf-cli, restart keeps everything.
+func TestSingleNodeEndToEnd(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	n := startNode(t, "")
+	require.NotEmpty(t, n.Token)
+
+	out, errOut, code := n.cli(ctx, strings.NewReader(smallTemplate), "template", "create", "-f", "-")
+	require.Equal(t, 0, code, out+errOut)
+
+	start := time.Now()
+	out, errOut, code = n.cli(ctx, nil, "claim", "create", "c1", "--template", "small", "--wait")
+	elapsed := time.Since(start)
+	require.Equal(t, 0, code, out+errOut)
+	m := boundIn.FindStringSubmatch(errOut + out)
+	require.NotNil(t, m, "no Bound line in %q", errOut+out)
+	machine := m[1]
+	lat, err := time.ParseDuration(m[2])
+	require.NoError(t, err)
+	assert.Less(t, lat, time.Second, "claim->Bound latency from the claim's phase times")
+	t.Logf("claim bound in %s (hf-cli round trip %s)", lat, elapsed)
+
+	list := n.mustCLI("machine", "list")
+	assert.Contains(t, list, machine)
+	assert.Contains(t, list, "Running")
+
+	// Restart: everything is still there.
+	n.stop()
+	n = startNode(t, n.dataDir)
+	js := n.mustCLI("claim", "get", "c1", "-o", "json")
+	var claim struct {
+		Status struct{ Phase, Machine string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(js), &claim), js)
+	assert.Equal(t, "Bound", claim.Status.Phase)
+	assert.Equal(t, machine, claim.Status.Machine)
+	assert.Contains(t, n.mustCLI("template", "list"), "small")
+	assert.Contains(t, n.mustCLI("machine", "list"), machine)
+
+	// Deleting the claim removes its machine.
+	n.mustCLI("claim", "delete", "c1", "--wait")
+	assert.NotContains(t, n.mustCLI("machine", "list"), machine)
+
+	// Errors: wrong token and unknown names give the documented exit codes.
+	_, _, code = n.cli(ctx, nil, "claim", "get", "nope")
+	assert.Equal(t, 3, code)
+	bad := *n
+	bad.Token = "wrong-token-wrong-token"
+	_, errOut, code = bad.cli(ctx, nil, "claim", "list")
+	assert.Equal(t, 4, code, errOut)
+}

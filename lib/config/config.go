@@ -1,0 +1,380 @@
+package config
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Config is hf-node's whole configuration. The mapstructure (and yaml) tags are
+// the config keys; every key is snake_case.
+type Config struct {
+	// Name is the node's name in the cluster, a DNS label. Empty means the node
+	// generates one on first start and keeps it in the data dir, so a restarted
+	// node rejoins as the same member.
+	Name string `mapstructure:"name" yaml:"name"`
+	// DataDir holds the store, the node's identity and driver state. Empty in a
+	// file or the environment means the default: /var/lib/hf as root, else
+	// $XDG_DATA_HOME/hf or ~/.local/share/hf.
+	DataDir string `mapstructure:"data_dir" yaml:"data_dir"`
+	// Labels are this node's labels, matched by environments' node selectors.
+	Labels map[string]string `mapstructure:"labels" yaml:"labels,omitempty"`
+	// Log configures the daemon's own logging.
+	Log LogConfig `mapstructure:"log" yaml:"log"`
+	// API configures the REST API and its tokens.
+	API APIConfig `mapstructure:"api" yaml:"api"`
+	// Cluster configures gossip membership and replication.
+	Cluster ClusterConfig `mapstructure:"cluster" yaml:"cluster"`
+	// Scheduler configures how claims are placed and bound.
+	Scheduler SchedulerConfig `mapstructure:"scheduler" yaml:"scheduler"`
+	// Store configures the local object store.
+	Store StoreConfig `mapstructure:"store" yaml:"store"`
+	// Drivers are the driver instances this node runs. Default: [{name: test}].
+	Drivers []DriverConfig `mapstructure:"drivers" yaml:"drivers"`
+}
+
+// LogConfig configures logging.
+type LogConfig struct {
+	// Level is debug, info, warn or error. Default: info.
+	Level string `mapstructure:"level" yaml:"level"`
+	// Format is text or json. Default: text.
+	Format string `mapstructure:"format" yaml:"format"`
+}
+
+// Log levels and formats.
+const (
+	LogDebug = "debug"
+	LogInfo  = "info"
+	LogWarn  = "warn"
+	LogError = "error"
+
+	LogText = "text"
+	LogJSON = "json"
+)
+
+// SlogLevel returns Level as a slog.Level; anything unknown is Info.
+func (l LogConfig) SlogLevel() slog.Level {
+	switch l.Level {
+	case LogDebug:
+		return slog.LevelDebug
+	case LogWarn:
+		return slog.LevelWarn
+	case LogError:
+		return slog.LevelError
+	}
+	return slog.LevelInfo
+}
+
+// APIConfig configures the REST API.
+type APIConfig struct {
+	// Address is the host:port the API listens on. An empty host listens on every
+	// interface; port 0 picks a free port. Default: 127.0.0.1:7700.
+	Address string `mapstructure:"address" yaml:"address"`
+	// AdminToken is a bearer token with the admin role (at least 16 characters).
+	// Empty means the node generates one on first start, prints it once and keeps
+	// it in the data dir. Also read from HF_ADMIN_TOKEN.
+	AdminToken string `mapstructure:"admin_token" yaml:"admin_token"`
+	// Tokens are further static bearer tokens.
+	Tokens []TokenConfig `mapstructure:"tokens" yaml:"tokens"`
+}
+
+// Role is what a token may do.
+type Role string
+
+// Token roles.
+const (
+	// RoleAdmin may do everything.
+	RoleAdmin Role = "admin"
+	// RoleUser sees only its own claims and sessions and claims what its access
+	// codes allow.
+	RoleUser Role = "user"
+)
+
+// TokenConfig is one static API token.
+type TokenConfig struct {
+	// Name identifies the token in logs and audit events (a DNS label).
+	Name string `mapstructure:"name" yaml:"name"`
+	// Token is the bearer secret, at least 16 characters.
+	Token string `mapstructure:"token" yaml:"token"`
+	// Role is admin or user.
+	Role Role `mapstructure:"role" yaml:"role"`
+	// User is the user the token acts as; empty means Name.
+	User string `mapstructure:"user" yaml:"user,omitempty"`
+}
+
+// UserName returns User, or Name when User is empty.
+func (t TokenConfig) UserName() string {
+	if t.User != "" {
+		return t.User
+	}
+	return t.Name
+}
+
+// ClusterConfig configures membership (hashicorp/memberlist) and replication.
+type ClusterConfig struct {
+	// Bind is the gossip host:port (TCP and UDP). Default: 127.0.0.1:7701.
+	Bind string `mapstructure:"bind" yaml:"bind"`
+	// Advertise is the host:port other nodes reach this one at, when it differs
+	// from Bind (NAT, 0.0.0.0). Empty means derived from Bind.
+	Advertise string `mapstructure:"advertise" yaml:"advertise"`
+	// Join lists addresses (host or host:port; the port defaults to this node's
+	// gossip port) of any members of the cluster to join at start and rejoin
+	// periodically. Empty starts a new cluster (or waits for others to join).
+	Join []string `mapstructure:"join" yaml:"join"`
+	// Key encrypts gossip: base64 of 16, 24 or 32 bytes (AES-128/192/256). Every
+	// member needs the same key. Empty means unencrypted.
+	Key string `mapstructure:"key" yaml:"key"`
+	// Label is stamped on every gossip packet; members with a different label are
+	// ignored, which keeps two clusters on one network apart. At most 255 bytes.
+	Label string `mapstructure:"label" yaml:"label"`
+	// Profile is local, lan or wan: the failure-detection timings used for every
+	// timing below that is zero. Default: lan.
+	Profile Profile `mapstructure:"profile" yaml:"profile"`
+	// GossipInterval is how often queued broadcasts are gossiped.
+	GossipInterval time.Duration `mapstructure:"gossip_interval" yaml:"gossip_interval"`
+	// ProbeInterval is how often a random member is probed for liveness.
+	ProbeInterval time.Duration `mapstructure:"probe_interval" yaml:"probe_interval"`
+	// ProbeTimeout is how long a probe waits for an ack; less than ProbeInterval.
+	ProbeTimeout time.Duration `mapstructure:"probe_timeout" yaml:"probe_timeout"`
+	// SuspicionMult scales how long a suspected member has to refute before it is
+	// declared dead.
+	SuspicionMult int `mapstructure:"suspicion_mult" yaml:"suspicion_mult"`
+	// RejoinInterval is how often the Join addresses and known peers are joined
+	// again so that partitions heal. Default: 10s.
+	RejoinInterval time.Duration `mapstructure:"rejoin_interval" yaml:"rejoin_interval"`
+	// AntiEntropyInterval is how often a node exchanges digests with a peer to
+	// repair what gossip missed. Default: 30s.
+	AntiEntropyInterval time.Duration `mapstructure:"anti_entropy_interval" yaml:"anti_entropy_interval"`
+}
+
+// KeyBytes decodes Key; nil when Key is empty.
+func (c ClusterConfig) KeyBytes() ([]byte, error) {
+	if c.Key == "" {
+		return nil, nil
+	}
+	b, err := base64.StdEncoding.DecodeString(c.Key)
+	if err != nil {
+		return nil, fmt.Errorf("decode cluster key: %w", err)
+	}
+	switch len(b) {
+	case 16, 24, 32:
+		return b, nil
+	}
+	return nil, fmt.Errorf("cluster key is %d bytes, want 16, 24 or 32", len(b))
+}
+
+// Placement is how the scheduler ranks nodes that fit a claim.
+type Placement string
+
+// Placements.
+const (
+	// PlacementPack prefers the node with the least free capacity left, keeping
+	// other nodes empty.
+	PlacementPack Placement = "pack"
+	// PlacementSpread prefers the node with the most free capacity.
+	PlacementSpread Placement = "spread"
+)
+
+// SchedulerConfig configures claim placement and binding.
+type SchedulerConfig struct {
+	// Placement is pack or spread. Default: pack.
+	Placement Placement `mapstructure:"placement" yaml:"placement"`
+	// BindTimeout is how long a claim may wait for capacity before it fails with a
+	// reason. Default: 5m.
+	BindTimeout time.Duration `mapstructure:"bind_timeout" yaml:"bind_timeout"`
+	// OfferTimeout is how long an elector waits for a candidate's accept or
+	// decline before it offers the claim to the next candidate. Default: 2s.
+	OfferTimeout time.Duration `mapstructure:"offer_timeout" yaml:"offer_timeout"`
+	// LostGrace is how long a dead node's machines are kept before they are marked
+	// lost and their claims re-bound or failed. Default: 30s.
+	LostGrace time.Duration `mapstructure:"lost_grace" yaml:"lost_grace"`
+}
+
+// StoreConfig configures the local object store.
+type StoreConfig struct {
+	// GCInterval is how often value-log GC and tombstone collection run. Default: 5m.
+	GCInterval time.Duration `mapstructure:"gc_interval" yaml:"gc_interval"`
+	// TombstoneTTL is how long a delete is remembered so that every node sees it;
+	// longer than any partition you expect to heal. Default: 24h.
+	TombstoneTTL time.Duration `mapstructure:"tombstone_ttl" yaml:"tombstone_ttl"`
+}
+
+// DriverConfig is one driver instance.
+type DriverConfig struct {
+	// Name is the driver type: test, native, docker, aws.
+	Name string `mapstructure:"name" yaml:"name"`
+	// Instance tells two instances of one type apart ("docker/gpu"); DNS labels
+	// joined by '/'. Empty means Name.
+	Instance string `mapstructure:"instance" yaml:"instance,omitempty"`
+	// Config is the driver's own configuration, opaque here; the driver gets it
+	// as JSON (ConfigJSON) and validates it in Prepare.
+	Config map[string]any `mapstructure:"config" yaml:"config,omitempty"`
+}
+
+// InstanceName returns Instance, or Name when Instance is empty.
+func (d DriverConfig) InstanceName() string {
+	if d.Instance != "" {
+		return d.Instance
+	}
+	return d.Name
+}
+
+// ConfigJSON returns Config as a JSON object ("{}" when there is none), the form
+// drivers.Driver.Prepare takes.
+func (d DriverConfig) ConfigJSON() ([]byte, error) {
+	if d.Config == nil {
+		return []byte("{}"), nil
+	}
+	b, err := json.Marshal(d.Config)
+	if err != nil {
+		return nil, fmt.Errorf("driver %s config: %w", d.InstanceName(), err)
+	}
+	return b, nil
+}
+
+// Default values, exported so that the cmd and the docs can show them.
+const (
+	DefaultAPIAddress          = "127.0.0.1:7700"
+	DefaultGossipAddress       = "127.0.0.1:7701"
+	DefaultProfile             = ProfileLAN
+	DefaultRejoinInterval      = 10 * time.Second
+	DefaultAntiEntropyInterval = 30 * time.Second
+	DefaultPlacement           = PlacementPack
+	DefaultBindTimeout         = 5 * time.Minute
+	DefaultOfferTimeout        = 2 * time.Second
+	DefaultLostGrace           = 30 * time.Second
+	DefaultGCInterval          = 5 * time.Minute
+	DefaultTombstoneTTL        = 24 * time.Hour
+	DefaultDriver              = "test"
+)
+
+// Default returns the configuration of a node started with no file, environment
+// or flags, with DataDir derived from this process's user and environment.
+func Default() Config {
+	return defaults(DefaultDataDir(os.Geteuid(), os.Getenv))
+}
+
+// defaults returns every default; cluster timings stay zero (= from the profile)
+// so that a profile chosen in a later layer still applies.
+func defaults(dataDir string) Config {
+	return Config{
+		DataDir: dataDir,
+		Log:     LogConfig{Level: LogInfo, Format: LogText},
+		API:     APIConfig{Address: DefaultAPIAddress},
+		Cluster: ClusterConfig{
+			Bind:                DefaultGossipAddress,
+			Profile:             DefaultProfile,
+			RejoinInterval:      DefaultRejoinInterval,
+			AntiEntropyInterval: DefaultAntiEntropyInterval,
+		},
+		Scheduler: SchedulerConfig{
+			Placement:    DefaultPlacement,
+			BindTimeout:  DefaultBindTimeout,
+			OfferTimeout: DefaultOfferTimeout,
+			LostGrace:    DefaultLostGrace,
+		},
+		Store:   StoreConfig{GCInterval: DefaultGCInterval, TombstoneTTL: DefaultTombstoneTTL},
+		Drivers: defaultDrivers(),
+	}
+}
+
+// defaultDrivers is the driver list when none is configured. The node adds the
+// native driver (unprivileged without root) and docker when an engine answers;
+// that needs probing the host, which is not config's job.
+func defaultDrivers() []DriverConfig {
+	return []DriverConfig{{Name: DefaultDriver}}
+}
+
+// DefaultDataDir returns /var/lib/hf for root (euid 0), else $XDG_DATA_HOME/hf
+// when XDG_DATA_HOME is an absolute path, else $HOME/.local/share/hf; "" when
+// there is no HOME either. getenv looks up an environment variable.
+func DefaultDataDir(euid int, getenv func(string) string) string {
+	if euid == 0 {
+		return "/var/lib/hf"
+	}
+	if x := getenv("XDG_DATA_HOME"); filepath.IsAbs(x) {
+		return filepath.Join(x, "hf")
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, ".local", "share", "hf")
+	}
+	return ""
+}
+
+// RedactedValue is what Redacted puts in place of secrets.
+const RedactedValue = "REDACTED"
+
+// Redacted returns c with every secret replaced by "REDACTED", for logging or
+// showing the effective configuration: the admin token, the cluster key, token
+// values, and driver config values whose key names a secret (see
+// IsSecretKey). c itself is not modified.
+func (c Config) Redacted() Config {
+	if c.API.AdminToken != "" {
+		c.API.AdminToken = RedactedValue
+	}
+	if c.Cluster.Key != "" {
+		c.Cluster.Key = RedactedValue
+	}
+	if c.API.Tokens != nil {
+		c.API.Tokens = append([]TokenConfig(nil), c.API.Tokens...)
+		for i := range c.API.Tokens {
+			if c.API.Tokens[i].Token != "" {
+				c.API.Tokens[i].Token = RedactedValue
+			}
+		}
+	}
+	if c.Drivers != nil {
+		c.Drivers = append([]DriverConfig(nil), c.Drivers...)
+		for i := range c.Drivers {
+			if c.Drivers[i].Config != nil {
+				c.Drivers[i].Config = redactMap(c.Drivers[i].Config)
+			}
+		}
+	}
+	return c
+}
+
+// IsSecretKey reports whether a driver config key names a secret by the usual
+// conventions: it contains password, secret, token, credential, private_key or
+// access_key (any case).
+func IsSecretKey(key string) bool {
+	k := strings.ToLower(key)
+	for _, s := range []string{"password", "secret", "token", "credential", "private_key", "access_key"} {
+		if strings.Contains(k, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// redactMap deep-copies m with the values of secret keys replaced.
+func redactMap(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if IsSecretKey(k) && v != nil {
+			out[k] = RedactedValue
+			continue
+		}
+		out[k] = redactValue(v)
+	}
+	return out
+}
+
+func redactValue(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		return redactMap(x)
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = redactValue(e)
+		}
+		return out
+	}
+	return v
+}

@@ -1,0 +1,44 @@
+// Package config is hf-node's configuration: a typed Config with defaults and
+// Validate, read by Load from an optional YAML file, HF_* environment variables
+// and command-line flags.
+//
+// # Precedence
+//
+// Later layers win, key by key:
+//
+//	defaults  <  YAML file (--config, or HF_CONFIG)  <  HF_* environment  <  flags
+//
+// Only flags that were actually given override anything. Labels merge key by key
+// across the layers (a --label zone=b on top of a file's {rack: r1, zone: a} gives
+// {rack: r1, zone: b}); every other key, lists included, is replaced whole.
+//
+// # Keys
+//
+// Every key is snake_case and case-sensitive, including driver configuration keys
+// (cpu_alter, images_path). A key the file has and Config does not is an error that
+// names it ("config: unknown key \"cluster.jion\" ..."); so is a value of the wrong
+// type or out of range, and the error names the key and where the value came from.
+// Free-form maps (labels, drivers[].config) are passed through as written: their
+// keys keep their case and may contain dots.
+//
+// # Environment
+//
+// A key's variable is HF_ plus the key in upper case with dots as underscores:
+// data_dir is HF_DATA_DIR, cluster.join is HF_CLUSTER_JOIN (comma-separated),
+// api.admin_token is HF_API_ADMIN_TOKEN or its alias HF_ADMIN_TOKEN (the former
+// wins when both are set), labels is HF_LABELS ("k=v,k2=v2"). Lists of objects
+// (api.tokens, drivers) can only be set in the file. An empty variable counts as
+// unset. HF_ variables that are not config keys are ignored, not errors, because
+// other tools (hf-cli, Hugging Face's HF_TOKEN, HF_HOME) use the same prefix.
+//
+// # Why the layering is done by hand around viper
+//
+// viper folds every map key to lower case and splits keys on dots, which would
+// corrupt labels such as "topology.example.com/Zone" and case-sensitive driver
+// settings, and it reads the environment only from the process, which tests cannot
+// replace. So Load parses the YAML itself (keeping line numbers for errors), checks
+// every key against Config's mapstructure tags, gives viper the fixed-schema part
+// (defaults via SetDefault for every leaf key, the file via MergeConfigMap, then
+// environment and flags in that order via Set), and merges the free-form maps
+// itself before decoding everything with mapstructure.
+package config

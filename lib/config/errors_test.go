@@ -1,0 +1,186 @@
+package config_test
+
+import (
+	"errors"
+	"io/fs"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/config"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+func TestLoadErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		content string
+		env     []string
+		args    []string
+		want    []string // substrings of the error
+		is      error    // errors.Is target; nil = types.ErrInvalid
+	}{
+		// unknown keys
+		{name: "unknown nested key", content: "cluster:\n  jion: [a]\n",
+			want: []string{`config: unknown key "cluster.jion"`, "line 2", `did you mean "cluster.join"?`}, is: config.ErrUnknownKey},
+		{name: "unknown top-level key", content: "nmae: x\n",
+			want: []string{`unknown key "nmae"`, `did you mean "name"?`}, is: config.ErrUnknownKey},
+		{name: "keys are case-sensitive", content: "Data_Dir: /x\n",
+			want: []string{`unknown key "Data_Dir"`, `did you mean "data_dir"?`}, is: config.ErrUnknownKey},
+		{name: "camelCase is not snake_case", content: "scheduler: {bindTimeout: 1m}\n",
+			want: []string{`unknown key "scheduler.bindTimeout"`}, is: config.ErrUnknownKey},
+		{name: "unknown key in a list element", content: "drivers:\n- name: test\n- nmae: docker\n",
+			want: []string{`unknown key "drivers[1].nmae"`, "line 3", `did you mean "drivers[1].name"?`}, is: config.ErrUnknownKey},
+		{name: "unknown key in a token", content: "api: {tokens: [{name: a, tokn: x}]}\n",
+			want: []string{`unknown key "api.tokens[0].tokn"`}, is: config.ErrUnknownKey},
+		{name: "every unknown key is reported", content: "foo: 1\nbar: 2\n",
+			want: []string{`unknown key "bar"`, `unknown key "foo"`}, is: config.ErrUnknownKey},
+
+		// shapes and types
+		{name: "section given a scalar", content: "cluster: 5\n", want: []string{"config: cluster: must be a mapping of keys, got the number 5"}},
+		{name: "drivers not a list", content: "drivers: {name: test}\n", want: []string{"config: drivers: must be a list"}},
+		{name: "labels not a mapping", content: "labels: [a]\n", want: []string{"config: labels: must be a mapping"}},
+		{name: "string for a list", content: "cluster: {join: {a: b}}\n", want: []string{"config: cluster.join[0]: must be a string, got a mapping"}},
+		{name: "bad int", content: "cluster: {suspicion_mult: lots}\n", want: []string{`config: cluster.suspicion_mult: must be a whole number, got "lots"`, "line 1"}},
+		{name: "bad int from env", env: []string{"HF_CLUSTER_SUSPICION_MULT=four"},
+			want: []string{"config: cluster.suspicion_mult:", "(from HF_CLUSTER_SUSPICION_MULT)"}},
+		{name: "bad duration", content: "scheduler:\n  bind_timeout: 5 minutes\n",
+			want: []string{`config: scheduler.bind_timeout: invalid duration "5 minutes"`, "line 2"}},
+		{name: "bare number duration", content: "scheduler: {bind_timeout: 300}\n",
+			want: []string{`config: scheduler.bind_timeout: invalid duration 300: add a unit, e.g. "300s"`}},
+		{name: "bad duration from env", env: []string{"HF_STORE_GC_INTERVAL=often"},
+			want: []string{`config: store.gc_interval: invalid duration "often"`, "(from HF_STORE_GC_INTERVAL)"}},
+		{name: "mapping for a string", content: "name: {a: b}\n", want: []string{"config: name: must be a string"}},
+
+		// values
+		{name: "bad profile", content: "cluster: {profile: moon}\n",
+			want: []string{`config: cluster.profile: must be one of local, lan, wan, got "moon"`}},
+		{name: "bad profile from env", env: []string{"HF_CLUSTER_PROFILE=moon"},
+			want: []string{"config: cluster.profile: must be one of local, lan, wan", "(from HF_CLUSTER_PROFILE)"}},
+		{name: "bad placement", env: []string{"HF_SCHEDULER_PLACEMENT=random"},
+			want: []string{"config: scheduler.placement: must be one of pack, spread"}},
+		{name: "bad log level from flag", args: []string{"--log-level", "loud"},
+			want: []string{"config: log.level: must be one of debug, info, warn, error", "(from --log-level)"}},
+		{name: "bad log format", content: "log: {format: xml}\n", want: []string{"config: log.format: must be one of text, json"}},
+		{name: "api address without port", content: "api: {address: localhost}\n",
+			want: []string{`config: api.address: must be host:port, got "localhost"`, "line 1"}},
+		{name: "api address port out of range", args: []string{"--api", "127.0.0.1:70000"},
+			want: []string{"config: api.address: port must be a number from 0 to 65535", "(from --api)"}},
+		{name: "api address named port", content: "api: {address: 'localhost:http'}\n", want: []string{"config: api.address: port must be a number"}},
+		{name: "api address bad host", content: "api: {address: 'bad host:80'}\n", want: []string{"config: api.address: host must be an IP address or a DNS name"}},
+		{name: "gossip bind", args: []string{"--gossip", "nope"}, want: []string{"config: cluster.bind: must be host:port"}},
+		{name: "advertise needs a host", content: "cluster: {advertise: ':7701'}\n", want: []string{"config: cluster.advertise: needs a host"}},
+		{name: "advertise port 0", content: "cluster: {advertise: '10.0.0.1:0'}\n", want: []string{"config: cluster.advertise: port must be a number from 1 to 65535"}},
+		{name: "bad join entry", args: []string{"--join", "10.0.0.1:7701,bad/host"},
+			want: []string{`config: cluster.join[1]: must be host or host:port, got "bad/host"`, "(from --join)"}},
+		{name: "bad join entry in file", content: "cluster:\n  join:\n    - 10.0.0.1\n    - 'x:99999'\n",
+			want: []string{"config: cluster.join[1]: port must be a number from 1 to 65535", "line 4"}},
+		{name: "cluster key not base64", env: []string{"HF_CLUSTER_KEY=not base64!"}, want: []string{"config: cluster.key: must be base64 of 16, 24 or 32 bytes"}},
+		{name: "cluster key wrong length", content: "cluster: {key: 'c2hvcnQ='}\n", want: []string{"config: cluster.key: must be base64 of 16, 24 or 32 bytes"}},
+		{name: "cluster label too long", content: "cluster: {label: " + strings.Repeat("x", 256) + "}\n", want: []string{"config: cluster.label: must be at most 255 bytes"}},
+		{name: "probe timeout not below interval", content: "cluster: {probe_interval: 1s, probe_timeout: 1s}\n",
+			want: []string{"config: cluster.probe_timeout: must be less than cluster.probe_interval"}},
+		{name: "negative timing", content: "cluster: {gossip_interval: -1s}\n", want: []string{"config: cluster.gossip_interval: must not be negative"}},
+		{name: "zero rejoin interval", content: "cluster: {rejoin_interval: 0s}\n", want: []string{"config: cluster.rejoin_interval: must be a positive duration"}},
+		{name: "zero lost grace", content: "scheduler: {lost_grace: 0}\n", want: []string{"config: scheduler.lost_grace: must be a positive duration"}},
+		{name: "offer timeout not below bind timeout", content: "scheduler: {offer_timeout: 5m}\n", want: []string{"config: scheduler.offer_timeout: must be less than scheduler.bind_timeout"}},
+		{name: "tombstone ttl shorter than anti-entropy", content: "store: {tombstone_ttl: 10s}\n", want: []string{"config: store.tombstone_ttl: must be longer than cluster.anti_entropy_interval"}},
+		{name: "bad name", args: []string{"--name", "Node_1"}, want: []string{"config: name: must be lower-case letters", "(from --name)"}},
+		{name: "bad label key", content: "labels: {'-x': a}\n", want: []string{"config: labels.-x: bad label key", "line 1"}},
+		{name: "bad label key with brackets", content: "labels: {'x]': a, 'y[': b}\n", want: []string{"bad label key"}},
+		{name: "bad label value from flag", args: []string{"--label", "zone=a b"}, want: []string{`config: labels.zone: bad label value "a b"`, "(from --label)"}},
+		{name: "label flag without value", args: []string{"--label", "zone"}, want: []string{`config: labels: want key=value, got "zone"`, "(from --label)"}},
+		{name: "bad HF_LABELS", env: []string{"HF_LABELS=a=1,=2"}, want: []string{`config: labels: want key=value, got "=2"`, "(from HF_LABELS)"}},
+		{name: "short admin token", env: []string{"HF_ADMIN_TOKEN=short"},
+			want: []string{"config: api.admin_token: must be at least 16 characters", "(from HF_ADMIN_TOKEN)"}},
+		{name: "token role", content: "api: {tokens: [{name: ci, token: 0123456789abcdef, role: root}]}\n",
+			want: []string{`config: api.tokens[0].role: must be one of admin, user, got "root"`}},
+		{name: "token name", content: "api: {tokens: [{token: 0123456789abcdef, role: user}]}\n",
+			want: []string{"config: api.tokens[0].name: is required"}},
+		{name: "short token", content: "api: {tokens: [{name: ci, token: abc, role: user}]}\n",
+			want: []string{"config: api.tokens[0].token: must be at least 16 characters"}},
+		{name: "duplicate token name", content: "api: {tokens: [{name: ci, token: 0123456789abcdef, role: user}, {name: ci, token: 0123456789abcdeg, role: user}]}\n",
+			want: []string{`config: api.tokens[1].name: name "ci" is already used by api.tokens[0]`}},
+		{name: "token same as admin token", content: "api: {admin_token: 0123456789abcdef, tokens: [{name: ci, token: 0123456789abcdef, role: user}]}\n",
+			want: []string{"config: api.tokens[0].token: same token as api.admin_token"}},
+		{name: "duplicate driver instance", content: "drivers:\n- {name: docker, instance: d1}\n- {name: test, instance: d1}\n",
+			want: []string{`config: drivers[1].instance: instance name "d1" is already used by drivers[0]`, "line 3"}},
+		{name: "duplicate default instance", content: "drivers: [{name: test}, {name: test}]\n",
+			want: []string{`config: drivers[1].instance: instance name "test" is already used by drivers[0]`, "line 1"}},
+		{name: "driver without name", content: "drivers: [{config: {a: 1}}]\n", want: []string{"config: drivers[0].name: is required"}},
+		{name: "bad driver instance", content: "drivers: [{name: docker, instance: 'docker//x'}]\n", want: []string{"config: drivers[0].instance: must be DNS labels"}},
+		{name: "driver config not JSON-able", content: "drivers: [{name: test, config: {x: .nan}}]\n", want: []string{"config: drivers[0].config: cannot be passed to the driver as JSON"}},
+		{name: "all problems at once", content: "log: {level: loud, format: xml}\n",
+			want: []string{"config: log.level:", "\nconfig: log.format:"}},
+
+		// the file itself
+		{name: "YAML syntax error names the file", content: "cluster:\n  join: [a\n", want: []string{"config: parse ", "hf.yml", "yaml:"}, is: errNoSentinel},
+		{name: "duplicate key", content: "name: a\nname: b\n", want: []string{"hf.yml: line 2: key \"name\" is already defined at line 1"}, is: errNoSentinel},
+		{name: "two documents", content: "name: a\n---\nname: b\n", want: []string{"one YAML document"}, is: errNoSentinel},
+		{name: "top level a list", content: "- a\n- b\n", want: []string{"the top level must be a mapping"}, is: errNoSentinel},
+		{name: "alias bomb", content: aliasBomb(), want: []string{"expands to more than"}, is: errNoSentinel},
+		{name: "self-referencing anchor", content: "a: &a [x, *a]\n", want: []string{`anchor "a" refers to itself`}, is: errNoSentinel},
+		{name: "self-merging anchor", content: "a: &a\n  <<: *a\n", want: []string{"hf.yml: line 2: anchor \"a\" refers to itself"}, is: errNoSentinel},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := load(t, tt.content, tt.env, tt.args)
+			require.Error(t, err)
+			for _, w := range tt.want {
+				assert.Contains(t, err.Error(), w)
+			}
+			switch tt.is {
+			case errNoSentinel:
+			case nil:
+				assert.ErrorIs(t, err, types.ErrInvalid)
+				var fe *types.FieldError
+				assert.ErrorAs(t, err, &fe)
+			default:
+				assert.ErrorIs(t, err, tt.is)
+			}
+		})
+	}
+}
+
+// errNoSentinel marks cases whose error wraps no sentinel (file syntax).
+var errNoSentinel = errors.New("no sentinel")
+
+// aliasBomb is a "billion laughs" document.
+func aliasBomb() string {
+	var b strings.Builder
+	b.WriteString("a: &a [x, x, x, x, x, x, x, x, x, x]\n")
+	prev := "a"
+	for i := range 8 {
+		name := string(rune('b' + i))
+		b.WriteString(name + ": &" + name + " [")
+		for j := range 10 {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("*" + prev)
+		}
+		b.WriteString("]\n")
+		prev = name
+	}
+	return b.String()
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	tests := []struct {
+		name string
+		opts config.LoadOptions
+	}{
+		{"named by File", config.LoadOptions{File: "/nonexistent/hf.yml", Env: testEnv}},
+		{"named by HF_CONFIG", config.LoadOptions{Env: append([]string{"HF_CONFIG=/nonexistent/hf.yml"}, testEnv...)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := config.Load(tt.opts)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, fs.ErrNotExist)
+			assert.Contains(t, err.Error(), "config: read /nonexistent/hf.yml")
+		})
+	}
+}

@@ -1,0 +1,140 @@
+package config_test
+
+import (
+	"os"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	yaml "go.yaml.in/yaml/v3"
+
+	"github.com/hf-fleet/hf/lib/config"
+)
+
+const examplePath = "../../config.example.yml"
+
+func TestExampleLoadsAndValidates(t *testing.T) {
+	c, err := config.Load(config.LoadOptions{File: examplePath, Env: testEnv})
+	require.NoError(t, err)
+	require.NoError(t, c.Validate())
+
+	// The example shows the defaults: apart from its demo driver settings,
+	// loading it changes nothing.
+	require.Len(t, c.Drivers, 1)
+	assert.Equal(t, "test", c.Drivers[0].Name)
+	assert.Equal(t, "test", c.Drivers[0].InstanceName())
+	js, err := c.Drivers[0].ConfigJSON()
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"cpus": 4, "ram_gb": 8}`, string(js))
+	c.Drivers = []config.DriverConfig{{Name: "test"}}
+	assert.Empty(t, c.API.Tokens)
+	c.API.Tokens = nil
+	assert.Equal(t, wantDefaults(), c)
+}
+
+// configKeys walks Config's mapstructure tags: "cluster.join",
+// "api.tokens[].role", ... Free-form maps are not descended into.
+func configKeys(t reflect.Type, prefix string) []string {
+	var out []string
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+		if tag == "" || tag == "-" {
+			continue
+		}
+		key := tag
+		if prefix != "" {
+			key = prefix + "." + tag
+		}
+		out = append(out, key)
+		ft := f.Type
+		switch {
+		case ft.Kind() == reflect.Struct:
+			out = append(out, configKeys(ft, key)...)
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
+			out = append(out, configKeys(ft.Elem(), key+"[]")...)
+		}
+	}
+	return out
+}
+
+// yamlKeys collects the key paths of a parsed document the same way.
+func yamlKeys(v any, prefix string, out map[string]bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, val := range x {
+			key := k
+			if prefix != "" {
+				key = prefix + "." + k
+			}
+			out[key] = true
+			yamlKeys(val, key, out)
+		}
+	case []any:
+		for _, e := range x {
+			yamlKeys(e, prefix+"[]", out)
+		}
+	}
+}
+
+// TestExampleHasEveryKey keeps config.example.yml from going stale: each key of
+// Config must be set in it, or, inside a list the example leaves empty
+// (api.tokens), shown in a commented-out example.
+func TestExampleHasEveryKey(t *testing.T) {
+	data, err := os.ReadFile(examplePath)
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, yaml.Unmarshal(data, &doc))
+	active := map[string]bool{}
+	yamlKeys(doc, "", active)
+
+	keys := configKeys(reflect.TypeFor[config.Config](), "")
+	sort.Strings(keys)
+	require.Contains(t, keys, "cluster.anti_entropy_interval", "the walk reaches nested keys")
+	require.Contains(t, keys, "drivers[].config", "the walk reaches list elements")
+	for _, k := range keys {
+		if active[k] {
+			continue
+		}
+		if !strings.HasPrefix(k, "api.tokens[].") {
+			t.Errorf("config.example.yml does not set %q", k)
+			continue
+		}
+		leaf := k[strings.LastIndexByte(k, '.')+1:]
+		commented := regexp.MustCompile(`(?m)^\s*#\s+(- )?` + regexp.QuoteMeta(leaf) + `:`)
+		assert.Regexp(t, commented, string(data), "config.example.yml shows %q in a comment", k)
+	}
+
+	// Every option is documented: each key line has a comment above it or on
+	// it, except inside the demo driver's config.
+	lines := strings.Split(string(data), "\n")
+	keyLine := regexp.MustCompile(`^\s*(- )?([a-z_]+):`)
+	for i, l := range lines {
+		m := keyLine.FindStringSubmatch(l)
+		if m == nil || strings.Contains(l, "#") || !isConfigKey(keys, m[2]) {
+			continue
+		}
+		prev := ""
+		if i > 0 {
+			prev = strings.TrimSpace(lines[i-1])
+		}
+		switch m[2] {
+		case "log", "api", "cluster", "scheduler", "store", "config", "cpus", "ram_gb":
+			continue // sections and the demo driver's own lines
+		}
+		assert.True(t, strings.HasPrefix(prev, "#"), "line %d %q has no comment above it", i+1, l)
+	}
+}
+
+func isConfigKey(keys []string, leaf string) bool {
+	for _, k := range keys {
+		if k == leaf || strings.HasSuffix(k, "."+leaf) {
+			return true
+		}
+	}
+	return false
+}

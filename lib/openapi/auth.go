@@ -1,0 +1,184 @@
+package openapi
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// Roles of a token.
+const (
+	RoleAdmin = "admin"
+	RoleUser  = "user"
+)
+
+// AdminUser is the user name of the admin token from Config.AdminToken.
+const AdminUser = "admin"
+
+// Token is one accepted bearer token.
+type Token struct {
+	// Name identifies the token in logs and /whoami (never the secret).
+	Name string `json:"name" mapstructure:"name"`
+	// Token is the secret the client sends as "Authorization: Bearer <token>".
+	Token string `json:"token" mapstructure:"token"`
+	// Role is RoleAdmin or RoleUser.
+	Role string `json:"role" mapstructure:"role"`
+	// User is who the token acts as: spec.user of the user's claims and sessions.
+	// Required for RoleUser.
+	User string `json:"user" mapstructure:"user"`
+}
+
+// Principal is the caller of a request, as /api/v1/whoami shows it.
+type Principal struct {
+	Name string `json:"name"`
+	User string `json:"user"`
+	Role string `json:"role"`
+}
+
+// IsAdmin reports whether p may do everything.
+func (p Principal) IsAdmin() bool { return p.Role == RoleAdmin }
+
+type tokenEntry struct {
+	sum [sha256.Size]byte
+	who Principal
+}
+
+// authenticator checks bearer tokens in constant time: the sent token is hashed
+// and compared with every known hash, so neither its length nor which token it
+// resembles shows in the timing.
+type authenticator struct {
+	tokens []tokenEntry
+}
+
+func newAuthenticator(admin string, tokens []Token) (*authenticator, error) {
+	a := &authenticator{}
+	seen := map[[sha256.Size]byte]string{}
+	add := func(t Token) error {
+		switch {
+		case t.Token == "":
+			return fmt.Errorf("token %q: empty secret", t.Name)
+		case t.Role != RoleAdmin && t.Role != RoleUser:
+			return fmt.Errorf("token %q: role must be %q or %q, got %q", t.Name, RoleAdmin, RoleUser, t.Role)
+		case t.Role == RoleUser && t.User == "":
+			return fmt.Errorf("token %q: role user needs a user", t.Name)
+		}
+		sum := sha256.Sum256([]byte(t.Token))
+		if other, ok := seen[sum]; ok {
+			return fmt.Errorf("token %q: same secret as token %q", t.Name, other)
+		}
+		seen[sum] = t.Name
+		user := t.User
+		if user == "" {
+			user = t.Name
+		}
+		a.tokens = append(a.tokens, tokenEntry{sum: sum, who: Principal{Name: t.Name, User: user, Role: t.Role}})
+		return nil
+	}
+	if admin != "" {
+		if err := add(Token{Name: AdminUser, Token: admin, Role: RoleAdmin, User: AdminUser}); err != nil {
+			return nil, err
+		}
+	}
+	for _, t := range tokens {
+		if err := add(t); err != nil {
+			return nil, err
+		}
+	}
+	if len(a.tokens) == 0 {
+		return nil, fmt.Errorf("no tokens: set an admin token")
+	}
+	return a, nil
+}
+
+// lookup returns the principal of the token, checking every entry.
+func (a *authenticator) lookup(token string) (Principal, bool) {
+	sum := sha256.Sum256([]byte(token))
+	var found Principal
+	ok := 0
+	for i := range a.tokens {
+		if subtle.ConstantTimeCompare(sum[:], a.tokens[i].sum[:]) == 1 {
+			found = a.tokens[i].who
+			ok = 1
+		}
+	}
+	return found, ok == 1
+}
+
+const principalKey = "hf.principal"
+
+// authenticate is the middleware of every /api route.
+func (s *Server) authenticate(c *gin.Context) {
+	h := c.GetHeader("Authorization")
+	scheme, token, _ := strings.Cut(h, " ")
+	token = strings.TrimSpace(token)
+	if h == "" || !strings.EqualFold(scheme, "Bearer") || token == "" {
+		s.writeErr(c, newErr(http.StatusUnauthorized, CodeUnauthorized, "", "missing bearer token"))
+		return
+	}
+	p, ok := s.auth.lookup(token)
+	if !ok {
+		s.writeErr(c, newErr(http.StatusUnauthorized, CodeUnauthorized, "", "invalid bearer token"))
+		return
+	}
+	c.Set(principalKey, p)
+	c.Next()
+}
+
+func principal(c *gin.Context) Principal {
+	p, _ := c.Get(principalKey)
+	who, _ := p.(Principal)
+	return who
+}
+
+// Access rules of role user, as pure functions of (principal, kind, object).
+
+// ownedKinds are the kinds a user owns through spec.user.
+func ownedKind(kind string) bool {
+	return kind == types.KindMachineClaim || kind == types.KindSession
+}
+
+// canRead reports whether p may list, get or watch kind at all.
+func canRead(p Principal, kind string) bool {
+	return p.IsAdmin() || kind != types.KindAccessCode
+}
+
+// ownerOf returns spec.user of a claim or session, and false for other kinds.
+func ownerOf(o types.Object) (string, bool) {
+	switch v := o.(type) {
+	case *types.MachineClaim:
+		return v.Spec.User, true
+	case *types.Session:
+		return v.Spec.User, true
+	}
+	return "", false
+}
+
+func setOwner(o types.Object, user string) {
+	switch v := o.(type) {
+	case *types.MachineClaim:
+		v.Spec.User = user
+	case *types.Session:
+		v.Spec.User = user
+	}
+}
+
+// visible reports whether p may see o: admins see everything, users every object
+// of a readable kind except the claims and sessions of other users.
+func visible(p Principal, o types.Object) bool {
+	if p.IsAdmin() {
+		return true
+	}
+	if !canRead(p, o.GetKind()) {
+		return false
+	}
+	if owner, ok := ownerOf(o); ok {
+		return owner == p.User
+	}
+	return true
+}

@@ -1,0 +1,325 @@
+package openapi
+
+import (
+	"bytes"
+	"encoding"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// MaxBodyBytes is the largest request body the API reads.
+const MaxBodyBytes = 1 << 20
+
+// readBody reads the request body up to MaxBodyBytes; a larger body is an
+// *http.MaxBytesError (413).
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.Body == nil {
+		return nil, nil
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, err
+		}
+		return nil, badRequest("", "read body: %v", err)
+	}
+	return b, nil
+}
+
+// decodeObject decodes body into a new object of kind, strictly: one JSON object,
+// no unknown fields (matched exactly, not case-insensitively as encoding/json
+// would), a "kind" that is absent or equal to kind, and every value of the right
+// type. Errors are *apiError naming the offending field. The object is not
+// validated.
+func decodeObject(kind string, body []byte) (types.Object, error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, badRequest("", "request body is empty; want a JSON %s", kind)
+	}
+	var generic any
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&generic); err != nil {
+		return nil, syntaxError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, badRequest("", "unexpected data after the JSON object")
+	}
+	m, ok := generic.(map[string]any)
+	if !ok {
+		return nil, badRequest("", "request body must be a JSON object, got %s", jsonType(generic))
+	}
+	if k, ok := m["kind"]; ok {
+		if s, _ := k.(string); s != kind {
+			return nil, badRequest("kind", "must be absent or %q, got %s", kind, compact(k))
+		}
+	}
+	obj, err := types.New(kind)
+	if err != nil {
+		return nil, newErr(http.StatusNotFound, CodeNotFound, "", "%v", err)
+	}
+	t := reflect.TypeOf(obj).Elem()
+	if f := unknownField(generic, t, ""); f != "" {
+		return nil, badRequest(f, "unknown field %q", f)
+	}
+	strict := json.NewDecoder(bytes.NewReader(body))
+	strict.DisallowUnknownFields()
+	if err := strict.Decode(obj); err != nil {
+		field := locate(generic, t, "")
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			if field == "" {
+				field = te.Field
+			}
+			return nil, badRequest(field, "want %s, got JSON %s", typeName(te.Type), te.Value)
+		}
+		return nil, badRequest(field, "%s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	// A value that decodes but cannot be encoded again (a time whose year leaves
+	// 0..9999) would fail later in the store; refuse it here.
+	enc, err := json.Marshal(obj)
+	if err != nil {
+		return nil, badRequest(locate(generic, t, ""), "cannot be stored: %s", strings.TrimPrefix(err.Error(), "json: "))
+	}
+	if len(enc) > maxObjectBytes {
+		return nil, tooLarge(len(enc))
+	}
+	return obj, nil
+}
+
+func syntaxError(err error) error {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return badRequest("", "malformed JSON at byte %d: %s", se.Offset, se.Error())
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return badRequest("", "malformed JSON: unexpected end of input")
+	}
+	return badRequest("", "malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+var (
+	jsonUnmarshaler = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// isLeaf reports whether t decodes itself (time, durations, versions, raw JSON)
+// or takes any JSON, so its contents have no fields of their own to check.
+func isLeaf(t reflect.Type) bool {
+	pt := reflect.PointerTo(t)
+	return t.Kind() == reflect.Interface || pt.Implements(jsonUnmarshaler) || pt.Implements(textUnmarshaler)
+}
+
+// jsonFields returns the JSON names of t's fields and their types, flattening
+// embedded structs as encoding/json does.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			for k, v := range jsonFields(f.Type) {
+				out[k] = v
+			}
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+func joinPath(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func indexPath(path string, i int) string { return path + "[" + strconv.Itoa(i) + "]" }
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// unknownField returns the JSON path of the first key of v that t has no field
+// for, or "". Values of the wrong JSON type are left to the typed decode.
+func unknownField(v any, t reflect.Type, path string) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if isLeaf(t) {
+		return ""
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return ""
+		}
+		fields := jsonFields(t)
+		for _, k := range sortedKeys(m) {
+			ft, ok := fields[k]
+			if !ok {
+				return joinPath(path, k)
+			}
+			if f := unknownField(m[k], ft, joinPath(path, k)); f != "" {
+				return f
+			}
+		}
+	case reflect.Map:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return ""
+		}
+		for _, k := range sortedKeys(m) {
+			if f := unknownField(m[k], t.Elem(), joinPath(path, k)); f != "" {
+				return f
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		a, ok := v.([]any)
+		if !ok {
+			return ""
+		}
+		for i, e := range a {
+			if f := unknownField(e, t.Elem(), indexPath(path, i)); f != "" {
+				return f
+			}
+		}
+	}
+	return ""
+}
+
+// locate returns the JSON path of the deepest value in v that does not decode
+// into (and encode again from) its Go type t; path itself when no part of v is
+// to blame.
+func locate(v any, t reflect.Type, path string) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if isLeaf(t) {
+		return path
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return path
+		}
+		fields := jsonFields(t)
+		for _, k := range sortedKeys(m) {
+			if ft, ok := fields[k]; ok && !roundTrips(m[k], ft) {
+				return locate(m[k], ft, joinPath(path, k))
+			}
+		}
+	case reflect.Map:
+		m, ok := v.(map[string]any)
+		if !ok {
+			return path
+		}
+		for _, k := range sortedKeys(m) {
+			if !roundTrips(m[k], t.Elem()) {
+				return locate(m[k], t.Elem(), joinPath(path, k))
+			}
+		}
+	case reflect.Slice, reflect.Array:
+		a, ok := v.([]any)
+		if !ok {
+			return path
+		}
+		for i, e := range a {
+			if !roundTrips(e, t.Elem()) {
+				return locate(e, t.Elem(), indexPath(path, i))
+			}
+		}
+	}
+	return path
+}
+
+// roundTrips reports whether the generic JSON value v decodes into t and encodes again.
+func roundTrips(v any, t reflect.Type) bool {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return false
+	}
+	p := reflect.New(t)
+	if err := json.Unmarshal(b, p.Interface()); err != nil {
+		return false
+	}
+	_, err = json.Marshal(p.Interface())
+	return err == nil
+}
+
+func typeName(t reflect.Type) string {
+	if t == nil {
+		return "another type"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return t.String()
+}
+
+func jsonType(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "a boolean"
+	case json.Number:
+		return "a number"
+	case string:
+		return "a string"
+	case []any:
+		return "an array"
+	}
+	return "an object"
+}
+
+// compact renders a generic JSON value for a message, cut short.
+func compact(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	if len(b) > 64 {
+		return string(b[:64]) + "..."
+	}
+	return string(b)
+}

@@ -1,0 +1,100 @@
+package openapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// FuzzDecodeObject sends arbitrary create and update bodies for every kind
+// through the whole handler (decode, checks, validation, store): the answer is
+// always 200, 201 or a 4xx in the error shape, never a panic or a 500.
+func FuzzDecodeObject(f *testing.F) {
+	kinds := types.Kinds()
+	for i, kind := range kinds {
+		m := minimal(kind, "fuzz")
+		b, err := json.Marshal(m)
+		require.NoError(f, err)
+		f.Add(uint8(i), false, b)
+		f.Add(uint8(i), true, b)
+	}
+	// Full objects, status and all.
+	for _, o := range fullObjects(f) {
+		o.Meta().Name = "fuzz"
+		b, err := json.Marshal(o)
+		require.NoError(f, err)
+		for i, k := range kinds {
+			if k == o.GetKind() {
+				f.Add(uint8(i), false, b)
+				f.Add(uint8(i), true, b)
+			}
+		}
+	}
+	for _, s := range []string{
+		``, `null`, `[]`, `{}`, `"x"`, `{"kind":"Node"}`, `{"metadata":null}`,
+		`{"metadata":{"name":"fuzz","version":"1@"}}`,
+		`{"metadata":{"name":"fuzz","labels":{"a":null}},"spec":null}`,
+		`{"metadata":{"name":"fuzz"},"spec":{"resources":{"cpu":1e400,"ramGB":1},"providerConfiguration":{"x":{}}}}`,
+		`{"metadata":{"name":"fuzz"},"spec":{"startTime":"0000-01-01T00:00:00+23:59","endTime":"9999-12-31T23:59:59-23:59"}}`,
+		`{"metadata":{"name":"fuzz"},"spec":{"machineTemplate":"t","bindTimeout":1e300}}`,
+		`{"metadata":{"name":"fuzz"},"spec":{"providerConfiguration":{"":[[[[[[]]]]]]}}}`,
+		`{"metadata":{"name":"fuzz","annotations":{"a":"<<<<>>>>&&&&\u2028"}},"spec":{"code":"abcd"}}`,
+		`{"metadata":{"name":"fuzz"}} trailing`,
+		"{\"metadata\":{\"name\":\"fuzz\xff\"}}",
+	} {
+		for i := range kinds {
+			f.Add(uint8(i), false, []byte(s))
+			f.Add(uint8(i), true, []byte(s))
+		}
+	}
+
+	logs := &syncBuffer{}
+	srv, err := New(Config{AdminToken: adminTok}, slog.New(slog.NewTextHandler(logs, nil)), openDiskStore(f))
+	require.NoError(f, err)
+	h := srv.Handler()
+	call := func(method, p string, body []byte) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, p, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+adminTok)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+
+	f.Fuzz(func(t *testing.T, k uint8, update bool, body []byte) {
+		kind := kinds[int(k)%len(kinds)]
+		method, p, ok := "POST", path(kind), http.StatusCreated
+		if update {
+			method, p, ok = "PUT", path(kind, "fuzz"), http.StatusOK
+			// Something to update: the minimal object (ignore 409, it may exist).
+			b, _ := json.Marshal(minimal(kind, "fuzz"))
+			call("POST", path(kind), b)
+		}
+		rec := call(method, p, body)
+		if rec.Code != ok && (rec.Code < 400 || rec.Code > 499) {
+			t.Fatalf("%s %s %q -> %d %s\nlog: %s", method, p, body, rec.Code, rec.Body, logs.String())
+		}
+		if rec.Code >= 400 {
+			var eb ErrorBody
+			if err := json.Unmarshal(rec.Body.Bytes(), &eb); err != nil || eb.Error.Code == "" || eb.Error.Message == "" {
+				t.Fatalf("%s %s %q -> %d without the error shape: %s", method, p, body, rec.Code, rec.Body)
+			}
+		}
+		if rec.Code == http.StatusCreated {
+			// Keep the store small and the name free.
+			if d := call("DELETE", path(kind, "fuzz"), nil); d.Code != http.StatusOK {
+				t.Fatalf("delete after create -> %d %s", d.Code, d.Body)
+			}
+		}
+		if strings.Contains(logs.String(), "handler panic") {
+			t.Fatalf("panic: %s", logs.String())
+		}
+	})
+}

@@ -1,0 +1,251 @@
+package openapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// writeTries bounds the read-modify-write retries of update and delete when the
+// client gave no version and an owner wrote the object in between.
+const writeTries = 10
+
+const contentJSON = "application/json; charset=utf-8"
+
+// listBody is the JSON of a list response.
+type listBody struct {
+	Kind  string            `json:"kind"`
+	Items []json.RawMessage `json:"items"`
+}
+
+func (k kindRoutes) list(c *gin.Context) {
+	s, p := k.s, principal(c)
+	if !canRead(p, k.kind) {
+		s.writeErr(c, forbidden("", "role %s may not read %s", p.Role, types.Plural(k.kind)))
+		return
+	}
+	if w := c.Query("watch"); w != "" {
+		on, err := strconv.ParseBool(w)
+		if err != nil {
+			s.writeErr(c, badRequest("watch", "want true or false, got %q", w))
+			return
+		}
+		if on {
+			s.stream(c, p, []string{k.kind})
+			return
+		}
+	}
+	sel, err := parseSelector(c.Query("labelSelector"))
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	recs, err := s.st.List(k.kind)
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	items := make([]json.RawMessage, 0, len(recs))
+	for _, rec := range recs {
+		obj, err := store.Decode(rec)
+		if err != nil {
+			// One unreadable record must not take the whole list down.
+			s.log.Warn("list: undecodable record", "kind", rec.Kind, "name", rec.Name, "err", err)
+			continue
+		}
+		if visible(p, obj) && types.MatchLabels(sel, obj.Meta().Labels) {
+			items = append(items, rec.Data)
+		}
+	}
+	c.JSON(http.StatusOK, listBody{Kind: k.kind + "List", Items: items})
+}
+
+// load reads kind/name as p may see it: 404 for what does not exist and for the
+// claims and sessions of other users.
+func (k kindRoutes) load(p Principal, name string) (store.Record, types.Object, error) {
+	if types.ValidateName("name", name) != nil {
+		// No object has such a name; and the store need not see a key it may refuse.
+		return store.Record{}, nil, notFound(k.kind, name)
+	}
+	rec, err := k.s.st.Get(k.kind, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Record{}, nil, notFound(k.kind, name)
+	}
+	if err != nil {
+		return store.Record{}, nil, err
+	}
+	obj, err := store.Decode(rec)
+	if err != nil {
+		return store.Record{}, nil, err
+	}
+	if !visible(p, obj) {
+		return store.Record{}, nil, notFound(k.kind, name)
+	}
+	return rec, obj, nil
+}
+
+func (k kindRoutes) get(c *gin.Context) {
+	s, p := k.s, principal(c)
+	if !canRead(p, k.kind) {
+		s.writeErr(c, forbidden("", "role %s may not read %s", p.Role, types.Plural(k.kind)))
+		return
+	}
+	rec, _, err := k.load(p, c.Param("name"))
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	c.Data(http.StatusOK, contentJSON, rec.Data)
+}
+
+// decodeBody reads, decodes and checks the request's object.
+func (k kindRoutes) decodeBody(c *gin.Context) (types.Object, error) {
+	body, err := readBody(c.Writer, c.Request)
+	if err != nil {
+		return nil, err
+	}
+	return decodeObject(k.kind, body)
+}
+
+func (k kindRoutes) create(c *gin.Context) {
+	s, p := k.s, principal(c)
+	if !p.IsAdmin() && !ownedKind(k.kind) {
+		s.writeErr(c, forbidden("", "role %s may create only machineclaims and sessions", p.Role))
+		return
+	}
+	obj, err := k.decodeBody(c)
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	prepareCreate(obj, s.cfg.Now())
+	if !p.IsAdmin() {
+		switch owner, _ := ownerOf(obj); owner {
+		case "":
+			setOwner(obj, p.User)
+		case p.User:
+		default:
+			s.writeErr(c, forbidden("spec.user", "must be your user %q", p.User))
+			return
+		}
+	}
+	if err := validate(obj); err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	if err := s.checkGrant(p, obj); err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	rec, err := s.st.Put(obj, store.PutOptions{Create: true})
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	c.Data(http.StatusCreated, contentJSON, rec.Data)
+}
+
+func validate(obj types.Object) error {
+	if err := obj.Validate(); err != nil {
+		return err
+	}
+	return validateClientStatus(obj)
+}
+
+func (k kindRoutes) update(c *gin.Context) {
+	s, p := k.s, principal(c)
+	if !p.IsAdmin() {
+		s.writeErr(c, forbidden("", "role %s may not update %s", p.Role, types.Plural(k.kind)))
+		return
+	}
+	name := c.Param("name")
+	obj, err := k.decodeBody(c)
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	switch n := obj.Meta().Name; n {
+	case "":
+		obj.Meta().Name = name
+	case name:
+	default:
+		s.writeErr(c, badRequest("metadata.name", "is %q but the path names %q", n, name))
+		return
+	}
+	want, err := precondition(c.GetHeader("If-Match"), obj.Meta().Version)
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	for try := 0; ; try++ {
+		rec, stored, err := k.load(p, name)
+		if err != nil {
+			s.writeErr(c, err)
+			return
+		}
+		prepareUpdate(obj, stored)
+		if err := validate(obj); err != nil {
+			s.writeErr(c, err)
+			return
+		}
+		// Without a client version, write only over what was just read, so a
+		// status an owner wrote meanwhile is not overwritten with the old one.
+		cond := want
+		if cond.IsZero() {
+			cond = rec.Version
+		}
+		out, err := s.st.Put(obj, store.PutOptions{Update: true, IfVersion: cond})
+		if errors.Is(err, store.ErrConflict) && want.IsZero() && try < writeTries {
+			continue
+		}
+		if err != nil {
+			s.writeErr(c, err)
+			return
+		}
+		c.Data(http.StatusOK, contentJSON, out.Data)
+		return
+	}
+}
+
+func (k kindRoutes) delete(c *gin.Context) {
+	s, p := k.s, principal(c)
+	if !p.IsAdmin() && !ownedKind(k.kind) {
+		s.writeErr(c, forbidden("", "role %s may delete only its own machineclaims and sessions", p.Role))
+		return
+	}
+	want, err := parseIfMatch(c.GetHeader("If-Match"))
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	name := c.Param("name")
+	for try := 0; ; try++ {
+		rec, _, err := k.load(p, name)
+		if err != nil {
+			s.writeErr(c, err)
+			return
+		}
+		// Delete exactly the object that is returned (and, for a user, checked to
+		// be theirs).
+		cond := want
+		if cond.IsZero() {
+			cond = rec.Version
+		}
+		_, err = s.st.Delete(k.kind, name, cond)
+		if errors.Is(err, store.ErrConflict) && want.IsZero() && try < writeTries {
+			continue
+		}
+		if err != nil {
+			s.writeErr(c, err)
+			return
+		}
+		c.Data(http.StatusOK, contentJSON, rec.Data)
+		return
+	}
+}

@@ -1,0 +1,345 @@
+package openapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+func TestCRUDEveryKind(t *testing.T) {
+	e := newTestEnv(t)
+	for _, kind := range types.Kinds() {
+		t.Run(kind, func(t *testing.T) {
+			name := strings.ToLower(kind) + "-1"
+			r := e.do("POST", path(kind), adminTok, minimal(kind, name))
+			require.Equal(t, http.StatusCreated, r.code, "%s", r.body)
+			created := r.obj(t)
+			assert.Equal(t, kind, created["kind"])
+			meta := created["metadata"].(map[string]any)
+			assert.Equal(t, name, meta["name"])
+			assert.NotEmpty(t, meta["version"])
+			assert.NotEmpty(t, meta["createdAt"])
+
+			r = e.do("GET", path(kind, name), adminTok, nil)
+			require.Equal(t, http.StatusOK, r.code)
+			assert.Equal(t, created, r.obj(t))
+
+			r = e.do("GET", path(kind), adminTok, nil)
+			require.Equal(t, http.StatusOK, r.code)
+			list := r.obj(t)
+			assert.Equal(t, kind+"List", list["kind"])
+			require.Len(t, list["items"], 1)
+			assert.Equal(t, created, list["items"].([]any)[0])
+
+			upd := minimal(kind, name)
+			upd["metadata"].(map[string]any)["labels"] = map[string]any{"tier": "gold"}
+			r = e.do("PUT", path(kind, name), adminTok, upd)
+			require.Equal(t, http.StatusOK, r.code, "%s", r.body)
+			updated := r.obj(t)
+			umeta := updated["metadata"].(map[string]any)
+			assert.Equal(t, map[string]any{"tier": "gold"}, umeta["labels"])
+			assert.NotEqual(t, meta["version"], umeta["version"])
+			assert.Equal(t, meta["createdAt"], umeta["createdAt"], "update keeps createdAt")
+
+			r = e.do("DELETE", path(kind, name), adminTok, nil)
+			require.Equal(t, http.StatusOK, r.code)
+			assert.Equal(t, updated, r.obj(t), "delete returns the last object")
+
+			r = e.do("GET", path(kind, name), adminTok, nil)
+			assert.Equal(t, http.StatusNotFound, r.code)
+			assert.Equal(t, CodeNotFound, r.errBody(t).Code)
+			r = e.do("DELETE", path(kind, name), adminTok, nil)
+			assert.Equal(t, http.StatusNotFound, r.code)
+			r = e.do("PUT", path(kind, name), adminTok, upd)
+			assert.Equal(t, http.StatusNotFound, r.code)
+		})
+	}
+}
+
+func TestCreateSetsServerFields(t *testing.T) {
+	now := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
+	e := newTestEnv(t, func(c *Config) { c.Now = func() time.Time { return now } })
+
+	t.Run("claim is Requested at now, client status ignored", func(t *testing.T) {
+		c := minimal(types.KindMachineClaim, "c1")
+		c["status"] = map[string]any{"phase": "Bound", "node": "n9"}
+		delete(c, "kind")
+		r := e.do("POST", path(types.KindMachineClaim), adminTok, c)
+		require.Equal(t, http.StatusCreated, r.code, "%s", r.body)
+		st := r.obj(t)["status"].(map[string]any)
+		assert.Equal(t, "Requested", st["phase"])
+		assert.Nil(t, st["node"])
+		assert.Equal(t, map[string]any{"Requested": now.Format(time.RFC3339Nano)}, st["phaseTimes"])
+	})
+	t.Run("machine status is cleared", func(t *testing.T) {
+		m := minimal(types.KindMachine, "m1")
+		m["status"] = map[string]any{"phase": "Running"}
+		r := e.do("POST", path(types.KindMachine), adminTok, m)
+		require.Equal(t, http.StatusCreated, r.code, "%s", r.body)
+		assert.Equal(t, map[string]any{}, r.obj(t)["status"])
+	})
+	t.Run("access code status is the admin's", func(t *testing.T) {
+		a := minimal(types.KindAccessCode, "code1")
+		a["status"] = map[string]any{"phase": "Inactive"}
+		r := e.do("POST", path(types.KindAccessCode), adminTok, a)
+		require.Equal(t, http.StatusCreated, r.code, "%s", r.body)
+		assert.Equal(t, map[string]any{"phase": "Inactive"}, r.obj(t)["status"])
+		a["status"] = map[string]any{"phase": "Sleeping"}
+		r = e.do("PUT", path(types.KindAccessCode, "code1"), adminTok, a)
+		require.Equal(t, http.StatusBadRequest, r.code)
+		assert.Equal(t, "status.phase", r.errBody(t).Field)
+	})
+	t.Run("client version and times are ignored on create", func(t *testing.T) {
+		n := minimal(types.KindNode, "n1")
+		n["metadata"].(map[string]any)["version"] = "5@elsewhere"
+		n["metadata"].(map[string]any)["createdAt"] = "2001-01-01T00:00:00Z"
+		r := e.do("POST", path(types.KindNode), adminTok, n)
+		require.Equal(t, http.StatusCreated, r.code, "%s", r.body)
+		meta := r.obj(t)["metadata"].(map[string]any)
+		assert.NotEqual(t, "5@elsewhere", meta["version"])
+		assert.NotEqual(t, "2001-01-01T00:00:00Z", meta["createdAt"])
+	})
+}
+
+// TestUpdateKeepsOwnerStatus: status written by an owner through the store
+// survives a PUT, and a PUT without a version never overwrites a newer status.
+func TestUpdateKeepsOwnerStatus(t *testing.T) {
+	e := newTestEnv(t)
+	r := e.do("POST", path(types.KindMachine), adminTok, minimal(types.KindMachine, "m1"))
+	require.Equal(t, http.StatusCreated, r.code)
+
+	m, err := store.Get[types.Machine](e.st, types.KindMachine, "m1")
+	require.NoError(t, err)
+	m.Status.Phase = types.MachineRunning
+	m.Status.Reason = "owner wrote this"
+	_, err = e.st.Put(m, store.PutOptions{Update: true, IfVersion: m.Metadata.Version})
+	require.NoError(t, err)
+
+	upd := minimal(types.KindMachine, "m1")
+	upd["spec"].(map[string]any)["claim"] = "c1"
+	upd["status"] = map[string]any{"phase": "Failed"}
+	r = e.do("PUT", path(types.KindMachine, "m1"), adminTok, upd)
+	require.Equal(t, http.StatusOK, r.code, "%s", r.body)
+	got := r.obj(t)
+	assert.Equal(t, "c1", got["spec"].(map[string]any)["claim"])
+	assert.Equal(t, map[string]any{"phase": "Running", "reason": "owner wrote this"}, got["status"])
+}
+
+func TestLabelSelector(t *testing.T) {
+	e := newTestEnv(t)
+	for i, labels := range []map[string]any{{"team": "ci", "tier": "gpu"}, {"team": "ci"}, {"team": "qa", "tier": "gpu"}, nil} {
+		o := minimal(types.KindMachineTemplate, fmt.Sprintf("t%d", i))
+		if labels != nil {
+			o["metadata"].(map[string]any)["labels"] = labels
+		}
+		require.Equal(t, http.StatusCreated, e.do("POST", path(types.KindMachineTemplate), adminTok, o).code)
+	}
+	names := func(sel string) []string {
+		r := e.do("GET", path(types.KindMachineTemplate)+"?labelSelector="+sel, adminTok, nil)
+		require.Equal(t, http.StatusOK, r.code, "%s", r.body)
+		var out []string
+		for _, it := range r.obj(t)["items"].([]any) {
+			out = append(out, it.(map[string]any)["metadata"].(map[string]any)["name"].(string))
+		}
+		return out
+	}
+	assert.Equal(t, []string{"t0", "t1", "t2", "t3"}, names(""))
+	assert.Equal(t, []string{"t0", "t1"}, names("team=ci"))
+	assert.Equal(t, []string{"t0"}, names("team=ci,tier=gpu"))
+	assert.Equal(t, []string{"t0", "t2"}, names("tier%3D%3Dgpu"))
+	assert.Nil(t, names("team=nobody"))
+}
+
+// TestBadInput: every bad request is a 4xx in the error shape, naming the field
+// when there is one; none reaches the panic recovery (checked by the env).
+func TestBadInput(t *testing.T) {
+	e := newTestEnv(t)
+	require.Equal(t, http.StatusCreated, e.do("POST", path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, "small")).code)
+	tmpl := func(mod func(m map[string]any)) map[string]any {
+		o := minimal(types.KindMachineTemplate, "t2")
+		mod(o)
+		return o
+	}
+	spec := func(o map[string]any) map[string]any { return o["spec"].(map[string]any) }
+	cases := []struct {
+		name, method, path string
+		body               any
+		hdr                []string
+		code               int
+		errCode, field     string
+	}{
+		{"malformed json", "POST", path(types.KindMachineTemplate), `{"metadata": {`, nil, 400, CodeBadRequest, ""},
+		{"not json", "POST", path(types.KindMachineTemplate), `hello`, nil, 400, CodeBadRequest, ""},
+		{"empty body", "POST", path(types.KindMachineTemplate), ``, nil, 400, CodeBadRequest, ""},
+		{"array body", "POST", path(types.KindMachineTemplate), `[1,2]`, nil, 400, CodeBadRequest, ""},
+		{"null body", "POST", path(types.KindMachineTemplate), `null`, nil, 400, CodeBadRequest, ""},
+		{"trailing data", "POST", path(types.KindMachineTemplate), `{"metadata":{"name":"x"}} {}`, nil, 400, CodeBadRequest, ""},
+		{"unknown kind path", "GET", "/api/v1/gizmos", nil, nil, 404, CodeNotFound, ""},
+		{"unknown kind path post", "POST", "/api/v1/gizmos", `{}`, nil, 404, CodeNotFound, ""},
+		{"unknown top field", "POST", path(types.KindMachineTemplate), tmpl(func(m map[string]any) { m["extra"] = 1 }), nil, 400, CodeBadRequest, "extra"},
+		{"unknown nested field", "POST", path(types.KindMachineTemplate), tmpl(func(m map[string]any) { spec(m)["resources"].(map[string]any)["gpu"] = 1 }), nil, 400, CodeBadRequest, "spec.resources.gpu"},
+		{"field in wrong case", "POST", path(types.KindMachineTemplate), tmpl(func(m map[string]any) { m["Metadata"] = m["metadata"] }), nil, 400, CodeBadRequest, "Metadata"},
+		{"unknown field in list item", "POST", path(types.KindScheduledEvent), func() any {
+			o := minimal(types.KindScheduledEvent, "ev")
+			spec(o)["requiredMachines"] = []any{map[string]any{"machineTemplate": "small", "count": 1, "colour": "red"}}
+			return o
+		}(), nil, 400, CodeBadRequest, "spec.requiredMachines[0].colour"},
+		{"wrong type", "POST", path(types.KindMachineTemplate), tmpl(func(m map[string]any) { spec(m)["resources"].(map[string]any)["cpu"] = "two" }), nil, 400, CodeBadRequest, "spec.resources.cpu"},
+		{"wrong type in list", "POST", path(types.KindScheduledEvent), func() any {
+			o := minimal(types.KindScheduledEvent, "ev")
+			spec(o)["requiredMachines"] = []any{map[string]any{"machineTemplate": "small", "count": "1"}}
+			return o
+		}(), nil, 400, CodeBadRequest, "spec.requiredMachines[0].count"},
+		{"bad time", "POST", path(types.KindScheduledEvent), func() any {
+			o := minimal(types.KindScheduledEvent, "ev")
+			spec(o)["startTime"] = "tomorrow"
+			return o
+		}(), nil, 400, CodeBadRequest, "spec.startTime"},
+		{"bad duration", "POST", path(types.KindMachineClaim), func() any {
+			o := minimal(types.KindMachineClaim, "c")
+			spec(o)["bindTimeout"] = "soon"
+			return o
+		}(), nil, 400, CodeBadRequest, "spec.bindTimeout"},
+		{"bad version", "POST", path(types.KindMachineTemplate), tmpl(func(m map[string]any) { m["metadata"].(map[string]any)["version"] = "v1" }), nil, 400, CodeBadRequest, "metadata.version"},
+		{"time out of range", "POST", path(types.KindScheduledEvent), func() any {
+			o := minimal(types.KindScheduledEvent, "ev")
+			spec(o)["startTime"] = "9999-12-31T23:00:00-05:00"
+			spec(o)["endTime"] = "9999-12-31T23:30:00-05:00"
+			return o
+		}(), nil, 201, "", ""},
+		{"missing name", "POST", path(types.KindMachineTemplate), tmpl(func(m map[string]any) { m["metadata"] = map[string]any{} }), nil, 400, CodeInvalid, "metadata.name"},
+		{"bad name", "POST", path(types.KindMachineTemplate), tmpl(func(m map[string]any) { m["metadata"] = map[string]any{"name": "Big_Name"} }), nil, 400, CodeInvalid, "metadata.name"},
+		{"missing spec field", "POST", path(types.KindMachineTemplate), tmpl(func(m map[string]any) { delete(spec(m), "providerConfiguration") }), nil, 400, CodeInvalid, "spec.providerConfiguration"},
+		{"bad enum", "POST", path(types.KindMachineTemplate), tmpl(func(m map[string]any) { spec(m)["machineType"] = "Huge" }), nil, 400, CodeInvalid, "spec.machineType"},
+		{"negative", "POST", path(types.KindMachineTemplate), tmpl(func(m map[string]any) { spec(m)["resources"].(map[string]any)["cpu"] = -1 }), nil, 400, CodeInvalid, "spec.resources.cpu"},
+		{"bad label", "POST", path(types.KindMachineTemplate), tmpl(func(m map[string]any) { m["metadata"].(map[string]any)["labels"] = map[string]any{"-x": "y"} }), nil, 400, CodeInvalid, "metadata.labels.-x"},
+		{"kind mismatch", "POST", path(types.KindMachineTemplate), tmpl(func(m map[string]any) { m["kind"] = "Machine" }), nil, 400, CodeBadRequest, "kind"},
+		{"kind not a string", "POST", path(types.KindMachineTemplate), tmpl(func(m map[string]any) { m["kind"] = 7 }), nil, 400, CodeBadRequest, "kind"},
+		{"name mismatch on put", "PUT", path(types.KindMachineTemplate, "small"), minimal(types.KindMachineTemplate, "other"), nil, 400, CodeBadRequest, "metadata.name"},
+		{"bad if-match", "PUT", path(types.KindMachineTemplate, "small"), minimal(types.KindMachineTemplate, "small"), []string{"If-Match", "yesterday"}, 400, CodeBadRequest, "If-Match"},
+		{"bad if-match on delete", "DELETE", path(types.KindMachineTemplate, "small"), nil, []string{"If-Match", "12"}, 400, CodeBadRequest, "If-Match"},
+		{"bad label selector", "GET", path(types.KindMachineTemplate) + "?labelSelector=team", nil, nil, 400, CodeBadRequest, "labelSelector"},
+		{"bad watch", "GET", path(types.KindMachineTemplate) + "?watch=maybe", nil, nil, 400, CodeBadRequest, "watch"},
+		{"bad since", "GET", path(types.KindMachineTemplate) + "?watch=true&since=-1", nil, nil, 400, CodeBadRequest, "since"},
+		{"bad kinds", "GET", "/api/v1/events?kinds=Gizmo", nil, nil, 400, CodeBadRequest, "kinds"},
+		{"unknown name", "GET", path(types.KindMachineTemplate, "nope"), nil, nil, 404, CodeNotFound, ""},
+		{"huge name", "GET", path(types.KindMachineTemplate, strings.Repeat("n", 70000)), nil, nil, 404, CodeNotFound, ""},
+		{"huge name delete", "DELETE", path(types.KindMachineTemplate, strings.Repeat("n", 70000)), nil, nil, 404, CodeNotFound, ""},
+		{"odd name", "GET", path(types.KindMachineTemplate, "%00%20x"), nil, nil, 404, CodeNotFound, ""},
+		{"wrong method", "PATCH", path(types.KindMachineTemplate, "small"), `{}`, nil, 405, CodeMethodNotAllowed, ""},
+		{"wrong method on collection", "DELETE", path(types.KindMachineTemplate), nil, nil, 405, CodeMethodNotAllowed, ""},
+		{"unknown top path", "GET", "/nothing", nil, nil, 404, CodeNotFound, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.do(tc.method, tc.path, adminTok, tc.body, tc.hdr...)
+			require.Equal(t, tc.code, r.code, "%s", r.body)
+			if tc.code < 300 {
+				return
+			}
+			eb := r.errBody(t)
+			assert.Equal(t, tc.errCode, eb.Code)
+			assert.Equal(t, tc.field, eb.Field, "message: %s", eb.Message)
+		})
+	}
+	t.Run("unknown kind lists kinds", func(t *testing.T) {
+		r := e.do("GET", "/api/v1/gizmos", adminTok, nil)
+		assert.Contains(t, r.errBody(t).Message, "machineclaims")
+	})
+	t.Run("405 says what is allowed", func(t *testing.T) {
+		r := e.do("PATCH", path(types.KindMachineTemplate, "small"), adminTok, `{}`)
+		assert.Contains(t, r.header.Get("Allow"), "PUT")
+	})
+}
+
+func TestConflicts(t *testing.T) {
+	e := newTestEnv(t)
+	r := e.do("POST", path(types.KindEnvironment), adminTok, minimal(types.KindEnvironment, "lab"))
+	require.Equal(t, http.StatusCreated, r.code)
+	v1 := r.obj(t)["metadata"].(map[string]any)["version"].(string)
+
+	r = e.do("POST", path(types.KindEnvironment), adminTok, minimal(types.KindEnvironment, "lab"))
+	require.Equal(t, http.StatusConflict, r.code)
+	assert.Equal(t, CodeConflict, r.errBody(t).Code)
+
+	// A conditional update with the current version wins once.
+	r = e.do("PUT", path(types.KindEnvironment, "lab"), adminTok, minimal(types.KindEnvironment, "lab"), "If-Match", `"`+v1+`"`)
+	require.Equal(t, http.StatusOK, r.code, "%s", r.body)
+	v2 := r.obj(t)["metadata"].(map[string]any)["version"].(string)
+
+	r = e.do("PUT", path(types.KindEnvironment, "lab"), adminTok, minimal(types.KindEnvironment, "lab"), "If-Match", v1)
+	require.Equal(t, http.StatusConflict, r.code)
+	assert.Equal(t, CodeConflict, r.errBody(t).Code)
+
+	stale := minimal(types.KindEnvironment, "lab")
+	stale["metadata"].(map[string]any)["version"] = v1
+	r = e.do("PUT", path(types.KindEnvironment, "lab"), adminTok, stale)
+	require.Equal(t, http.StatusConflict, r.code)
+	assert.Equal(t, CodeConflict, r.errBody(t).Code)
+
+	r = e.do("PUT", path(types.KindEnvironment, "lab"), adminTok, stale, "If-Match", v2)
+	require.Equal(t, http.StatusBadRequest, r.code, "If-Match and metadata.version disagree")
+	assert.Equal(t, "metadata.version", r.errBody(t).Field)
+
+	r = e.do("DELETE", path(types.KindEnvironment, "lab"), adminTok, nil, "If-Match", v1)
+	require.Equal(t, http.StatusConflict, r.code)
+	r = e.do("DELETE", path(types.KindEnvironment, "lab"), adminTok, nil, "If-Match", "*")
+	require.Equal(t, http.StatusOK, r.code)
+}
+
+func TestBodyLimits(t *testing.T) {
+	e := newTestEnvOn(t, openDiskStore(t))
+	big := func(value string) map[string]any {
+		o := minimal(types.KindProvider, "p")
+		o["metadata"].(map[string]any)["annotations"] = map[string]any{"blob": value}
+		return o
+	}
+	t.Run("over 1 MiB is 413", func(t *testing.T) {
+		r := e.do("POST", path(types.KindProvider), adminTok, big(strings.Repeat("a", MaxBodyBytes)))
+		require.Equal(t, http.StatusRequestEntityTooLarge, r.code)
+		assert.Equal(t, CodeTooLarge, r.errBody(t).Code)
+	})
+	t.Run("a body that grows when encoded is 413, not 500", func(t *testing.T) {
+		// '<' is escaped to \u003c: 900 KB of them would be 5 MB stored.
+		body, err := json.Marshal(big("x"))
+		require.NoError(t, err)
+		raw := strings.Replace(string(body), `"x"`, `"`+strings.Repeat("<", 900<<10)+`"`, 1)
+		r := e.do("POST", path(types.KindProvider), adminTok, raw)
+		require.Equal(t, http.StatusRequestEntityTooLarge, r.code, "%.200s", r.body)
+	})
+	t.Run("just under the limit is stored", func(t *testing.T) {
+		r := e.do("POST", path(types.KindProvider), adminTok, big(strings.Repeat("a", MaxBodyBytes-200)))
+		require.Equal(t, http.StatusCreated, r.code, "%.200s", r.body)
+		r = e.do("GET", path(types.KindProvider, "p"), adminTok, nil)
+		require.Equal(t, http.StatusOK, r.code)
+	})
+}
+
+// TestPanicIsInternal: a handler panic is a logged 500 in the error shape.
+func TestPanicIsInternal(t *testing.T) {
+	e := newTestEnv(t)
+	e.allow500 = true
+	e.srv.engine.GET("/api/v1/boom", e.srv.authenticate, func(c *gin.Context) { panic("boom") })
+	req, err := http.NewRequest("GET", e.http.URL+"/api/v1/boom", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+adminTok)
+	res, err := e.http.Client().Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	require.Equal(t, http.StatusInternalServerError, res.StatusCode)
+	var b ErrorBody
+	require.NoError(t, json.NewDecoder(res.Body).Decode(&b))
+	assert.Equal(t, CodeInternal, b.Error.Code)
+	assert.Contains(t, e.logs.String(), "handler panic")
+	assert.Contains(t, e.logs.String(), "boom")
+}

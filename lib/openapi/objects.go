@@ -1,0 +1,204 @@
+package openapi
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// Pure rules of what the API writes into an object besides what the client sent.
+
+// clientWritesStatus reports whether the API takes status from the client. Most
+// statuses have an owner in the cluster (a node, an elector, a reconciler) and
+// the API never writes them; an AccessCode's status is the admin's switch.
+func clientWritesStatus(kind string) bool { return kind == types.KindAccessCode }
+
+// resetStatus clears o's status.
+func resetStatus(o types.Object) {
+	switch v := o.(type) {
+	case *types.Node:
+		v.Status = types.NodeStatus{}
+	case *types.MachineSet:
+		v.Status = types.MachineSetStatus{}
+	case *types.Machine:
+		v.Status = types.MachineStatus{}
+	case *types.MachineClaim:
+		v.Status = types.MachineClaimStatus{}
+	case *types.ScheduledEvent:
+		v.Status = types.ScheduledEventStatus{}
+	case *types.AccessCode:
+		v.Status = types.AccessCodeStatus{}
+	case *types.Session:
+		v.Status = types.SessionStatus{}
+	}
+}
+
+// copyStatus sets dst's status to src's (same kind).
+func copyStatus(dst, src types.Object) {
+	switch d := dst.(type) {
+	case *types.Node:
+		d.Status = src.(*types.Node).Status
+	case *types.MachineSet:
+		d.Status = src.(*types.MachineSet).Status
+	case *types.Machine:
+		d.Status = src.(*types.Machine).Status
+	case *types.MachineClaim:
+		d.Status = src.(*types.MachineClaim).Status
+	case *types.ScheduledEvent:
+		d.Status = src.(*types.ScheduledEvent).Status
+	case *types.AccessCode:
+		d.Status = src.(*types.AccessCode).Status
+	case *types.Session:
+		d.Status = src.(*types.Session).Status
+	}
+}
+
+// validateClientStatus checks the status fields a client may write, which
+// types.Validate does not cover.
+func validateClientStatus(o types.Object) error {
+	if a, ok := o.(*types.AccessCode); ok && a.Status.Phase != "" &&
+		a.Status.Phase != types.AccessCodeActive && a.Status.Phase != types.AccessCodeInactive {
+		return types.Invalid("status.phase", "must be one of %s, %s, got %q", types.AccessCodeActive, types.AccessCodeInactive, a.Status.Phase)
+	}
+	return nil
+}
+
+// prepareCreate sets what the server owns on a new object: no version or times
+// from the client, the status reset, and a claim Requested at now.
+func prepareCreate(o types.Object, now time.Time) {
+	m := o.Meta()
+	m.Version = types.Version{}
+	m.CreatedAt = time.Time{}
+	m.UpdatedAt = time.Time{}
+	if !clientWritesStatus(o.GetKind()) {
+		resetStatus(o)
+	}
+	if c, ok := o.(*types.MachineClaim); ok {
+		c.Status.Phase = types.ClaimRequested
+		c.Status.PhaseTimes.Mark(string(types.ClaimRequested), now)
+	}
+}
+
+// prepareUpdate carries over what a PUT does not change: createdAt and, unless
+// the client writes it, the status.
+func prepareUpdate(o, stored types.Object) {
+	m := o.Meta()
+	m.Version = types.Version{}
+	m.UpdatedAt = time.Time{}
+	m.CreatedAt = stored.Meta().CreatedAt
+	if !clientWritesStatus(o.GetKind()) {
+		copyStatus(o, stored)
+	}
+}
+
+// parseSelector parses "k=v,k2=v2" (also "k==v").
+func parseSelector(s string) (map[string]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for part := range strings.SplitSeq(s, ",") {
+		k, v, ok := strings.Cut(part, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(strings.TrimPrefix(v, "="))
+		if !ok || k == "" {
+			return nil, badRequest("labelSelector", "want key=value[,key=value...], got %q", part)
+		}
+		if prev, dup := out[k]; dup && prev != v {
+			return nil, badRequest("labelSelector", "key %q given twice", k)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// parseIfMatch reads an If-Match header: a version, optionally quoted (an
+// entity tag) or weak; "*" and "" mean no condition.
+func parseIfMatch(h string) (types.Version, error) {
+	h = strings.TrimSpace(h)
+	h = strings.TrimPrefix(h, "W/")
+	h = strings.Trim(h, `"`)
+	if h == "*" {
+		return types.Version{}, nil
+	}
+	v, err := types.ParseVersion(h)
+	if err != nil {
+		return types.Version{}, badRequest("If-Match", "want a version hlc@node: %v", err)
+	}
+	return v, nil
+}
+
+// precondition combines If-Match and metadata.version; when both are given they
+// must agree.
+func precondition(header string, body types.Version) (types.Version, error) {
+	hv, err := parseIfMatch(header)
+	if err != nil {
+		return types.Version{}, err
+	}
+	switch {
+	case hv.IsZero():
+		return body, nil
+	case body.IsZero() || body == hv:
+		return hv, nil
+	}
+	return types.Version{}, badRequest("metadata.version", "is %s but If-Match says %s", body, hv)
+}
+
+// checkGrant enforces, for role user, what an access code grants: a claim or
+// session naming spec.accessCode needs an existing, active code, and the machine
+// sets and event it names must be ones the code grants.
+func (s *Server) checkGrant(p Principal, o types.Object) error {
+	if p.IsAdmin() {
+		return nil
+	}
+	var code, event string
+	var sets []string
+	switch v := o.(type) {
+	case *types.MachineClaim:
+		code, event, sets = v.Spec.AccessCode, v.Spec.ScheduledEvent, v.Spec.MachineSets
+	case *types.Session:
+		code, event = v.Spec.AccessCode, v.Spec.ScheduledEvent
+	default:
+		return nil
+	}
+	if code == "" {
+		return nil
+	}
+	rec, err := s.st.Get(types.KindAccessCode, code)
+	if errors.Is(err, store.ErrNotFound) {
+		return forbidden("spec.accessCode", "access code %q is unknown or not active", code)
+	}
+	if err != nil {
+		return err
+	}
+	obj, err := store.Decode(rec)
+	if err != nil {
+		return err
+	}
+	ac := obj.(*types.AccessCode)
+	if ac.Status.Phase == types.AccessCodeInactive || !ac.ActiveAt(s.cfg.Now()) {
+		return forbidden("spec.accessCode", "access code %q is unknown or not active", code)
+	}
+	for i, set := range sets {
+		if !slices.Contains(ac.Spec.MachineSets, set) {
+			return forbidden(indexPath("spec.machineSets", i), "machine set %q is not granted by access code %q", set, code)
+		}
+	}
+	if event != "" && !slices.Contains(ac.Spec.ScheduledEvents, event) {
+		return forbidden("spec.scheduledEvent", "scheduled event %q is not granted by access code %q", event, code)
+	}
+	return nil
+}
+
+// maxObjectBytes bounds an object's JSON as the store will hold it. Encoding can
+// grow a body (json escapes '<' to six bytes), and the store must never be handed
+// an entry it cannot write: that would be a 500 for bad input.
+const maxObjectBytes = MaxBodyBytes
+
+func tooLarge(n int) error {
+	return newErr(http.StatusRequestEntityTooLarge, CodeTooLarge, "", "object is %d bytes once encoded; at most %d", n, maxObjectBytes)
+}

@@ -1,0 +1,171 @@
+package openapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/hf-fleet/hf/lib/store"
+)
+
+// Defaults applied by New to zero Config fields.
+const (
+	DefaultHeartbeat       = 15 * time.Second
+	DefaultShutdownTimeout = 10 * time.Second
+)
+
+// Config configures the API server.
+type Config struct {
+	// AdminToken is the bearer token of the admin (see LoadOrCreateAdminToken).
+	AdminToken string
+	// Tokens are further accepted tokens, each with its role and user.
+	Tokens []Token
+	// NodeName is sent back in the X-Hf-Node header of every response.
+	NodeName string
+	// Ready reports why the node cannot serve yet (/readyz); nil is always ready.
+	Ready func() error
+	// Now is the wall clock (default time.Now).
+	Now func() time.Time
+	// Metrics is the registry the HTTP metrics are registered in and /metrics
+	// serves; nil creates one with the Go and process collectors.
+	Metrics *prometheus.Registry
+	// Heartbeat is the interval of the comment lines that keep event streams open
+	// through proxies (default 15s).
+	Heartbeat time.Duration
+	// ShutdownTimeout bounds how long Serve waits for requests in flight once its
+	// ctx is done (default 10s); event streams end at once.
+	ShutdownTimeout time.Duration
+}
+
+// Server serves the REST API. Its handler is safe for concurrent use.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	st      *store.Store
+	auth    *authenticator
+	engine  *gin.Engine
+	metrics *httpMetrics
+
+	// stop is closed when Serve shuts down, ending every event stream.
+	stop     chan struct{}
+	stopOnce sync.Once
+	streams  atomic.Int64
+}
+
+// New builds the server and its routes. It fails when the tokens are unusable
+// (none, empty, duplicated, bad role) or the metrics cannot be registered.
+func New(cfg Config, log *slog.Logger, st *store.Store) (*Server, error) {
+	if st == nil {
+		return nil, errors.New("new api server: store is required")
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.ShutdownTimeout <= 0 {
+		cfg.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = prometheus.NewRegistry()
+		cfg.Metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	auth, err := newAuthenticator(cfg.AdminToken, cfg.Tokens)
+	if err != nil {
+		return nil, fmt.Errorf("new api server: %w", err)
+	}
+	m, err := newHTTPMetrics(cfg.Metrics)
+	if err != nil {
+		return nil, fmt.Errorf("new api server: %w", err)
+	}
+	s := &Server{
+		cfg:     cfg,
+		log:     log,
+		st:      st,
+		auth:    auth,
+		metrics: m,
+		stop:    make(chan struct{}),
+	}
+	s.engine = s.newEngine()
+	return s, nil
+}
+
+// newEngine builds the gin engine. gin's mode is process-wide: release mode only
+// silences gin's own debug printing, which would go to stdout, not to slog.
+func (s *Server) newEngine() *gin.Engine {
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.HandleMethodNotAllowed = true
+	e.RedirectTrailingSlash = false
+	e.RedirectFixedPath = false
+	e.ContextWithFallback = true
+	// Metrics wrap recovery, so a recovered panic is counted as the 500 it became.
+	e.Use(s.observe, gin.CustomRecoveryWithWriter(nil, s.recovered))
+	if s.cfg.NodeName != "" {
+		e.Use(func(c *gin.Context) { c.Header("X-Hf-Node", s.cfg.NodeName) })
+	}
+	e.NoRoute(s.noRoute)
+	e.NoMethod(s.noMethod)
+	s.routes(e)
+	return e
+}
+
+// Handler returns the HTTP handler of the whole API.
+func (s *Server) Handler() http.Handler { return s.engine }
+
+// Routes lists the registered routes (method and gin path).
+func (s *Server) Routes() gin.RoutesInfo { return s.engine.Routes() }
+
+// Serve serves the API on ln until ctx is done, then ends every event stream,
+// waits up to ShutdownTimeout for the other requests and returns nil. It returns
+// the listener's error when serving fails. Serve closes ln. A Server serves once.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.engine,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		s.stopStreams()
+		return fmt.Errorf("serve api: %w", err)
+	case <-ctx.Done():
+	}
+	s.stopStreams()
+	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if err != nil {
+		s.log.Warn("api shutdown timed out", "err", err)
+		_ = srv.Close()
+	}
+	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
+		return fmt.Errorf("serve api: %w", serr)
+	}
+	return nil
+}
+
+// stopStreams ends every event stream, now and in the future.
+func (s *Server) stopStreams() {
+	s.stopOnce.Do(func() { close(s.stop) })
+}
+
+// ActiveStreams is the number of event streams being served.
+func (s *Server) ActiveStreams() int64 { return s.streams.Load() }

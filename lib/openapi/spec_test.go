@@ -1,0 +1,285 @@
+package openapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+func TestSpecIsValidOpenAPI(t *testing.T) {
+	doc := loadSpec(t)
+	assert.Equal(t, "3.0.3", doc.OpenAPI)
+	require.NotNil(t, doc.Components.SecuritySchemes["bearerAuth"])
+	assert.Equal(t, "bearer", doc.Components.SecuritySchemes["bearerAuth"].Value.Scheme)
+	for _, kind := range types.Kinds() {
+		assert.NotNil(t, doc.Components.Schemas[kind], kind)
+		assert.NotNil(t, doc.Components.Schemas[kind+"List"], kind)
+	}
+	assert.NotNil(t, doc.Components.Schemas["Error"])
+}
+
+// TestSpecRoutesMatchGin fails when gin serves a route the spec lacks or the
+// spec names a route gin does not serve.
+func TestSpecRoutesMatchGin(t *testing.T) {
+	doc := loadSpec(t)
+	srv, err := New(Config{AdminToken: adminTok}, nil, openStore(t))
+	require.NoError(t, err)
+
+	gin := map[string]bool{}
+	for _, r := range srv.Routes() {
+		segs := strings.Split(r.Path, "/")
+		for i, s := range segs {
+			if strings.HasPrefix(s, ":") || strings.HasPrefix(s, "*") {
+				segs[i] = "{" + s[1:] + "}"
+			}
+		}
+		gin[r.Method+" "+strings.Join(segs, "/")] = true
+	}
+	spec := map[string]bool{}
+	for p, item := range doc.Paths.Map() {
+		for m := range item.Operations() {
+			spec[m+" "+p] = true
+		}
+	}
+	for r := range gin {
+		assert.True(t, spec[r], "gin serves %s, the spec does not name it", r)
+	}
+	for r := range spec {
+		assert.True(t, gin[r], "the spec names %s, gin does not serve it", r)
+	}
+	// Every kind has its five routes.
+	for _, kind := range types.Kinds() {
+		p := "/api/v1/" + types.Plural(kind)
+		for _, r := range []string{"GET " + p, "POST " + p, "GET " + p + "/{name}", "PUT " + p + "/{name}", "DELETE " + p + "/{name}"} {
+			assert.True(t, gin[r], r)
+		}
+	}
+}
+
+// goFields lists the JSON paths of t ("spec.resources.cpu"); maps add ".*",
+// slices "[]". Types that encode themselves are leaves.
+func goFields(t reflect.Type, path string, out map[string]bool) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if path != "" {
+		out[path] = true
+	}
+	if isLeaf(t) {
+		return
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		for name, ft := range jsonFields(t) {
+			goFields(ft, joinPath(path, name), out)
+		}
+	case reflect.Map:
+		goFields(t.Elem(), path+".*", out)
+	case reflect.Slice, reflect.Array:
+		goFields(t.Elem(), path+"[]", out)
+	}
+}
+
+// specFields lists the JSON paths of a schema the same way.
+func specFields(s *openapi3.Schema, path string, out map[string]bool, depth int) {
+	if depth > 20 {
+		panic("schema nests deeper than 20: a cycle?")
+	}
+	if path != "" {
+		out[path] = true
+	}
+	switch {
+	case s.Type.Is("object") && len(s.Properties) > 0:
+		for name, p := range s.Properties {
+			specFields(p.Value, joinPath(path, name), out, depth+1)
+		}
+	case s.Type.Is("object") && s.AdditionalProperties.Schema != nil:
+		specFields(s.AdditionalProperties.Schema.Value, path+".*", out, depth+1)
+	case s.Type.Is("object") && s.AdditionalProperties.Has != nil && *s.AdditionalProperties.Has:
+		// any value, like json.RawMessage
+	case s.Type.Is("array"):
+		specFields(s.Items.Value, path+"[]", out, depth+1)
+	}
+}
+
+func sortedSet(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestSpecSchemasMatchTypes compares every field of every kind (and of the
+// list, error, watch event and whoami bodies) between lib/types and the spec, in
+// both directions.
+func TestSpecSchemasMatchTypes(t *testing.T) {
+	doc := loadSpec(t)
+	cases := map[string]reflect.Type{
+		"Error":      reflect.TypeFor[ErrorBody](),
+		"WatchEvent": reflect.TypeFor[WatchEvent](),
+		"WhoAmI":     reflect.TypeFor[Principal](),
+	}
+	for _, kind := range types.Kinds() {
+		obj, err := types.New(kind)
+		require.NoError(t, err)
+		cases[kind] = reflect.TypeOf(obj).Elem()
+		cases[kind+"List"] = reflect.TypeFor[listBody]()
+	}
+	for name, typ := range cases {
+		t.Run(name, func(t *testing.T) {
+			ref := doc.Components.Schemas[name]
+			require.NotNil(t, ref, "no schema %s", name)
+			want, got := map[string]bool{}, map[string]bool{}
+			goFields(typ, "", want)
+			specFields(ref.Value, "", got, 0)
+			if strings.HasSuffix(name, "List") {
+				// listBody holds raw items; the spec types them.
+				for k := range got {
+					if strings.HasPrefix(k, "items[].") {
+						delete(got, k)
+					}
+				}
+			}
+			assert.Equal(t, sortedSet(want), sortedSet(got))
+		})
+	}
+}
+
+// fullObjects returns one object of every kind with every field set, and
+// checks that: a field added to lib/types without a value here fails the test.
+func fullObjects(t testing.TB) []types.Object {
+	t.Helper()
+	ts := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
+	res := types.Resources{CPU: 2, RAMGB: 4, DiskGB: 10}
+	ep := []types.Endpoint{{Protocol: "ssh", Address: "10.0.0.1:22"}}
+	meta := func(name string) types.ObjectMeta {
+		return types.ObjectMeta{Name: name, Labels: map[string]string{"team": "ci"}, Annotations: map[string]string{"note": "x"}}
+	}
+	pt := types.PhaseTimes{"Requested": ts}
+	objs := []types.Object{
+		&types.Node{TypeMeta: types.TypeMeta{Kind: types.KindNode}, Metadata: meta("n1"),
+			Spec: types.NodeSpec{APIAddress: "127.0.0.1:1", GossipAddress: "127.0.0.1:2", Maintenance: true, SoftwareVersion: "v1",
+				Drivers: []types.NodeDriver{{Name: "test", Driver: "test", Remote: true, Status: "ok",
+					Capacity: types.Capacity{Total: res, Usable: res, Overbook: res, Used: res, Reserved: res, Free: res}}}},
+			Status: types.NodeStatus{Phase: types.NodeUp, StartedAt: ts, Heartbeat: ts, Machines: 3}},
+		&types.Provider{TypeMeta: types.TypeMeta{Kind: types.KindProvider}, Metadata: meta("test"),
+			Spec: types.ProviderSpec{Driver: "test", ConfigurationItems: map[string]string{"image": "the image"}, MachineInformation: []string{"ip"}}},
+		&types.Environment{TypeMeta: types.TypeMeta{Kind: types.KindEnvironment}, Metadata: meta("lab"),
+			Spec: types.EnvironmentSpec{Provider: "test", ProviderConfiguration: map[string]string{"a": "b"},
+				TemplateSpecific: map[string]map[string]string{"small": {"a": "b"}}, Capacity: map[string]int{"small": 3},
+				Endpoints: map[string]string{"ssh": "x"}, NodeSelector: map[string]string{"zone": "a"}, Placement: types.PlacementSpread}},
+		&types.MachineTemplate{TypeMeta: types.TypeMeta{Kind: types.KindMachineTemplate}, Metadata: meta("small"),
+			Spec: types.MachineTemplateSpec{MachineType: types.MachineTypeShared, Resources: res,
+				ProviderConfiguration: map[string]json.RawMessage{"docker": json.RawMessage(`{"image":"alpine"}`)},
+				ConnectProtocols:      []string{"ssh"}, AllowOverbook: true, OnNodeLoss: types.LostFail}},
+		&types.MachineSet{TypeMeta: types.TypeMeta{Kind: types.KindMachineSet}, Metadata: meta("pool"),
+			Spec: types.MachineSetSpec{AvailabilityConfiguration: types.AvailabilityConfiguration{Type: types.AvailabilityAccessCode, Value: "code"},
+				ProvisioningStrategy: types.ProvisionAutoScale, MinAvailable: 1, MaxProvisioned: 2, MachineTemplate: "small", Environment: "lab",
+				MaxIdle: types.D(time.Minute), MaxAssigned: types.D(time.Hour), MaxAge: types.D(2 * time.Hour)},
+			Status: types.MachineSetStatus{Provisioned: 2, Available: 1}},
+		&types.Machine{TypeMeta: types.TypeMeta{Kind: types.KindMachine}, Metadata: meta("m1"),
+			Spec: types.MachineSpec{MachineSet: "pool", MachineTemplate: "small", Environment: "lab", Node: "n1", Driver: "test", Claim: "c1", Round: 2},
+			Status: types.MachineStatus{Phase: types.MachineRunning, MachineInformation: map[string]string{"ip": "10.0.0.1"},
+				ConnectEndpoints: ep, Reason: "r", PhaseTimes: pt,
+				Resource: &types.Resource{ID: "id", Driver: "test", Info: map[string]string{"a": "b"}, Endpoints: ep, Resources: res, Data: json.RawMessage(`{"pid":1}`)}}},
+		&types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim}, Metadata: meta("c1"),
+			Spec: types.MachineClaimSpec{MachineTemplate: "small", User: "alice", AccessCode: "code", ScheduledEvent: "ev", Environment: "lab",
+				BindStrategy: types.BindRequireMachineSets, MachineSets: []string{"pool"}, BindTimeout: types.D(time.Minute), Metadata: map[string]string{"a": "b"}},
+			Status: types.MachineClaimStatus{Phase: types.ClaimBound, Machine: "m1", Node: "n1", Driver: "test", Round: 2, Reason: "r", PhaseTimes: pt}},
+		&types.ScheduledEvent{TypeMeta: types.TypeMeta{Kind: types.KindScheduledEvent}, Metadata: meta("ev"),
+			Spec: types.ScheduledEventSpec{StartTime: ts, ProvisioningStartTime: ts.Add(-time.Hour), EndTime: ts.Add(time.Hour), ExpirationStrategy: types.ExpireSoft,
+				RequiredMachines: []types.RequiredMachines{{MachineTemplate: "small", Count: 2, MachineType: types.MachineTypeUser,
+					BindStrategy: types.BindAny, CreateMachineSet: true, MachineSets: []string{"pool"}}}},
+			Status: types.ScheduledEventStatus{Phase: types.EventActive, CreatedMachineSets: []string{"pool"}}},
+		&types.AccessCode{TypeMeta: types.TypeMeta{Kind: types.KindAccessCode}, Metadata: meta("code"),
+			Spec:   types.AccessCodeSpec{Code: "let-me-in", MachineSets: []string{"pool"}, ScheduledEvents: []string{"ev"}, NotBefore: ts, NotAfter: ts.Add(time.Hour)},
+			Status: types.AccessCodeStatus{Phase: types.AccessCodeActive}},
+		&types.Session{TypeMeta: types.TypeMeta{Kind: types.KindSession}, Metadata: meta("s1"),
+			Spec:   types.SessionSpec{User: "alice", AccessCode: "code", ScheduledEvent: "ev", MachineTemplate: "small", PersistenceStrategy: types.PersistKeepOnEnd},
+			Status: types.SessionStatus{Phase: types.SessionPhaseActive, MachineClaim: "c1"}},
+	}
+	var kinds []string
+	for _, o := range objs {
+		require.NoError(t, o.Validate(), o.GetKind())
+		kinds = append(kinds, o.GetKind())
+		b, err := json.Marshal(o)
+		require.NoError(t, err)
+		var generic any
+		require.NoError(t, json.Unmarshal(b, &generic))
+		fields := map[string]bool{}
+		goFields(reflect.TypeOf(o).Elem(), "", fields)
+		present := map[string]bool{}
+		jsonPaths(generic, "", present)
+		for f := range fields {
+			if strings.HasPrefix(f, "metadata.createdAt") || strings.HasPrefix(f, "metadata.updatedAt") || strings.HasPrefix(f, "metadata.version") {
+				continue // set by the store
+			}
+			assert.True(t, present[f], "%s: full object leaves %s empty", o.GetKind(), f)
+		}
+	}
+	slices.Sort(kinds)
+	require.Equal(t, types.Kinds(), kinds, "fullObjects must cover every kind")
+	return objs
+}
+
+// jsonPaths lists the paths present in a generic JSON value, as goFields names them.
+func jsonPaths(v any, path string, out map[string]bool) {
+	if path != "" {
+		out[path] = true
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			jsonPaths(e, joinPath(path, k), out)
+			if path != "" {
+				jsonPaths(e, path+".*", out)
+			}
+		}
+	case []any:
+		for _, e := range x {
+			jsonPaths(e, path+"[]", out)
+		}
+	}
+}
+
+// TestSpecDescribesFullObjects stores objects with every field set and reads them
+// back through the API: each response is validated against the spec, whose
+// schemas forbid unknown properties.
+func TestSpecDescribesFullObjects(t *testing.T) {
+	e := newTestEnv(t)
+	for _, o := range fullObjects(t) {
+		t.Run(o.GetKind(), func(t *testing.T) {
+			_, err := e.st.Put(o, store.PutOptions{Create: true})
+			require.NoError(t, err)
+			r := e.do("GET", path(o.GetKind(), o.Meta().Name), adminTok, nil)
+			require.Equal(t, 200, r.code, "%s", r.body)
+			r = e.do("GET", path(o.GetKind()), adminTok, nil)
+			require.Equal(t, 200, r.code)
+			assert.Len(t, r.obj(t)["items"], 1)
+			// A PUT of the stored object round-trips (the spec accepts it as a request).
+			r = e.do("PUT", path(o.GetKind(), o.Meta().Name), adminTok, json.RawMessage(e.do("GET", path(o.GetKind(), o.Meta().Name), adminTok, nil).body))
+			require.Equal(t, 200, r.code, "%s", r.body)
+		})
+	}
+	// Every error code the API writes is in the spec's enum.
+	doc := loadSpec(t)
+	codes := doc.Components.Schemas["Error"].Value.Properties["error"].Value.Properties["code"].Value.Enum
+	for _, c := range []string{CodeBadRequest, CodeInvalid, CodeUnauthorized, CodeForbidden, CodeNotFound,
+		CodeMethodNotAllowed, CodeConflict, CodeTooLarge, CodeUnavailable, CodeInternal} {
+		assert.Contains(t, codes, any(c), fmt.Sprintf("code %s", c))
+	}
+}

@@ -1,0 +1,257 @@
+package openapi
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-contrib/sse"
+	"github.com/gin-gonic/gin"
+
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// WatchEvent is the data of one server-sent event.
+type WatchEvent struct {
+	// Type is "put", "delete" or "resync" (also the SSE event name).
+	Type string `json:"type"`
+	Kind string `json:"kind,omitempty"`
+	Name string `json:"name,omitempty"`
+	// Seq is the store sequence of the change (also the SSE id); 0 for resync.
+	Seq uint64 `json:"seq"`
+	// Object is the object after a put.
+	Object json.RawMessage `json:"object,omitempty"`
+}
+
+// Watch event types.
+const (
+	WatchPut    = "put"
+	WatchDelete = "delete"
+	WatchResync = "resync"
+)
+
+func (s *Server) watchEvents(c *gin.Context) {
+	p := principal(c)
+	var kinds []string
+	if q := c.Query("kinds"); strings.TrimSpace(q) != "" {
+		for part := range strings.SplitSeq(q, ",") {
+			kind, ok := types.KindForPlural(strings.TrimSpace(part))
+			if !ok {
+				s.writeErr(c, badRequest("kinds", "unknown kind %q; kinds are %s", part, strings.Join(types.Kinds(), ", ")))
+				return
+			}
+			if !canRead(p, kind) {
+				s.writeErr(c, forbidden("kinds", "role %s may not read %s", p.Role, types.Plural(kind)))
+				return
+			}
+			if !slices.Contains(kinds, kind) {
+				kinds = append(kinds, kind)
+			}
+		}
+	} else {
+		for _, kind := range types.Kinds() {
+			if canRead(p, kind) {
+				kinds = append(kinds, kind)
+			}
+		}
+	}
+	s.stream(c, p, kinds)
+}
+
+// watchFrom reads the resume point: ?since= or the Last-Event-ID header.
+func watchFrom(c *gin.Context) (uint64, error) {
+	field, v := "since", c.Query("since")
+	if v == "" {
+		field, v = "Last-Event-ID", c.GetHeader("Last-Event-ID")
+	}
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+	if err != nil {
+		return 0, badRequest(field, "want a sequence number, got %q", v)
+	}
+	return n, nil
+}
+
+// stream serves kinds' changes as server-sent events until the client goes away,
+// the server shuts down or the store closes. Without a resume point it starts
+// with every current object (and recent deletions), from the store's replay.
+func (s *Server) stream(c *gin.Context, p Principal, kinds []string) {
+	since, err := watchFrom(c)
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	f := &streamFilter{p: p, kinds: map[string]bool{}}
+	for _, k := range kinds {
+		f.kinds[k] = true
+	}
+	resync := false
+	if f.tracksOwners() && since > 0 {
+		// Deletions carry no object, so whose they were is known only for objects
+		// this stream has seen. A resumed stream cannot tell for older ones: ask
+		// the client to list again and go on from now.
+		since, resync = s.st.Seq(), true
+	}
+	if err := f.seed(s.st); err != nil {
+		s.writeErr(c, err)
+		return
+	}
+
+	ctx, cancel := context.WithCancel(c.Request.Context())
+	defer cancel()
+	events := s.st.Watch(ctx, since)
+
+	s.streams.Add(1)
+	s.metrics.streams.Inc()
+	defer func() {
+		s.streams.Add(-1)
+		s.metrics.streams.Dec()
+	}()
+
+	h := c.Writer.Header()
+	h.Set("Content-Type", sse.ContentType)
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	c.Status(http.StatusOK)
+	c.Writer.WriteHeaderNow()
+	c.Writer.Flush()
+	if resync {
+		s.send(c, WatchEvent{Type: WatchResync})
+	}
+
+	heartbeat := time.NewTicker(s.cfg.Heartbeat)
+	defer heartbeat.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.stop:
+			return
+		case <-heartbeat.C:
+			_, _ = io.WriteString(c.Writer, ": heartbeat\n\n")
+			c.Writer.Flush()
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			if ev.Type == store.EventResync {
+				if err := f.seed(s.st); err != nil {
+					s.log.Warn("watch: reseed after resync", "err", err)
+					return
+				}
+			}
+			if out, ok := f.apply(ev, s.log.Warn); ok {
+				s.send(c, out)
+			}
+		}
+	}
+}
+
+// send writes one event and flushes it.
+func (s *Server) send(c *gin.Context, ev WatchEvent) {
+	data, err := json.Marshal(ev)
+	if err != nil {
+		s.log.Error("watch: encode event", "kind", ev.Kind, "name", ev.Name, "err", err)
+		return
+	}
+	id := ""
+	if ev.Seq > 0 {
+		id = strconv.FormatUint(ev.Seq, 10)
+	}
+	c.Render(-1, sse.Event{Event: ev.Type, Id: id, Data: data})
+	c.Writer.Flush()
+}
+
+// streamFilter decides which store events a stream forwards: only its kinds,
+// and for role user only its own claims and sessions. known holds the owned
+// objects of the user the stream has seen, since a deletion carries no spec.user.
+type streamFilter struct {
+	p     Principal
+	kinds map[string]bool
+	known map[string]bool // kind/name
+}
+
+// tracksOwners reports whether the filter must know whose objects are deleted.
+func (f *streamFilter) tracksOwners() bool {
+	if f.p.IsAdmin() {
+		return false
+	}
+	return f.kinds[types.KindMachineClaim] || f.kinds[types.KindSession]
+}
+
+// seed (re)loads the user's owned objects.
+func (f *streamFilter) seed(st *store.Store) error {
+	if !f.tracksOwners() {
+		return nil
+	}
+	f.known = map[string]bool{}
+	for _, kind := range []string{types.KindMachineClaim, types.KindSession} {
+		if !f.kinds[kind] {
+			continue
+		}
+		recs, err := st.List(kind)
+		if err != nil {
+			return err
+		}
+		for _, rec := range recs {
+			if obj, err := store.Decode(rec); err == nil && visible(f.p, obj) {
+				f.known[kind+"/"+rec.Name] = true
+			}
+		}
+	}
+	return nil
+}
+
+// apply maps a store event to what the stream sends, if anything.
+func (f *streamFilter) apply(ev store.Event, warn func(string, ...any)) (WatchEvent, bool) {
+	rec := ev.Record
+	if ev.Type == store.EventResync {
+		return WatchEvent{Type: WatchResync}, true
+	}
+	if !f.kinds[rec.Kind] {
+		return WatchEvent{}, false
+	}
+	out := WatchEvent{Kind: rec.Kind, Name: rec.Name, Seq: rec.Seq}
+	owned := f.tracksOwners() && ownedKind(rec.Kind)
+	key := rec.Kind + "/" + rec.Name
+	switch ev.Type {
+	case store.EventPut:
+		if owned {
+			obj, err := store.Decode(rec)
+			if err != nil {
+				warn("watch: undecodable record", "kind", rec.Kind, "name", rec.Name, "err", err)
+				return WatchEvent{}, false
+			}
+			if !visible(f.p, obj) {
+				// It was the user's and is not any more: to them it is gone.
+				if f.known[key] {
+					delete(f.known, key)
+					out.Type = WatchDelete
+					return out, true
+				}
+				return WatchEvent{}, false
+			}
+			f.known[key] = true
+		}
+		out.Type, out.Object = WatchPut, rec.Data
+		return out, true
+	case store.EventDelete:
+		if owned {
+			if !f.known[key] {
+				return WatchEvent{}, false
+			}
+			delete(f.known, key)
+		}
+		out.Type = WatchDelete
+		return out, true
+	}
+	return WatchEvent{}, false
+}

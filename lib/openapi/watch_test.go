@@ -1,0 +1,236 @@
+package openapi
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+func TestWatchKind(t *testing.T) {
+	e := newTestEnv(t)
+	require.Equal(t, 201, e.do("POST", path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, "t0")).code)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, _ := e.openStream(ctx, path(types.KindMachineTemplate)+"?watch=true", adminTok)
+	require.NotNil(t, ch)
+
+	ev := next(t, ch)
+	assert.Equal(t, "put", ev.name, "the stream starts with the current objects")
+	assert.Equal(t, "t0", ev.data.Name)
+
+	require.Equal(t, 201, e.do("POST", path(types.KindNode), adminTok, minimal(types.KindNode, "n1")).code)
+	require.Equal(t, 201, e.do("POST", path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, "t1")).code)
+	ev = next(t, ch)
+	assert.Equal(t, "put", ev.name, "the node is not in this stream")
+	assert.Equal(t, WatchEvent{Type: "put", Kind: types.KindMachineTemplate, Name: "t1", Seq: ev.data.Seq, Object: ev.data.Object}, ev.data)
+	assert.Equal(t, strconv.FormatUint(ev.data.Seq, 10), ev.id)
+	assert.Contains(t, string(ev.data.Object), `"name":"t1"`)
+	putSeq := ev.data.Seq
+
+	require.Equal(t, 200, e.do("DELETE", path(types.KindMachineTemplate, "t1"), adminTok, nil).code)
+	ev = next(t, ch)
+	assert.Equal(t, "delete", ev.name)
+	assert.Equal(t, "t1", ev.data.Name)
+	assert.Greater(t, ev.data.Seq, putSeq)
+	assert.Empty(t, ev.data.Object)
+
+	require.Equal(t, int64(1), e.srv.ActiveStreams())
+	cancel()
+	require.Eventually(t, func() bool { return e.srv.ActiveStreams() == 0 }, 5*time.Second, 10*time.Millisecond)
+}
+
+func TestWatchEventsKindsAndResume(t *testing.T) {
+	e := newTestEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, _ := e.openStream(ctx, "/api/v1/events?kinds=MachineClaim,machines", adminTok)
+	require.Equal(t, 201, e.do("POST", path(types.KindNode), adminTok, minimal(types.KindNode, "n1")).code)
+	require.Equal(t, 201, e.do("POST", path(types.KindMachine), adminTok, minimal(types.KindMachine, "m1")).code)
+	require.Equal(t, 201, e.do("POST", path(types.KindMachineClaim), adminTok, minimal(types.KindMachineClaim, "c1")).code)
+	ev := next(t, ch)
+	assert.Equal(t, types.KindMachine, ev.data.Kind)
+	ev = next(t, ch)
+	assert.Equal(t, types.KindMachineClaim, ev.data.Kind)
+	last := ev.id
+	cancel()
+
+	// Changes while disconnected arrive on resume, and nothing before them.
+	require.Equal(t, 200, e.do("DELETE", path(types.KindMachine, "m1"), adminTok, nil).code)
+	require.Equal(t, 201, e.do("POST", path(types.KindMachineClaim), adminTok, minimal(types.KindMachineClaim, "c2")).code)
+	for _, resume := range [][]string{{"?since=" + last}, {"", "Last-Event-ID", last}} {
+		ctx, cancel := context.WithCancel(context.Background())
+		ch, _ := e.openStream(ctx, "/api/v1/events"+resume[0], adminTok, resume[1:]...)
+		ev = next(t, ch)
+		assert.Equal(t, "delete", ev.name)
+		assert.Equal(t, "m1", ev.data.Name)
+		ev = next(t, ch)
+		assert.Equal(t, "put", ev.name)
+		assert.Equal(t, "c2", ev.data.Name)
+		cancel()
+	}
+}
+
+func TestWatchUserSeesOnlyOwnObjects(t *testing.T) {
+	e := newTestEnv(t)
+	claim := func(name, user string) map[string]any {
+		o := minimal(types.KindMachineClaim, name)
+		o["spec"].(map[string]any)["user"] = user
+		return o
+	}
+	require.Equal(t, 201, e.do("POST", path(types.KindMachineClaim), adminTok, claim("bob-0", "bob")).code)
+	require.Equal(t, 201, e.do("POST", path(types.KindMachineClaim), adminTok, claim("alice-0", "alice")).code)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, _ := e.openStream(ctx, "/api/v1/events", aliceTok)
+	ev := next(t, ch)
+	assert.Equal(t, "alice-0", ev.data.Name, "replay skips bob's claim")
+
+	require.Equal(t, 201, e.do("POST", path(types.KindAccessCode), adminTok, minimal(types.KindAccessCode, "code1")).code)
+	require.Equal(t, 201, e.do("POST", path(types.KindMachineClaim), adminTok, claim("bob-1", "bob")).code)
+	require.Equal(t, 200, e.do("DELETE", path(types.KindMachineClaim, "bob-0"), adminTok, nil).code)
+	require.Equal(t, 201, e.do("POST", path(types.KindMachineClaim), aliceTok, claim("alice-1", "alice")).code)
+	ev = next(t, ch)
+	assert.Equal(t, "put", ev.name)
+	assert.Equal(t, "alice-1", ev.data.Name, "no access code, none of bob's claims")
+
+	// A claim given to bob disappears for alice.
+	require.Equal(t, 200, e.do("PUT", path(types.KindMachineClaim, "alice-0"), adminTok, claim("alice-0", "bob")).code)
+	ev = next(t, ch)
+	assert.Equal(t, "delete", ev.name)
+	assert.Equal(t, "alice-0", ev.data.Name)
+
+	require.Equal(t, 200, e.do("DELETE", path(types.KindMachineClaim, "alice-1"), aliceTok, nil).code)
+	ev = next(t, ch)
+	assert.Equal(t, "delete", ev.name)
+	assert.Equal(t, "alice-1", ev.data.Name)
+	last := ev.id
+	cancel()
+
+	// A user's resumed stream cannot tell whose deletions it missed: resync.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	ch, _ = e.openStream(ctx2, "/api/v1/events?since="+last, aliceTok)
+	ev = next(t, ch)
+	assert.Equal(t, "resync", ev.name)
+	require.Equal(t, 201, e.do("POST", path(types.KindMachineClaim), aliceTok, claim("alice-2", "alice")).code)
+	ev = next(t, ch)
+	assert.Equal(t, "alice-2", ev.data.Name)
+}
+
+func TestWatchHeartbeat(t *testing.T) {
+	e := newTestEnv(t, func(c *Config) { c.Heartbeat = 20 * time.Millisecond })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, _ := e.openStream(ctx, path(types.KindNode)+"?watch=1", adminTok)
+	for range 2 {
+		select {
+		case ev := <-ch:
+			assert.True(t, ev.comment, "only heartbeats on an empty store, got %+v", ev)
+		case <-time.After(5 * time.Second):
+			require.FailNow(t, "no heartbeat")
+		}
+	}
+}
+
+// TestWatchLeaksNothing: streams that clients leave release their goroutines
+// and store watchers.
+func TestWatchLeaksNothing(t *testing.T) {
+	e := newTestEnv(t)
+	require.Equal(t, 201, e.do("POST", path(types.KindNode), adminTok, minimal(types.KindNode, "n1")).code)
+	e.http.Client().CloseIdleConnections()
+	base := runtime.NumGoroutine()
+	var cancels []context.CancelFunc
+	for range 5 {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels = append(cancels, cancel)
+		ch, _ := e.openStream(ctx, "/api/v1/events", aliceTok)
+		next(t, ch)
+	}
+	require.Equal(t, int64(5), e.srv.ActiveStreams())
+	for _, c := range cancels {
+		c()
+	}
+	require.Eventually(t, func() bool {
+		e.http.Client().CloseIdleConnections()
+		return e.srv.ActiveStreams() == 0 && runtime.NumGoroutine() <= base
+	}, 5*time.Second, 20*time.Millisecond, "goroutines: base %d", base)
+}
+
+func TestWatchEndsWhenStoreCloses(t *testing.T) {
+	e := newTestEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, _ := e.openStream(ctx, "/api/v1/events", adminTok)
+	require.Equal(t, int64(1), e.srv.ActiveStreams())
+	require.NoError(t, e.st.Close())
+	require.Eventually(t, func() bool {
+		select {
+		case _, ok := <-ch:
+			return !ok
+		default:
+			return false
+		}
+	}, 5*time.Second, 10*time.Millisecond)
+	assert.Equal(t, int64(0), e.srv.ActiveStreams())
+	r := e.do("GET", path(types.KindNode), adminTok, nil)
+	assert.Equal(t, http.StatusServiceUnavailable, r.code)
+}
+
+// TestServeShutsDownWithOpenStreams: Serve returns promptly when its ctx ends,
+// even with an event stream open, and the stream ends.
+func TestServeShutsDownWithOpenStreams(t *testing.T) {
+	e := newTestEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	done := make(chan error, 1)
+	go func() { done <- e.srv.Serve(ctx, ln) }()
+
+	base := "http://" + ln.Addr().String()
+	req, err := http.NewRequest("GET", base+"/api/v1/events", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+adminTok)
+	res, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, 200, res.StatusCode)
+	ch := readSSE(t, res.Body)
+	require.Equal(t, int64(1), e.srv.ActiveStreams())
+
+	res2, err := http.Get(base + "/healthz")
+	require.NoError(t, err)
+	require.Equal(t, 200, res2.StatusCode)
+	require.NoError(t, res2.Body.Close())
+
+	start := time.Now()
+	stop()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		require.FailNow(t, "Serve did not return")
+	}
+	assert.Less(t, time.Since(start), 2*time.Second)
+	require.Eventually(t, func() bool {
+		select {
+		case _, ok := <-ch:
+			return !ok
+		default:
+			return false
+		}
+	}, 5*time.Second, 10*time.Millisecond, "the stream ends")
+	assert.Equal(t, int64(0), e.srv.ActiveStreams())
+	_, err = http.Get(base + "/healthz")
+	assert.Error(t, err, "the listener is closed")
+}
