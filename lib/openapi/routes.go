@@ -30,6 +30,8 @@ func (s *Server) routes(e *gin.Engine) {
 		api.PUT(p+"/:name", k.update)
 		api.DELETE(p+"/:name", k.delete)
 	}
+	api.POST("/nodes/:name/drain", s.drain)
+	api.POST("/nodes/:name/undrain", s.undrain)
 }
 
 // kindRoutes are the handlers of one kind's collection and items.
