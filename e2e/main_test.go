@@ -48,6 +48,7 @@ type proc struct {
 	dataDir string
 	args    []string
 	API     string // http://host:port
+	Gossip  string // host:port
 	Token   string
 	Name    string
 	out     *syncBuffer
@@ -72,9 +73,10 @@ func (s *syncBuffer) String() string {
 }
 
 var (
-	apiLine   = regexp.MustCompile(`api:\s+(http://\S+)`)
-	tokenLine = regexp.MustCompile(`admin token \(shown once[^)]*\): (\S+)`)
-	nameLine  = regexp.MustCompile(`^hf-node (\S+) `)
+	apiLine    = regexp.MustCompile(`api:\s+(http://\S+)`)
+	gossipLine = regexp.MustCompile(`gossip:\s+(\S+)`)
+	tokenLine  = regexp.MustCompile(`admin token \(shown once[^)]*\): (\S+)`)
+	nameLine   = regexp.MustCompile(`^hf-node (\S+) `)
 )
 
 // startNode starts hf-node with a fresh or given data dir and waits until it
@@ -135,6 +137,9 @@ func startNode(t *testing.T, dataDir string, extra ...string) *proc {
 			}
 			if m := tokenLine.FindStringSubmatch(l); m != nil {
 				p.Token = m[1]
+			}
+			if m := gossipLine.FindStringSubmatch(l); m != nil {
+				p.Gossip = m[1]
 			}
 			if strings.Contains(l, "admin token: in") {
 				b, err := os.ReadFile(filepath.Join(dataDir, "admin.token"))

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hf-fleet/hf/lib/cluster"
+	"github.com/hf-fleet/hf/lib/cluster/member"
 	"github.com/hf-fleet/hf/lib/config"
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/drivers/testdriver"
@@ -105,19 +106,46 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 	}
 	apiAddr := ln.Addr().String()
 
-	node, err := cluster.New(cluster.Config{
-		Name: name, APIAddress: apiAddr, GossipAddress: cfg.Cluster.Bind, Labels: cfg.Labels,
-		Placement:       types.Placement(cfg.Scheduler.Placement),
-		OfferTimeout:    cfg.Scheduler.OfferTimeout,
-		ResyncInterval:  cfg.Cluster.AntiEntropyInterval,
-		SoftwareVersion: version,
-	}, log, st, instances, nil)
+	key, err := cfg.Cluster.KeyBytes()
 	if err != nil {
 		ln.Close()
 		return err
 	}
+	timings := cfg.Cluster.Timings()
+	var node *cluster.Node
+	mem, err := member.New(member.Config{
+		Name: name, Bind: cfg.Cluster.Bind, Advertise: cfg.Cluster.Advertise, Join: cfg.Cluster.Join,
+		Key: key, Label: cfg.Cluster.Label, Profile: string(cfg.Cluster.Profile),
+		GossipInterval: timings.GossipInterval, ProbeInterval: timings.ProbeInterval,
+		ProbeTimeout: timings.ProbeTimeout, SuspicionMult: timings.SuspicionMult,
+		RejoinInterval: cfg.Cluster.RejoinInterval, AntiEntropyInterval: cfg.Cluster.AntiEntropyInterval,
+		// node is set before Start, the first time these can be called.
+		OnMessage:    func(m cluster.Message) { node.Deliver(m) },
+		OnMembership: func() { node.MembershipChanged() },
+	}, log, st)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	node, err = cluster.New(cluster.Config{
+		Name: name, APIAddress: apiAddr, Labels: cfg.Labels,
+		Placement:       types.Placement(cfg.Scheduler.Placement),
+		OfferTimeout:    cfg.Scheduler.OfferTimeout,
+		LostGrace:       cfg.Scheduler.LostGrace,
+		SoftwareVersion: version,
+	}, log, st, instances, mem)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if err := mem.Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	node.SetGossipAddress(mem.Addr())
 	if err := node.Start(ctx); err != nil {
 		ln.Close()
+		_ = mem.Stop(context.Background())
 		return err
 	}
 	api, err := openapi.New(openapi.Config{
@@ -126,11 +154,13 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 	if err != nil {
 		ln.Close()
 		_ = node.Stop(context.Background())
+		_ = mem.Stop(context.Background())
 		return err
 	}
 
 	fmt.Fprintf(stdout, "hf-node %s %s\n", name, version)
 	fmt.Fprintf(stdout, "  api:      http://%s\n", apiAddr)
+	fmt.Fprintf(stdout, "  gossip:   %s\n", mem.Addr())
 	fmt.Fprintf(stdout, "  data dir: %s\n", cfg.DataDir)
 	if created {
 		fmt.Fprintf(stdout, "  admin token (shown once, saved to %s): %s\n", filepath.Join(cfg.DataDir, "admin.token"), token)
@@ -142,6 +172,10 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	stopErr := node.Stop(stopCtx)
+	// Leave gracefully, so the others see this node left rather than died.
+	if err := mem.Stop(stopCtx); err != nil && stopErr == nil {
+		stopErr = err
+	}
 	for _, in := range instances {
 		if c, ok := in.Driver.(io.Closer); ok {
 			_ = c.Close()

@@ -32,6 +32,12 @@ type Config struct {
 	ReportInterval time.Duration
 	// SoftwareVersion is published in the Node object.
 	SoftwareVersion string
+	// DownAfter is how long a member must be absent before its Node object is
+	// marked Down (default 2s; memberlist has already declared it dead).
+	DownAfter time.Duration
+	// LostGrace is how long a dead node's machines are kept before they are
+	// marked Lost and their claims re-bound or failed (default 30s).
+	LostGrace time.Duration
 	// Now is the clock (nil = time.Now).
 	Now func() time.Time
 }
@@ -48,6 +54,12 @@ func (c *Config) defaults() {
 	}
 	if c.ReportInterval <= 0 {
 		c.ReportInterval = 10 * time.Second
+	}
+	if c.DownAfter <= 0 {
+		c.DownAfter = 2 * time.Second
+	}
+	if c.LostGrace <= 0 {
+		c.LostGrace = 30 * time.Second
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -78,6 +90,7 @@ type Node struct {
 	inbox   *queue[Message]
 	elect   *queue[electEvent]
 	reportQ chan struct{}
+	memberQ chan struct{}
 
 	startedAt time.Time
 	ready     atomic.Bool
@@ -107,6 +120,7 @@ func New(cfg Config, log *slog.Logger, st *store.Store, instances []Instance, pe
 		inbox:     newQueue[Message](),
 		elect:     newQueue[electEvent](),
 		reportQ:   make(chan struct{}, 1),
+		memberQ:   make(chan struct{}, 1),
 		busy:      map[string]bool{},
 	}
 	for _, in := range instances {
@@ -123,6 +137,10 @@ func New(cfg Config, log *slog.Logger, st *store.Store, instances []Instance, pe
 	n.ledger = newLedger(n.capacityChanged)
 	return n, nil
 }
+
+// SetGossipAddress sets the gossip address published in the Node object (known
+// only once membership has bound its port). Call it before Start.
+func (n *Node) SetGossipAddress(addr string) { n.cfg.GossipAddress = addr }
 
 // Deliver hands a message from another node to this node. It never blocks.
 func (n *Node) Deliver(m Message) { n.inbox.Push(m) }
@@ -159,6 +177,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.spawn(n.inboxLoop)
 	n.spawn(n.electLoop)
 	n.spawn(n.reportLoop)
+	n.spawn(n.memberLoop)
 	n.resync()
 	n.ready.Store(true)
 	n.log.Info("node started", "drivers", len(n.instances))

@@ -20,6 +20,7 @@ func (n *Node) watchLoop(events <-chan store.Event) {
 			return
 		case <-tick.C:
 			n.resync()
+			n.sweepLost()
 		case ev, ok := <-events:
 			if !ok {
 				return
@@ -55,6 +56,17 @@ func (n *Node) onEvent(ev store.Event) {
 		// A claim may have waited for its template: look again.
 		n.resyncClaims()
 	case types.KindMachine:
+		if ev.Type == store.EventPut {
+			if e, ok := n.ledger.get(rec.Name); ok {
+				obj, err := store.Decode(rec)
+				if err == nil && obj.(*types.Machine).Status.Phase == types.MachineLost {
+					// Others declared us lost while we were cut off; our claim
+					// has moved on, so give back what we hold.
+					n.startRelease(e.Machine, "declared lost by the cluster")
+				}
+			}
+			return
+		}
 		if ev.Type == store.EventDelete {
 			if e, ok := n.ledger.get(rec.Name); ok && !n.isBusy(rec.Name) {
 				// Someone removed our machine record: release what it held.
@@ -72,6 +84,11 @@ func (n *Node) onClaim(c *types.MachineClaim) {
 	if requested(c) && c.Status.Node == "" {
 		if n.isElector(name) {
 			n.feedClaim(c)
+		}
+	} else if requested(c) && !n.isMember(c.Status.Node) {
+		// Accepted by a node that died before binding: elect again.
+		if n.isElector(name) {
+			n.unassign(name, c.Status.Node, c.Status.Round)
 		}
 	} else if n.isElector(name) {
 		n.elect.Push(electEvent{in: scheduler.ClaimGone{Claim: name}})
@@ -133,4 +150,29 @@ func (n *Node) isBusy(machine string) bool {
 	n.busyMu.Lock()
 	defer n.busyMu.Unlock()
 	return n.busy[machine]
+}
+
+func (n *Node) isMember(node string) bool {
+	for _, m := range n.peers.Members() {
+		if m == node {
+			return true
+		}
+	}
+	return false
+}
+
+// unassign hands a claim accepted by a dead node back to election; the next
+// offer carries a higher round, which fences the dead node if it comes back.
+func (n *Node) unassign(claim, node string, round uint64) {
+	_, err := store.Update(n.st, types.KindMachineClaim, claim, func(c *types.MachineClaim) error {
+		if !requested(c) || c.Status.Node != node || c.Status.Round != round {
+			return store.ErrNoChange
+		}
+		c.Status.Node, c.Status.Driver, c.Status.Machine = "", "", ""
+		c.Status.Reason = "node " + node + " left before binding"
+		return nil
+	})
+	if err != nil && !isNotFound(err) {
+		n.log.Warn("unassign claim", "claim", claim, "err", err)
+	}
 }

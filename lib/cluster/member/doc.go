@@ -1,0 +1,57 @@
+// Package member is hf's cluster membership and replication on
+// hashicorp/memberlist: who is alive (gossip, failure detection), direct
+// messages for the claim election, and replication of the store.
+//
+// A Member implements cluster.Peers for the node loop.
+//
+// # Membership
+//
+// memberlist gossips membership over UDP and TCP on Config.Bind, encrypted
+// with Config.Key and stamped with Config.Label when set (another key or label
+// cannot join or inject). Names are stable, so a restarted node is the same
+// member. Every RejoinInterval a member joins its Join addresses and every
+// member it knows as dead: memberlist never talks to a dead member again on
+// its own, so this is what heals partitions. MemberStates tells dead (stopped
+// answering) from left (said so before it went: a leaving note by reliable
+// send, then memberlist's leave broadcast).
+//
+// # Replication
+//
+//	write on A: store.Put -> badger (acked to the client)
+//	             |
+//	             store.Watch (own writes: Version.Node == A)
+//	             v
+//	pusher: coalesce ~1 ms, batches <= 240 KB ---msgRecords---> each live peer
+//	        (one queue + sender per peer; a failed send or     (reliable send,
+//	         a watch resync -> anti-entropy with that peer)     store.Apply:
+//	                                                            higher version wins)
+//
+// Anti-entropy repairs what pushes missed (a peer down or partitioned, a
+// dropped queue). A digest buckets every record, tombstones included, by
+// hash(kind/name) into NumBuckets buckets, each with a hash over its sorted
+// (kind, name, version) entries:
+//
+//	A                                           B
+//	|--msgDigestReq: 1024 bucket hashes (8 KB)-->|
+//	|<--msgDigestResp pages (< 256 KB): the -----|  and for buckets where A
+//	|   differing buckets, B's entries in them   |  has nothing, B sends the
+//	|                                            |  records at once (msgRecords)
+//	|--msgRecords: what B lacks or has older---->|  (full rounds only)
+//	|--msgPullReq pages: keys where B is newer-->|
+//	|<--msgPullResp: those records---------------|
+//
+// A full round runs with a random live peer every AntiEntropyInterval and
+// with a peer whose pushes failed; a pull-only round runs with one of the
+// members that just joined. No message exceeds 256 KB and none travels by UDP
+// gossip; memberlist's push/pull state carries nothing of ours.
+//
+// Every message starts with a one-byte type; election messages are JSON (few
+// and small), the rest a compact binary encoding (wire.go).
+//
+// # Tombstones
+//
+// A delete is a tombstone kept for the store's TombstoneTTL (24 h by default).
+// A member that was down for longer than that may still hold objects whose
+// tombstones the others have collected, and anti-entropy would bring them
+// back: wipe its data dir before it rejoins.
+package member

@@ -1,0 +1,57 @@
+package member
+
+import (
+	"context"
+	"slices"
+	"time"
+)
+
+// membershipLoop calls OnMembership after membership changes. Changes that
+// come in a burst are folded into one call.
+func (m *Member) membershipLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.changed:
+			if m.cfg.OnMembership != nil {
+				m.cfg.OnMembership()
+			}
+		}
+	}
+}
+
+// rejoinLoop joins the configured addresses and the members known to be
+// dead every RejoinInterval. memberlist stops talking to a member it declared
+// dead, so without this two halves of a healed partition would stay apart,
+// and a member restarted with nobody left in its Join list would stay alone.
+func (m *Member) rejoinLoop(ctx context.Context) {
+	tick := time.NewTicker(m.cfg.RejoinInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			m.rejoin(ctx)
+		}
+	}
+}
+
+// rejoin joins once; failures are normal (dead members are mostly dead).
+func (m *Member) rejoin(ctx context.Context) {
+	addrs := rejoinAddrs(m.cfg.Join, m.table.deadAddrs(), m.Addr())
+	if len(addrs) == 0 {
+		return
+	}
+	n, err := m.Join(ctx, addrs)
+	m.log.Debug("rejoin", "addrs", len(addrs), "contacted", n, "err", err)
+}
+
+// rejoinAddrs is join plus dead, without duplicates and self.
+func rejoinAddrs(join, dead []string, self string) []string {
+	out := slices.Concat(join, dead)
+	slices.Sort(out)
+	out = slices.Compact(out)
+	return slices.DeleteFunc(out, func(a string) bool { return a == self || a == "" })
+}

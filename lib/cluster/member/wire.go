@@ -1,0 +1,494 @@
+package member
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/hf-fleet/hf/lib/cluster"
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// msgType is the first byte of every message this package sends through
+// memberlist (always by reliable stream, never by UDP gossip).
+type msgType byte
+
+// Message types. Numbers are part of the wire format: never reuse one.
+const (
+	// msgElection carries a cluster.Message (JSON: small and rare).
+	msgElection msgType = iota + 1
+	// msgRecords is a replication batch: own writes pushed by the writer, or
+	// records an anti-entropy round found the peer lacking.
+	msgRecords
+	// msgDigestReq opens an anti-entropy round: the initiator's bucket hashes.
+	msgDigestReq
+	// msgDigestResp is one page of the responder's entries in the buckets
+	// that differ.
+	msgDigestResp
+	// msgPullReq asks for records by key.
+	msgPullReq
+	// msgPullResp answers a pull request with records.
+	msgPullResp
+	// msgLeaving tells the peers the sender is leaving on purpose.
+	msgLeaving
+)
+
+// String names the message type for logs.
+func (t msgType) String() string {
+	switch t {
+	case msgElection:
+		return "election"
+	case msgRecords:
+		return "records"
+	case msgDigestReq:
+		return "digest-request"
+	case msgDigestResp:
+		return "digest-response"
+	case msgPullReq:
+		return "pull-request"
+	case msgPullResp:
+		return "pull-response"
+	case msgLeaving:
+		return "leaving"
+	}
+	return fmt.Sprintf("msgType(%d)", byte(t))
+}
+
+// maxMessageBytes caps one message this package sends. memberlist takes up to
+// 20 MB per user message; staying far below keeps a slow peer from holding a
+// huge buffer and lets batches interleave with election messages.
+const maxMessageBytes = 256 << 10
+
+// errShort is returned for a message that ends early.
+var errShort = errors.New("message too short")
+
+// Key names one object.
+type Key struct {
+	Kind, Name string
+}
+
+// Entry is one record as a digest sees it: its key and version.
+type Entry struct {
+	Key
+	Version types.Version
+}
+
+// recordsMsg is a batch of records (msgRecords and msgPullResp).
+type recordsMsg struct {
+	From    string
+	Records []store.Record
+}
+
+// digestReq opens an anti-entropy round.
+type digestReq struct {
+	Round  uint64
+	From   string
+	Hashes []uint64 // NumBuckets of them
+}
+
+// digestResp is one page of an answer to a digestReq. Every page carries the
+// differing buckets, so pages can arrive in any order (each reliable send is
+// its own TCP stream).
+type digestResp struct {
+	Round   uint64
+	From    string
+	Page    int
+	Pages   int
+	Buckets []int
+	Entries []Entry
+}
+
+// pullReq asks the receiver for the records of Keys.
+type pullReq struct {
+	Round uint64
+	From  string
+	Keys  []Key
+}
+
+// leavingMsg announces a graceful leave.
+type leavingMsg struct {
+	From string
+}
+
+// encoder appends the compact binary form: uvarints, length-prefixed strings.
+type encoder struct{ b []byte }
+
+func newEncoder(t msgType, size int) *encoder {
+	e := &encoder{b: make([]byte, 0, size+1)}
+	e.b = append(e.b, byte(t))
+	return e
+}
+
+func (e *encoder) uint(v uint64)  { e.b = binary.AppendUvarint(e.b, v) }
+func (e *encoder) int(v int64)    { e.b = binary.AppendVarint(e.b, v) }
+func (e *encoder) str(s string)   { e.uint(uint64(len(s))); e.b = append(e.b, s...) }
+func (e *encoder) bytes(b []byte) { e.uint(uint64(len(b))); e.b = append(e.b, b...) }
+func (e *encoder) fixed64(v uint64) {
+	e.b = binary.BigEndian.AppendUint64(e.b, v)
+}
+func (e *encoder) bool(v bool) {
+	if v {
+		e.b = append(e.b, 1)
+		return
+	}
+	e.b = append(e.b, 0)
+}
+
+func (e *encoder) version(v types.Version) { e.uint(v.HLC); e.str(v.Node) }
+func (e *encoder) key(k Key)               { e.str(k.Kind); e.str(k.Name) }
+
+// decoder reads what encoder wrote; the first error sticks and later reads
+// return zero values.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+}
+
+func (d *decoder) uint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail(errShort)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) int() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail(errShort)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+// count reads a length and checks at least min bytes per item remain, so a
+// corrupt count cannot make the reader allocate without bound.
+func (d *decoder) count(min int) int {
+	n := d.uint()
+	if d.err == nil && n > uint64(len(d.b)/max(min, 1)) {
+		d.fail(fmt.Errorf("count %d exceeds message", n))
+		return 0
+	}
+	return int(n)
+}
+
+func (d *decoder) raw() []byte {
+	n := d.count(1)
+	if d.err != nil {
+		return nil
+	}
+	out := d.b[:n:n]
+	d.b = d.b[n:]
+	return out
+}
+
+func (d *decoder) str() string { return string(d.raw()) }
+
+func (d *decoder) fixed64() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) < 8 {
+		d.fail(errShort)
+		return 0
+	}
+	v := binary.BigEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *decoder) bool() bool {
+	if d.err != nil {
+		return false
+	}
+	if len(d.b) < 1 {
+		d.fail(errShort)
+		return false
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v != 0
+}
+
+func (d *decoder) version() types.Version {
+	hlc := d.uint()
+	return types.Version{HLC: hlc, Node: d.str()}
+}
+
+func (d *decoder) key() Key {
+	kind := d.str()
+	return Key{Kind: kind, Name: d.str()}
+}
+
+// smallInt reads a non-negative count that must fit an int.
+func (d *decoder) smallInt() int {
+	v := d.uint()
+	if v > math.MaxInt32 {
+		d.fail(fmt.Errorf("value %d out of range", v))
+		return 0
+	}
+	return int(v)
+}
+
+// done reports the sticky error, or trailing garbage.
+func (d *decoder) done(t msgType) error {
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return fmt.Errorf("decode %s: %w", t, d.err)
+	}
+	return nil
+}
+
+// splitType returns a message's type and body.
+func splitType(buf []byte) (msgType, []byte, error) {
+	if len(buf) == 0 {
+		return 0, nil, errors.New("empty message")
+	}
+	return msgType(buf[0]), buf[1:], nil
+}
+
+// recordSize estimates a record's encoded size, for batching.
+func recordSize(r *store.Record) int {
+	return len(r.Kind) + len(r.Name) + len(r.Version.Node) + len(r.Data) + 3*binary.MaxVarintLen64
+}
+
+// entrySize estimates an entry's encoded size, for paging.
+func entrySize(e *Entry) int {
+	return len(e.Kind) + len(e.Name) + len(e.Version.Node) + 2*binary.MaxVarintLen64
+}
+
+// encodeRecords writes a batch of records:
+//
+//	type from uvarint(n) n x [kind name uvarint(hlc) node flags varint(deletedAt) bytes(data)]
+func encodeRecords(t msgType, from string, recs []store.Record) []byte {
+	size := len(from) + binary.MaxVarintLen64
+	for i := range recs {
+		size += recordSize(&recs[i])
+	}
+	e := newEncoder(t, size)
+	e.str(from)
+	e.uint(uint64(len(recs)))
+	for i := range recs {
+		r := &recs[i]
+		e.str(r.Kind)
+		e.str(r.Name)
+		e.version(r.Version)
+		e.bool(r.Deleted)
+		var deletedAt int64
+		if r.Deleted && !r.DeletedAt.IsZero() {
+			deletedAt = r.DeletedAt.UnixNano()
+		}
+		e.int(deletedAt)
+		e.bytes(r.Data)
+	}
+	return e.b
+}
+
+// decodeRecords reads a batch; the records' Data alias body, which the caller
+// owns. Seq is left zero: it is the receiving store's to assign.
+func decodeRecords(t msgType, body []byte) (recordsMsg, error) {
+	d := &decoder{b: body}
+	m := recordsMsg{From: d.str()}
+	n := d.count(6)
+	if d.err == nil {
+		m.Records = make([]store.Record, 0, n)
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		r := store.Record{Kind: d.str(), Name: d.str()}
+		r.Version = d.version()
+		r.Deleted = d.bool()
+		if ns := d.int(); ns != 0 {
+			r.DeletedAt = time.Unix(0, ns).UTC()
+		}
+		if data := d.raw(); len(data) > 0 {
+			r.Data = data
+		}
+		m.Records = append(m.Records, r)
+	}
+	return m, d.done(t)
+}
+
+func encodeDigestReq(m digestReq) []byte {
+	e := newEncoder(msgDigestReq, 2*binary.MaxVarintLen64+len(m.From)+8*len(m.Hashes))
+	e.uint(m.Round)
+	e.str(m.From)
+	e.uint(uint64(len(m.Hashes)))
+	for _, h := range m.Hashes {
+		e.fixed64(h)
+	}
+	return e.b
+}
+
+func decodeDigestReq(body []byte) (digestReq, error) {
+	d := &decoder{b: body}
+	m := digestReq{Round: d.uint(), From: d.str()}
+	n := d.count(8)
+	if d.err == nil {
+		m.Hashes = make([]uint64, n)
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		m.Hashes[i] = d.fixed64()
+	}
+	if d.err == nil && n != NumBuckets {
+		d.fail(fmt.Errorf("%d buckets, want %d", n, NumBuckets))
+	}
+	return m, d.done(msgDigestReq)
+}
+
+func encodeDigestResp(m digestResp) []byte {
+	size := 5*binary.MaxVarintLen64 + len(m.From) + 3*len(m.Buckets)
+	for i := range m.Entries {
+		size += entrySize(&m.Entries[i])
+	}
+	e := newEncoder(msgDigestResp, size)
+	e.uint(m.Round)
+	e.str(m.From)
+	e.uint(uint64(m.Page))
+	e.uint(uint64(m.Pages))
+	e.uint(uint64(len(m.Buckets)))
+	for _, b := range m.Buckets {
+		e.uint(uint64(b))
+	}
+	e.uint(uint64(len(m.Entries)))
+	for i := range m.Entries {
+		e.key(m.Entries[i].Key)
+		e.version(m.Entries[i].Version)
+	}
+	return e.b
+}
+
+func decodeDigestResp(body []byte) (digestResp, error) {
+	d := &decoder{b: body}
+	m := digestResp{Round: d.uint(), From: d.str(), Page: d.smallInt(), Pages: d.smallInt()}
+	nb := d.count(1)
+	for i := 0; i < nb && d.err == nil; i++ {
+		b := d.smallInt()
+		if b >= NumBuckets {
+			d.fail(fmt.Errorf("bucket %d out of range", b))
+		}
+		m.Buckets = append(m.Buckets, b)
+	}
+	ne := d.count(4)
+	if d.err == nil {
+		m.Entries = make([]Entry, 0, ne)
+	}
+	for i := 0; i < ne && d.err == nil; i++ {
+		k := d.key()
+		m.Entries = append(m.Entries, Entry{Key: k, Version: d.version()})
+	}
+	if d.err == nil && (m.Pages < 1 || m.Page >= m.Pages) {
+		d.fail(fmt.Errorf("page %d of %d", m.Page, m.Pages))
+	}
+	return m, d.done(msgDigestResp)
+}
+
+func encodePullReq(m pullReq) []byte {
+	size := 3*binary.MaxVarintLen64 + len(m.From)
+	for _, k := range m.Keys {
+		size += len(k.Kind) + len(k.Name) + 2*binary.MaxVarintLen64
+	}
+	e := newEncoder(msgPullReq, size)
+	e.uint(m.Round)
+	e.str(m.From)
+	e.uint(uint64(len(m.Keys)))
+	for _, k := range m.Keys {
+		e.key(k)
+	}
+	return e.b
+}
+
+func decodePullReq(body []byte) (pullReq, error) {
+	d := &decoder{b: body}
+	m := pullReq{Round: d.uint(), From: d.str()}
+	n := d.count(2)
+	if d.err == nil {
+		m.Keys = make([]Key, 0, n)
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		m.Keys = append(m.Keys, d.key())
+	}
+	return m, d.done(msgPullReq)
+}
+
+func encodeLeaving(m leavingMsg) []byte {
+	e := newEncoder(msgLeaving, len(m.From)+binary.MaxVarintLen64)
+	e.str(m.From)
+	return e.b
+}
+
+func decodeLeaving(body []byte) (leavingMsg, error) {
+	d := &decoder{b: body}
+	m := leavingMsg{From: d.str()}
+	return m, d.done(msgLeaving)
+}
+
+func encodeElection(m cluster.Message) ([]byte, error) {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode election message: %w", err)
+	}
+	return append([]byte{byte(msgElection)}, b...), nil
+}
+
+func decodeElection(body []byte) (cluster.Message, error) {
+	var m cluster.Message
+	if err := json.Unmarshal(body, &m); err != nil {
+		return m, fmt.Errorf("decode %s: %w", msgElection, err)
+	}
+	return m, nil
+}
+
+// pageEntries splits entries into pages whose encoded size stays under limit
+// bytes (at least one entry per page, and at least one page).
+func pageEntries(entries []Entry, limit int) [][]Entry {
+	var pages [][]Entry
+	start, size := 0, 0
+	for i := range entries {
+		s := entrySize(&entries[i])
+		if i > start && size+s > limit {
+			pages = append(pages, entries[start:i])
+			start, size = i, 0
+		}
+		size += s
+	}
+	return append(pages, entries[start:])
+}
+
+// pageKeys splits keys the same way for pull requests.
+func pageKeys(keys []Key, limit int) [][]Key {
+	var pages [][]Key
+	start, size := 0, 0
+	for i, k := range keys {
+		s := len(k.Kind) + len(k.Name) + 2*binary.MaxVarintLen64
+		if i > start && size+s > limit {
+			pages = append(pages, keys[start:i])
+			start, size = i, 0
+		}
+		size += s
+	}
+	if start < len(keys) {
+		pages = append(pages, keys[start:])
+	}
+	return pages
+}
