@@ -92,9 +92,15 @@ func (n *Node) allocate(ctx context.Context, name string) error {
 		m.Status.Reason = ""
 		m.Status.PhaseTimes.Mark(string(types.MachineRunning), now)
 	}); err != nil {
+		// The record went away under us (deleted elsewhere): nothing may hold
+		// the resource, so give it back.
+		if derr := in.Driver.Deallocate(context.WithoutCancel(ctx), res); derr != nil {
+			n.log.Warn("deallocate orphan", "machine", name, "err", derr)
+		}
+		n.ledger.remove(name)
 		return err
 	}
-	n.ledger.setPhase(name, types.MachineRunning)
+	n.ledger.setPhase(name, types.MachineRunning, res)
 	_, err = store.Update(n.st, types.KindMachineClaim, mach.Spec.Claim, func(c *types.MachineClaim) error {
 		if c.Status.Node != n.cfg.Name || c.Status.Round != mach.Spec.Round || !requested(c) {
 			return store.ErrNoChange
@@ -167,6 +173,16 @@ func (n *Node) startRelease(machine, reason string) {
 func (n *Node) release(ctx context.Context, name, reason string) {
 	mach, err := store.Get[types.Machine](n.st, types.KindMachine, name)
 	if err != nil {
+		// The record is gone (deleted elsewhere, say while this node was cut
+		// off); what the driver holds is still ours to give back.
+		if e, ok := n.ledger.get(name); ok && e.Resource != nil {
+			if in, ok := n.instances[e.Driver]; ok {
+				if err := in.Driver.Deallocate(ctx, e.Resource); err != nil && !errors.Is(err, drivers.ErrNotFound) {
+					n.log.Warn("deallocate", "machine", name, "err", err)
+					return
+				}
+			}
+		}
 		n.ledger.remove(name)
 		return
 	}

@@ -14,6 +14,9 @@ type entry struct {
 	Round   uint64
 	Res     types.Resources
 	Phase   types.MachinePhase
+	// Resource is what the driver holds, once allocated: enough to release it
+	// even when the machine record is gone.
+	Resource *types.Resource
 }
 
 // ledger is this node's own word on its capacity: every machine it owns, reserved
@@ -62,11 +65,14 @@ func (l *ledger) put(e entry) {
 	l.notify()
 }
 
-func (l *ledger) setPhase(machine string, p types.MachinePhase) {
+func (l *ledger) setPhase(machine string, p types.MachinePhase, r *types.Resource) {
 	l.mu.Lock()
 	e, ok := l.entries[machine]
 	if ok {
 		e.Phase = p
+		if r != nil {
+			e.Resource = r
+		}
 		l.entries[machine] = e
 	}
 	l.mu.Unlock()

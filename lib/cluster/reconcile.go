@@ -48,7 +48,7 @@ func (n *Node) reconcileStart(ctx context.Context) error {
 		if res != nil && held[m.Spec.Driver] != nil {
 			if _, ok := held[m.Spec.Driver][res.ID]; ok {
 				n.ledger.put(entry{Machine: name, Claim: m.Spec.Claim, Driver: m.Spec.Driver, Round: m.Spec.Round,
-					Res: res.Resources, Phase: m.Status.Phase})
+					Res: res.Resources, Phase: m.Status.Phase, Resource: res})
 				if m.Status.Phase == types.MachineTerminating {
 					n.startRelease(name, m.Status.Reason)
 				}

@@ -22,8 +22,18 @@ func (n *Node) reportLoop() {
 		if err := n.report(types.NodeUp); err != nil {
 			n.log.Warn("report", "err", err)
 		}
+		// Coalesce bursts: every report is replicated to every member, and the
+		// acceptor's own check, not the report, keeps capacity exact.
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-time.After(reportMinGap):
+		}
 	}
 }
+
+// reportMinGap is the least time between two reports of this node's capacity.
+const reportMinGap = 100 * time.Millisecond
 
 // report writes the Node object. Maintenance is kept as stored: it is set by
 // operators through the API.

@@ -60,18 +60,16 @@ func (n *Node) onEvent(ev store.Event) {
 			if e, ok := n.ledger.get(rec.Name); ok {
 				obj, err := store.Decode(rec)
 				if err == nil && obj.(*types.Machine).Status.Phase == types.MachineLost {
-					// Others declared us lost while we were cut off; our claim
-					// has moved on, so give back what we hold.
-					n.startRelease(e.Machine, "declared lost by the cluster")
+					n.lostByOthers(e)
 				}
 			}
 			return
 		}
 		if ev.Type == store.EventDelete {
-			if e, ok := n.ledger.get(rec.Name); ok && !n.isBusy(rec.Name) {
+			if e, ok := n.ledger.get(rec.Name); ok {
 				// Someone removed our machine record: release what it held.
 				n.log.Info("machine record deleted", "machine", e.Machine)
-				n.ledger.remove(e.Machine)
+				n.startRelease(e.Machine, "machine record deleted")
 			}
 		}
 	}
@@ -82,6 +80,9 @@ func (n *Node) onEvent(ev store.Event) {
 func (n *Node) onClaim(c *types.MachineClaim) {
 	name := c.Metadata.Name
 	if requested(c) && c.Status.Node == "" {
+		if n.resumeOwn(c) {
+			return
+		}
 		if n.isElector(name) {
 			n.feedClaim(c)
 		}
@@ -96,8 +97,35 @@ func (n *Node) onClaim(c *types.MachineClaim) {
 	for _, e := range n.ledger.byClaim(name) {
 		if n.fenced(c, e) {
 			n.startRelease(e.Machine, "claim no longer wants this machine")
+		} else if c.Status.Machine == e.Machine {
+			if m, err := store.Get[types.Machine](n.st, types.KindMachine, e.Machine); err == nil && m.Status.Phase == types.MachineLost {
+				n.lostByOthers(e)
+			}
 		}
 	}
+}
+
+// lostByOthers handles one of this node's machines that other nodes declared
+// Lost while they could not see this node (a partition). If the claim still
+// names it, this node's word on its own machine wins and it is Running again;
+// otherwise the claim has moved on and the machine is released.
+func (n *Node) lostByOthers(e entry) {
+	c, err := store.Get[types.MachineClaim](n.st, types.KindMachineClaim, e.Claim)
+	if err != nil || n.fenced(c, e) || c.Status.Machine != e.Machine {
+		n.startRelease(e.Machine, "declared lost by the cluster")
+		return
+	}
+	if e.Phase != types.MachineRunning {
+		return // an allocation under way writes the phase itself
+	}
+	if _, err := n.setMachine(e.Machine, func(m *types.Machine) {
+		m.Status.Phase = types.MachineRunning
+		m.Status.Reason = ""
+	}); err != nil {
+		n.log.Warn("restore machine", "machine", e.Machine, "err", err)
+		return
+	}
+	n.log.Info("machine restored after partition", "machine", e.Machine, "claim", e.Claim)
 }
 
 // fenced reports whether a machine of this node must go because the claim is
@@ -175,4 +203,41 @@ func (n *Node) unassign(claim, node string, round uint64) {
 	if err != nil && !isNotFound(err) {
 		n.log.Warn("unassign claim", "claim", claim, "err", err)
 	}
+}
+
+// resumeOwn puts back this node's acceptance of an unassigned claim when it
+// still holds a reservation or machine for it in the claim's current round
+// (the claim was handed back while this node was thought dead, say): the
+// machine is not wasted and the capacity not stranded. A higher round offered
+// meanwhile overrides it as usual.
+func (n *Node) resumeOwn(c *types.MachineClaim) bool {
+	var best *entry
+	for _, e := range n.ledger.byClaim(c.Metadata.Name) {
+		if e.Round >= c.Status.Round && (best == nil || e.Round > best.Round) {
+			best = &e
+		}
+	}
+	if best == nil {
+		return false
+	}
+	e := *best
+	now := n.cfg.Now()
+	_, err := store.Update(n.st, types.KindMachineClaim, c.Metadata.Name, func(c *types.MachineClaim) error {
+		if !requested(c) || c.Status.Node != "" || c.Status.Round > e.Round {
+			return store.ErrNoChange
+		}
+		c.Status.Node, c.Status.Driver, c.Status.Round, c.Status.Machine = n.cfg.Name, e.Driver, e.Round, e.Machine
+		c.Status.Reason = ""
+		if e.Phase == types.MachineRunning {
+			c.Status.Phase = types.ClaimBound
+			c.Status.PhaseTimes.Mark(string(types.ClaimBound), now)
+		}
+		return nil
+	})
+	if err != nil {
+		n.log.Warn("resume claim", "claim", c.Metadata.Name, "err", err)
+		return false
+	}
+	n.log.Info("claim resumed", "claim", c.Metadata.Name, "machine", e.Machine, "round", e.Round)
+	return true
 }

@@ -36,6 +36,10 @@ type Config struct {
 	Store StoreConfig `mapstructure:"store" yaml:"store"`
 	// Drivers are the driver instances this node runs. Default: [{name: test}].
 	Drivers []DriverConfig `mapstructure:"drivers" yaml:"drivers"`
+	// DefaultDrivers is true when no drivers were configured, so the node may
+	// add what the host offers (native unprivileged, docker if an engine
+	// answers). Not a config key.
+	DefaultDrivers bool `mapstructure:"-" yaml:"-"`
 }
 
 // LogConfig configures logging.
@@ -278,8 +282,9 @@ func defaults(dataDir string) Config {
 			OfferTimeout: DefaultOfferTimeout,
 			LostGrace:    DefaultLostGrace,
 		},
-		Store:   StoreConfig{GCInterval: DefaultGCInterval, TombstoneTTL: DefaultTombstoneTTL},
-		Drivers: defaultDrivers(),
+		Store:          StoreConfig{GCInterval: DefaultGCInterval, TombstoneTTL: DefaultTombstoneTTL},
+		Drivers:        defaultDrivers(),
+		DefaultDrivers: true,
 	}
 }
 

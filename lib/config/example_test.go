@@ -31,6 +31,7 @@ func TestExampleLoadsAndValidates(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"cpus": 4, "ram_gb": 8}`, string(js))
 	c.Drivers = []config.DriverConfig{{Name: "test"}}
+	c.DefaultDrivers = true // the example configures its driver; the defaults do not
 	assert.Empty(t, c.API.Tokens)
 	c.API.Tokens = nil
 	assert.Equal(t, wantDefaults(), c)

@@ -113,6 +113,7 @@ func Load(opts LoadOptions) (Config, error) {
 	}
 	if len(cfg.Drivers) == 0 {
 		cfg.Drivers = defaultDrivers()
+		cfg.DefaultDrivers = true
 	}
 	cfg.Cluster.ApplyProfile()
 	if errs := cfg.validate(); len(errs) > 0 {

@@ -76,8 +76,9 @@ func wantDefaults() config.Config {
 			OfferTimeout: 2 * time.Second,
 			LostGrace:    30 * time.Second,
 		},
-		Store:   config.StoreConfig{GCInterval: 5 * time.Minute, TombstoneTTL: 24 * time.Hour},
-		Drivers: []config.DriverConfig{{Name: "test"}},
+		Store:          config.StoreConfig{GCInterval: 5 * time.Minute, TombstoneTTL: 24 * time.Hour},
+		Drivers:        []config.DriverConfig{{Name: "test"}},
+		DefaultDrivers: true,
 	}
 }
 

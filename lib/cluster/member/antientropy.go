@@ -13,6 +13,11 @@ import (
 // roundTimeout bounds an initiator's wait for the digest response.
 const roundTimeout = 10 * time.Second
 
+// inFlightGrace is how old a write must be before a periodic round moves it:
+// younger ones are most likely still on their way by push, and sending them
+// again would double the traffic of a write burst.
+const inFlightGrace = time.Second
+
 // joinSettle is how long the loop waits after a join (or another request for
 // a round) before it acts, so that one push/pull reporting many members at
 // once leads to one round.
@@ -64,7 +69,10 @@ type round struct {
 // target is one round to run.
 type target struct {
 	peer string
+	// push: also send what the peer lacks (else only pull).
 	push bool
+	// periodic: leave writes younger than inFlightGrace alone.
+	periodic bool
 }
 
 func newAntiEntropy(m *Member) *antiEntropy {
@@ -150,7 +158,7 @@ func (a *antiEntropy) loop(ctx context.Context) {
 			return
 		case <-tick.C:
 			if peers := a.m.table.peers(); len(peers) > 0 {
-				a.run(ctx, target{peer: peers[rand.IntN(len(peers))], push: true})
+				a.run(ctx, target{peer: peers[rand.IntN(len(peers))], push: true, periodic: true})
 			}
 		case <-a.signal:
 			if settling == nil {
@@ -181,6 +189,9 @@ func (a *antiEntropy) run(ctx context.Context, t target) {
 	id, r := a.open(t.peer)
 	defer a.close(id)
 	req := digestReq{Round: id, From: m.cfg.Name, Hashes: snap.digest.Hashes[:]}
+	if t.periodic {
+		req.InFlight = store.HLCFromTime(time.Now().Add(-inFlightGrace))
+	}
 	if err := m.sendNow(t.peer, encodeDigestReq(req)); err != nil {
 		m.log.Debug("anti-entropy round failed", "peer", t.peer, "err", err)
 		return
@@ -200,14 +211,10 @@ func (a *antiEntropy) run(ctx context.Context, t target) {
 		m.log.Debug("anti-entropy round", "peer", t.peer, "buckets", 0, "took", time.Since(start))
 		return
 	}
-	push, pull := reconcile(snap, buckets, theirs)
+	push, pull := reconcile(snap, buckets, theirs, req.InFlight)
 	pushed := 0
 	if t.push && len(push) > 0 {
-		want := make(map[Key]bool, len(push))
-		for _, k := range push {
-			want[k] = true
-		}
-		pushed, err = a.sendRecords(ctx, t.peer, msgRecords, func(k Key) bool { return want[k] })
+		pushed, err = a.sendKeys(ctx, t.peer, msgRecords, snap, push)
 		if err != nil {
 			m.log.Debug("anti-entropy push failed", "peer", t.peer, "err", err)
 		}
@@ -326,13 +333,12 @@ func (a *antiEntropy) answer(ctx context.Context, buf []byte) {
 	case msgPullReq:
 		var req pullReq
 		if req, err = decodePullReq(body); err == nil {
-			want := make(map[Key]bool, len(req.Keys))
-			for _, k := range req.Keys {
-				want[k] = true
+			var snap *snapshot
+			if snap, err = a.snapshot(); err == nil {
+				var n int
+				n, err = a.sendKeys(ctx, req.From, msgPullResp, snap, req.Keys)
+				m.log.Debug("pull answered", "peer", req.From, "asked", len(req.Keys), "sent", n)
 			}
-			var n int
-			n, err = a.sendRecords(ctx, req.From, msgPullResp, func(k Key) bool { return want[k] })
-			m.log.Debug("pull answered", "peer", req.From, "asked", len(req.Keys), "sent", n)
 		}
 	}
 	if err != nil {
@@ -350,10 +356,14 @@ func (a *antiEntropy) answerDigest(ctx context.Context, req digestReq) error {
 	}
 	buckets := differing(snap.digest.Hashes[:], req.Hashes)
 	var entries []Entry
-	empty := map[int]bool{}
+	var missing []Key // in the buckets where the initiator has nothing
 	for _, b := range buckets {
 		if req.Hashes[b] == 0 {
-			empty[b] = true
+			for _, e := range snap.entries[b] {
+				if req.InFlight == 0 || e.Version.HLC < req.InFlight {
+					missing = append(missing, e.Key)
+				}
+			}
 			continue
 		}
 		entries = append(entries, snap.entries[b]...)
@@ -365,60 +375,61 @@ func (a *antiEntropy) answerDigest(ctx context.Context, req digestReq) error {
 			return err
 		}
 	}
-	if len(empty) == 0 {
+	if len(missing) == 0 {
 		return nil
 	}
-	n, err := a.sendRecords(ctx, req.From, msgRecords, func(k Key) bool { return empty[bucketOf(k)] })
-	m.log.Debug("records sent for empty buckets", "peer", req.From, "buckets", len(empty), "records", n)
+	n, err := a.sendKeys(ctx, req.From, msgRecords, snap, missing)
+	m.log.Debug("records sent for empty buckets", "peer", req.From, "records", n)
 	return err
 }
 
-// errStop ends a scan early.
-var errStop = errors.New("stop")
-
-// sendRecords scans the store and sends the records whose key match accepts
-// to peer as t messages of at most batchBytes, one after the other (the
-// stream's pace bounds the memory). It returns how many it sent.
-func (a *antiEntropy) sendRecords(ctx context.Context, peer string, t msgType, match func(Key) bool) (int, error) {
+// sendKeys sends the records of keys to peer as t messages of at most
+// batchBytes, one after the other (the stream's pace bounds the memory), and
+// returns how many it sent. A live record is read back from the store (it may
+// have changed since snap: then the newer version goes); a tombstone comes
+// from snap unless a live record replaced it. A key deleted since snap is
+// skipped: its tombstone is newer than snap and travels on its own.
+func (a *antiEntropy) sendKeys(ctx context.Context, peer string, t msgType, snap *snapshot, keys []Key) (int, error) {
 	m := a.m
 	var (
-		batch   []store.Record
-		size    int
-		sent    int
-		sendErr error
+		batch []store.Record
+		size  int
+		sent  int
 	)
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
 		if err := m.sendNow(peer, encodeRecords(t, m.cfg.Name, batch)); err != nil {
-			sendErr = err
-			return errStop
+			return err
 		}
 		sent += len(batch)
 		batch, size = batch[:0], 0
 		return nil
 	}
-	err := m.st.Scan(func(r store.Record) error {
-		if ctx.Err() != nil {
-			sendErr = ctx.Err()
-			return errStop
+	for _, k := range keys {
+		if err := ctx.Err(); err != nil {
+			return sent, err
 		}
-		if !match(Key{Kind: r.Kind, Name: r.Name}) {
-			return nil
+		rec, err := m.st.Get(k.Kind, k.Name)
+		switch {
+		case err == nil:
+		case errors.Is(err, store.ErrNotFound):
+			tomb, ok := snap.tombs[k]
+			if !ok {
+				continue
+			}
+			rec = tomb
+		default:
+			return sent, err
 		}
-		batch = append(batch, r)
-		size += recordSize(&r)
+		batch = append(batch, rec)
+		size += recordSize(&rec)
 		if size >= batchBytes {
-			return flush()
+			if err := flush(); err != nil {
+				return sent, err
+			}
 		}
-		return nil
-	})
-	if err == nil {
-		err = flush()
 	}
-	if errors.Is(err, errStop) {
-		err = sendErr
-	}
-	return sent, err
+	return sent, flush()
 }

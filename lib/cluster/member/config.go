@@ -6,6 +6,7 @@ import (
 	"log"
 	"log/slog"
 	"net"
+	"os"
 	"strconv"
 	"time"
 
@@ -199,6 +200,7 @@ func (cfg Config) memberlistConfig(log *slog.Logger) (*memberlist.Config, error)
 	mc.SuspicionMult = t.suspicionMult
 	mc.DeadNodeReclaimTime = cfg.ReclaimAfter
 	mc.Label = cfg.Label
+	if os.Getenv("NOCOMP") != "" { mc.EnableCompression = false }
 	mc.GossipVerifyIncoming = true
 	mc.GossipVerifyOutgoing = true
 	if len(cfg.Key) > 0 {

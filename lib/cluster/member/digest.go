@@ -94,6 +94,9 @@ func (d Digest) Diff(o Digest) []int {
 type snapshot struct {
 	digest  Digest
 	entries [NumBuckets][]Entry
+	// tombs are the tombstones among the entries: anti-entropy sends them
+	// from here (the store's Get does not return tombstones).
+	tombs map[Key]store.Record
 	// seq is the store's Seq when the scan started (for caching).
 	seq uint64
 }
@@ -101,7 +104,7 @@ type snapshot struct {
 // newSnapshot groups, sorts and hashes entries; it keeps the slice's backing
 // array.
 func newSnapshot(entries []Entry) *snapshot {
-	s := &snapshot{}
+	s := &snapshot{tombs: map[Key]store.Record{}}
 	s.digest.Records = len(entries)
 	for _, e := range entries {
 		b := bucketOf(e.Key)
@@ -129,8 +132,12 @@ func newSnapshot(entries []Entry) *snapshot {
 func scanSnapshot(st *store.Store) (*snapshot, error) {
 	seq := st.Seq()
 	var entries []Entry
+	var tombs []store.Record
 	err := st.Scan(func(r store.Record) error {
 		entries = append(entries, Entry{Key: Key{Kind: r.Kind, Name: r.Name}, Version: r.Version})
+		if r.Deleted {
+			tombs = append(tombs, r)
+		}
 		return nil
 	})
 	if err != nil {
@@ -138,6 +145,9 @@ func scanSnapshot(st *store.Store) (*snapshot, error) {
 	}
 	s := newSnapshot(entries)
 	s.seq = seq
+	for _, r := range tombs {
+		s.tombs[Key{Kind: r.Kind, Name: r.Name}] = r
+	}
 	return s, nil
 }
 
@@ -163,8 +173,11 @@ func differing(a, b []uint64) []int {
 // reconcile compares this node's entries in buckets with the peer's entries
 // for them (theirs) and returns the keys to push (the peer lacks them or holds
 // an older version) and to pull (the peer holds a newer version or this node
-// lacks them), both in key order.
-func reconcile(mine *snapshot, buckets []int, theirs []Entry) (push, pull []Key) {
+// lacks them), both in key order. When inFlight is not 0, keys whose newer
+// version has an HLC at or above it are left alone: replication is still
+// delivering them.
+func reconcile(mine *snapshot, buckets []int, theirs []Entry, inFlight uint64) (push, pull []Key) {
+	settled := func(v types.Version) bool { return inFlight == 0 || v.HLC < inFlight }
 	peer := make(map[Key]types.Version, len(theirs))
 	for _, e := range theirs {
 		peer[e.Key] = e.Version
@@ -180,15 +193,15 @@ func reconcile(mine *snapshot, buckets []int, theirs []Entry) (push, pull []Key)
 			own[e.Key] = true
 			v, ok := peer[e.Key]
 			switch {
-			case !ok || e.Version.Compare(v) > 0:
+			case (!ok || e.Version.Compare(v) > 0) && settled(e.Version):
 				push = append(push, e.Key)
-			case e.Version.Compare(v) < 0:
+			case ok && e.Version.Compare(v) < 0 && settled(v):
 				pull = append(pull, e.Key)
 			}
 		}
 	}
 	for _, e := range theirs {
-		if !own[e.Key] && in[bucketOf(e.Key)] {
+		if !own[e.Key] && in[bucketOf(e.Key)] && settled(e.Version) {
 			pull = append(pull, e.Key)
 		}
 	}

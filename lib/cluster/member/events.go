@@ -198,16 +198,18 @@ func (t *members) states() []MemberState {
 	return out
 }
 
-// deadAddrs returns the addresses of members that died (not those that
-// left), for rejoining.
-func (t *members) deadAddrs() []string {
-	var out []string
+// addrs returns the addresses of the live members (self included) and of
+// the members that died (not those that left), for rejoining.
+func (t *members) addrs() (live, dead []string) {
 	for _, s := range t.states() {
-		if s.State == StateDead && s.Name != t.self {
-			out = append(out, s.Addr)
+		switch s.State {
+		case StateAlive:
+			live = append(live, s.Addr)
+		case StateDead:
+			dead = append(dead, s.Addr)
 		}
 	}
-	return out
+	return live, dead
 }
 
 // eventDelegate feeds memberlist's membership events into the table.

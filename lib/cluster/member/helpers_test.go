@@ -55,3 +55,12 @@ func waitEverywhere(t testing.TB, c *membertest.Cluster, kind, name string, v ty
 }
 
 func nodeName(i int) string { return fmt.Sprintf("n%d", i) }
+
+// openMemStore opens an in-memory store for node id and closes it at the end.
+func openMemStore(t testing.TB, id string) *store.Store {
+	t.Helper()
+	st, err := store.Open(store.Config{InMemory: true, NodeID: id, GCInterval: -1}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}

@@ -23,9 +23,13 @@ var (
 	ErrNotRunning = errors.New("member is not running")
 )
 
-// defaultLeaveTimeout bounds Stop's wait for the leave broadcast when its ctx
-// has no deadline.
-const defaultLeaveTimeout = 5 * time.Second
+// leaveTimeout bounds Stop's wait for memberlist's leave broadcast: ten
+// gossip rounds, within [500ms, 5s]. The wait can only time out when every
+// other member has left or died meanwhile (memberlist gossips to neither), so
+// there is nobody to tell.
+func leaveTimeout(gossip time.Duration) time.Duration {
+	return min(max(10*gossip, 500*time.Millisecond), 5*time.Second)
+}
 
 // lifecycle of a Member.
 const (
@@ -57,6 +61,8 @@ type Member struct {
 	state int
 	ml    *memberlist.Memberlist
 	addr  string
+	// gossipInterval is the effective one, for the leave timeout.
+	gossipInterval time.Duration
 
 	// Loops (pusher, anti-entropy rounds, rejoin, membership) stop first, on
 	// Stop; the I/O goroutines (senders, workers, answers) after the leave.
@@ -135,6 +141,7 @@ func (m *Member) Start(ctx context.Context) error {
 		return fmt.Errorf("start member: %w", err)
 	}
 	m.ml = ml
+	m.gossipInterval = mc.GossipInterval
 	m.addr = ml.LocalNode().Address()
 	m.state = stateRunning
 	m.loopCtx, m.loopCancel = context.WithCancel(context.Background())
@@ -251,12 +258,12 @@ func (m *Member) Stop(ctx context.Context) error {
 		errs = append(errs, err)
 	}
 	m.sayLeaving(ctx, ml)
-	timeout := defaultLeaveTimeout
+	timeout := leaveTimeout(m.gossipInterval)
 	if dl, ok := ctx.Deadline(); ok {
-		timeout = max(time.Until(dl), time.Millisecond)
+		timeout = max(min(timeout, time.Until(dl)), time.Millisecond)
 	}
 	if err := ml.Leave(timeout); err != nil {
-		m.log.Warn("leave broadcast", "err", err)
+		m.log.Info("leave broadcast not confirmed", "err", err)
 	}
 	if err := m.finish(ctx, ml); err != nil {
 		errs = append(errs, err)

@@ -21,8 +21,8 @@ func (m *Member) membershipLoop(ctx context.Context) {
 	}
 }
 
-// rejoinLoop joins the configured addresses and the members known to be
-// dead every RejoinInterval. memberlist stops talking to a member it declared
+// rejoinLoop joins the configured addresses that are not live members and
+// the members known to be dead every RejoinInterval. memberlist stops talking to a member it declared
 // dead, so without this two halves of a healed partition would stay apart,
 // and a member restarted with nobody left in its Join list would stay alone.
 func (m *Member) rejoinLoop(ctx context.Context) {
@@ -40,7 +40,8 @@ func (m *Member) rejoinLoop(ctx context.Context) {
 
 // rejoin joins once; failures are normal (dead members are mostly dead).
 func (m *Member) rejoin(ctx context.Context) {
-	addrs := rejoinAddrs(m.cfg.Join, m.table.deadAddrs(), m.Addr())
+	live, dead := m.table.addrs()
+	addrs := rejoinAddrs(m.cfg.Join, dead, append(live, m.Addr()))
 	if len(addrs) == 0 {
 		return
 	}
@@ -48,10 +49,12 @@ func (m *Member) rejoin(ctx context.Context) {
 	m.log.Debug("rejoin", "addrs", len(addrs), "contacted", n, "err", err)
 }
 
-// rejoinAddrs is join plus dead, without duplicates and self.
-func rejoinAddrs(join, dead []string, self string) []string {
+// rejoinAddrs is join plus dead, without duplicates and without the
+// addresses of live members (self included): a push/pull with a live member
+// adds nothing to memberlist's own periodic one.
+func rejoinAddrs(join, dead, live []string) []string {
 	out := slices.Concat(join, dead)
 	slices.Sort(out)
 	out = slices.Compact(out)
-	return slices.DeleteFunc(out, func(a string) bool { return a == self || a == "" })
+	return slices.DeleteFunc(out, func(a string) bool { return a == "" || slices.Contains(live, a) })
 }

@@ -98,21 +98,19 @@ func (m *Member) pushLoop(ctx context.Context, events <-chan store.Event) {
 	}
 }
 
-// broadcast encodes batch once and queues it for every live peer.
+// broadcast queues batch for every live peer.
 func (m *Member) broadcast(batch []store.Record) {
 	peers := m.table.peers()
-	if len(peers) == 0 {
-		return
-	}
-	buf := encodeRecords(msgRecords, m.cfg.Name, batch)
 	for _, p := range peers {
-		m.senders.enqueue(p, buf)
+		m.senders.enqueue(p, batch)
 	}
-	m.log.Debug("records pushed", "records", len(batch), "bytes", len(buf), "peers", len(peers))
+	m.log.Debug("records queued", "records", len(batch), "peers", len(peers))
 }
 
-// senders keeps one queue per peer and one goroutine per non-empty queue, so
-// a slow peer delays only itself.
+// senders keeps one queue of records per peer and one goroutine per
+// non-empty queue, so a slow peer delays only itself. A sender sends all
+// that queued up while its previous message was in flight as one message (up
+// to batchBytes): under load, batches grow instead of queues.
 type senders struct {
 	m *Member
 
@@ -123,7 +121,7 @@ type senders struct {
 }
 
 type peerQueue struct {
-	bufs  [][]byte
+	recs  []store.Record // shared with the other peers' queues: read-only
 	bytes int
 }
 
@@ -133,8 +131,12 @@ func newSenders(m *Member) *senders {
 	return &senders{m: m, byPeer: map[string]*peerQueue{}, idle: idle}
 }
 
-// enqueue queues buf (shared, read-only) for peer and starts its sender.
-func (s *senders) enqueue(peer string, buf []byte) {
+// enqueue queues recs for peer and starts its sender.
+func (s *senders) enqueue(peer string, recs []store.Record) {
+	size := 0
+	for i := range recs {
+		size += recordSize(&recs[i])
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q, ok := s.byPeer[peer]
@@ -149,45 +151,64 @@ func (s *senders) enqueue(peer string, buf []byte) {
 		}
 		s.running++
 	}
-	if q.bytes+len(buf) > maxPendingBytes {
+	if q.bytes+size > maxPendingBytes {
 		s.m.log.Warn("replication queue overflow, peer left to anti-entropy", "peer", peer, "bytes", q.bytes)
-		q.bufs, q.bytes = nil, 0
+		q.recs, q.bytes = nil, 0
 		s.m.ae.want(peer)
 	}
-	q.bufs = append(q.bufs, buf)
-	q.bytes += len(buf)
+	q.recs = append(q.recs, recs...)
+	q.bytes += size
+}
+
+// next takes up to batchBytes of q's records; nil when q is empty or ctx is
+// done, after which the sender has exited the books.
+func (s *senders) next(ctx context.Context, peer string, q *peerQueue) []store.Record {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(q.recs) == 0 || ctx.Err() != nil {
+		q.recs, q.bytes = nil, 0
+		delete(s.byPeer, peer)
+		s.running--
+		if s.running == 0 {
+			close(s.idle)
+		}
+		return nil
+	}
+	n, size := 0, 0
+	for n < len(q.recs) && (n == 0 || size+recordSize(&q.recs[n]) <= batchBytes) {
+		size += recordSize(&q.recs[n])
+		n++
+	}
+	batch := q.recs[:n:n]
+	q.recs = q.recs[n:]
+	q.bytes -= size
+	if len(q.recs) == 0 {
+		q.recs = nil // let the backing array go
+	}
+	return batch
 }
 
 // run sends peer's queue until it is empty, then exits. On a failed send it
 // drops the queue and asks anti-entropy to repair the peer.
 func (s *senders) run(ctx context.Context, peer string, q *peerQueue) {
 	for {
-		s.mu.Lock()
-		if len(q.bufs) == 0 || ctx.Err() != nil {
-			q.bufs, q.bytes = nil, 0
-			delete(s.byPeer, peer)
-			s.running--
-			if s.running == 0 {
-				close(s.idle)
-			}
-			s.mu.Unlock()
+		batch := s.next(ctx, peer, q)
+		if batch == nil {
 			return
 		}
-		buf := q.bufs[0]
-		q.bufs[0] = nil
-		q.bufs = q.bufs[1:]
-		q.bytes -= len(buf)
+		buf := encodeRecords(msgRecords, s.m.cfg.Name, batch)
+		err := s.m.sendNow(peer, buf)
+		if err == nil {
+			s.m.log.Debug("records pushed", "peer", peer, "records", len(batch), "bytes", len(buf))
+			continue
+		}
+		s.mu.Lock()
+		dropped := len(q.recs)
+		q.recs, q.bytes = nil, 0
 		s.mu.Unlock()
-
-		if err := s.m.sendNow(peer, buf); err != nil {
-			s.mu.Lock()
-			dropped := len(q.bufs)
-			q.bufs, q.bytes = nil, 0
-			s.mu.Unlock()
-			s.m.log.Debug("push failed, peer left to anti-entropy", "peer", peer, "dropped", dropped+1, "err", err)
-			if !errors.Is(err, ErrNotMember) {
-				s.m.ae.want(peer)
-			}
+		s.m.log.Debug("push failed, peer left to anti-entropy", "peer", peer, "dropped", dropped+len(batch), "err", err)
+		if !errors.Is(err, ErrNotMember) {
+			s.m.ae.want(peer)
 		}
 	}
 }

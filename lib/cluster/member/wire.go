@@ -85,9 +85,13 @@ type recordsMsg struct {
 
 // digestReq opens an anti-entropy round.
 type digestReq struct {
-	Round  uint64
-	From   string
-	Hashes []uint64 // NumBuckets of them
+	Round uint64
+	From  string
+	// InFlight, when not 0, is an HLC value: records with versions at or
+	// above it may still be on their way by push and are left out of the
+	// transfers of this round (they still count in the hashes).
+	InFlight uint64
+	Hashes   []uint64 // NumBuckets of them
 }
 
 // digestResp is one page of an answer to a digestReq. Every page carries the
@@ -330,9 +334,10 @@ func decodeRecords(t msgType, body []byte) (recordsMsg, error) {
 }
 
 func encodeDigestReq(m digestReq) []byte {
-	e := newEncoder(msgDigestReq, 2*binary.MaxVarintLen64+len(m.From)+8*len(m.Hashes))
+	e := newEncoder(msgDigestReq, 4*binary.MaxVarintLen64+len(m.From)+8*len(m.Hashes))
 	e.uint(m.Round)
 	e.str(m.From)
+	e.uint(m.InFlight)
 	e.uint(uint64(len(m.Hashes)))
 	for _, h := range m.Hashes {
 		e.fixed64(h)
@@ -343,6 +348,7 @@ func encodeDigestReq(m digestReq) []byte {
 func decodeDigestReq(body []byte) (digestReq, error) {
 	d := &decoder{b: body}
 	m := digestReq{Round: d.uint(), From: d.str()}
+	m.InFlight = d.uint()
 	n := d.count(8)
 	if d.err == nil {
 		m.Hashes = make([]uint64, n)

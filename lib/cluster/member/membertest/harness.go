@@ -6,6 +6,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -19,18 +21,24 @@ import (
 	"github.com/hf-fleet/hf/lib/store"
 )
 
-// FastConfig is a member config with test timings: failure detection in a
-// few seconds at most, anti-entropy every 200 ms, rejoin every 300 ms.
+// FastConfig is a member config with test timings: anti-entropy every
+// 200 ms, rejoin every 300 ms, and the LAN profile's failure detection (a
+// dead member is declared in 1-3 s). Under the race detector, on a loaded
+// 2-core box, 200 ms probe timeouts flap (UDP acks arrive late, members are
+// wrongly declared dead), so there probes run every 500 ms with a 400 ms
+// timeout (dead in 3-6 s).
 func FastConfig() member.Config {
-	return member.Config{
-		Profile:             member.ProfileLocal,
-		GossipInterval:      20 * time.Millisecond,
-		ProbeInterval:       200 * time.Millisecond,
-		ProbeTimeout:        100 * time.Millisecond,
-		SuspicionMult:       3,
+	cfg := member.Config{
+		Profile:             member.ProfileLAN,
 		RejoinInterval:      300 * time.Millisecond,
 		AntiEntropyInterval: 200 * time.Millisecond,
 	}
+	if raceEnabled {
+		cfg.GossipInterval = 50 * time.Millisecond
+		cfg.ProbeInterval = 500 * time.Millisecond
+		cfg.ProbeTimeout = 400 * time.Millisecond
+	}
+	return cfg
 }
 
 // Options configure a test cluster.
@@ -46,6 +54,9 @@ type Options struct {
 	Prefix string
 	// Log receives every member's and store's log; nil discards.
 	Log *slog.Logger
+	// Settle bounds Start's wait for the members to see each other
+	// (default 10s).
+	Settle time.Duration
 }
 
 // Node is one member of a test cluster with its store.
@@ -85,6 +96,7 @@ type Cluster struct {
 	Nodes []*Node
 	opts  Options
 	log   *slog.Logger
+	dir   string
 }
 
 // Start starts n members, each joined to the first, and waits until every
@@ -105,11 +117,18 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	c := &Cluster{T: t, Net: opts.Net, opts: opts, log: log}
+	// The data dirs live under one temp dir made before the cleanup is
+	// registered, so that the stores close before the dirs are removed.
+	c.dir = t.TempDir()
 	t.Cleanup(c.stopAll)
 	for range n {
 		c.Add()
 	}
-	c.WaitMembers(10 * time.Second)
+	settle := opts.Settle
+	if settle <= 0 {
+		settle = 10 * time.Second
+	}
+	c.WaitMembers(settle)
 	return c
 }
 
@@ -120,7 +139,8 @@ func (c *Cluster) Add() *Node {
 	name := fmt.Sprintf("%s%d", c.opts.Prefix, len(c.Nodes))
 	n := &Node{Name: name, Addr: "127.0.0.1:0"}
 	if !c.opts.InMemory {
-		n.Dir = c.T.TempDir()
+		n.Dir = filepath.Join(c.dir, name)
+		require.NoError(c.T, os.MkdirAll(n.Dir, 0o755))
 	}
 	c.Nodes = append(c.Nodes, n)
 	c.start(n)
@@ -159,12 +179,12 @@ func (c *Cluster) RunningNames() []string {
 }
 
 // start opens n's store (when closed) and starts its member on n.Addr
-// (falling back to a free port), joined to the running members.
+// (falling back to a free port), joined to the first running member.
 func (c *Cluster) start(n *Node) {
 	c.T.Helper()
 	var join []string
-	for _, o := range c.Running() {
-		join = append(join, o.Addr)
+	if r := c.Running(); len(r) > 0 {
+		join = []string{r[0].Addr}
 	}
 	if n.Store == nil {
 		st, err := store.Open(store.Config{Dir: n.Dir, InMemory: c.opts.InMemory, NodeID: n.Name, GCInterval: -1}, c.log)
@@ -234,6 +254,7 @@ func (c *Cluster) Restart(i int) *Node {
 func (c *Cluster) WaitMembers(within time.Duration) {
 	c.T.Helper()
 	want := c.RunningNames()
+	slices.Sort(want) // Members is sorted by name: n10 before n2
 	require.Eventually(c.T, func() bool {
 		for _, n := range c.Running() {
 			if !slices.Equal(n.Member.Members(), want) {

@@ -10,6 +10,7 @@ import (
 	"log"
 	"math/rand/v2"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -91,26 +92,14 @@ func (n *Network) blocked(from, to string, packet bool) bool {
 	return packet && n.drop > 0 && rand.Float64() < n.drop
 }
 
-// blockedFrom reports whether a packet that member to received from address
-// from must be dropped (the sender's side drops it too; this catches
-// packets sent before the cut).
-func (n *Network) blockedFrom(to, from string) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	name, ok := n.byAddr[from]
-	return ok && n.cut[pair(to, name)]
-}
-
 // Transport is a memberlist.Transport over memberlist's NetTransport that
-// obeys its Network.
+// obeys its Network. It only ever filters what it sends: received packets
+// and streams pass straight through, since their senders' transports already
+// applied the cuts.
 type Transport struct {
-	net     *Network
-	name    string
-	inner   *memberlist.NetTransport
-	packets chan *memberlist.Packet
-	done    chan struct{}
-	once    sync.Once
-	wg      sync.WaitGroup
+	net   *Network
+	name  string
+	inner *memberlist.NetTransport
 }
 
 var _ memberlist.NodeAwareTransport = (*Transport)(nil)
@@ -123,8 +112,8 @@ func (n *Network) Transport(name, bind string) (*Transport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport %s: %w", name, err)
 	}
-	var port int
-	if _, err := fmt.Sscan(p, &port); err != nil {
+	port, err := strconv.Atoi(p)
+	if err != nil {
 		return nil, fmt.Errorf("transport %s: bad port %q", name, p)
 	}
 	inner, err := memberlist.NewNetTransport(&memberlist.NetTransportConfig{
@@ -135,18 +124,10 @@ func (n *Network) Transport(name, bind string) (*Transport, error) {
 	if err != nil {
 		return nil, fmt.Errorf("transport %s: %w", name, err)
 	}
-	t := &Transport{
-		net:     n,
-		name:    name,
-		inner:   inner,
-		packets: make(chan *memberlist.Packet),
-		done:    make(chan struct{}),
-	}
+	t := &Transport{net: n, name: name, inner: inner}
 	n.mu.Lock()
-	n.byAddr[net.JoinHostPort(host, fmt.Sprint(inner.GetAutoBindPort()))] = name
+	n.byAddr[net.JoinHostPort(host, strconv.Itoa(inner.GetAutoBindPort()))] = name
 	n.mu.Unlock()
-	t.wg.Add(1)
-	go t.filter()
 	return t, nil
 }
 
@@ -156,27 +137,7 @@ func (t *Transport) Addr() string {
 	if err != nil {
 		return ""
 	}
-	return net.JoinHostPort(ip.String(), fmt.Sprint(port))
-}
-
-// filter forwards received packets, dropping those from cut links.
-func (t *Transport) filter() {
-	defer t.wg.Done()
-	for {
-		select {
-		case <-t.done:
-			return
-		case p := <-t.inner.PacketCh():
-			if t.net.blockedFrom(t.name, p.From.String()) {
-				continue
-			}
-			select {
-			case t.packets <- p:
-			case <-t.done:
-				return
-			}
-		}
-	}
+	return net.JoinHostPort(ip.String(), strconv.Itoa(port))
 }
 
 // FinalAdvertiseAddr implements memberlist.Transport.
@@ -201,7 +162,7 @@ func (t *Transport) WriteToAddress(b []byte, a memberlist.Address) (time.Time, e
 }
 
 // PacketCh implements memberlist.Transport.
-func (t *Transport) PacketCh() <-chan *memberlist.Packet { return t.packets }
+func (t *Transport) PacketCh() <-chan *memberlist.Packet { return t.inner.PacketCh() }
 
 // DialTimeout implements memberlist.Transport.
 func (t *Transport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
@@ -222,11 +183,5 @@ func (t *Transport) DialAddressTimeout(a memberlist.Address, timeout time.Durati
 // StreamCh implements memberlist.Transport.
 func (t *Transport) StreamCh() <-chan net.Conn { return t.inner.StreamCh() }
 
-// Shutdown implements memberlist.Transport: it closes the listeners and
-// stops the packet filter.
-func (t *Transport) Shutdown() error {
-	err := t.inner.Shutdown()
-	t.once.Do(func() { close(t.done) })
-	t.wg.Wait()
-	return err
-}
+// Shutdown implements memberlist.Transport: it closes the listeners.
+func (t *Transport) Shutdown() error { return t.inner.Shutdown() }

@@ -30,31 +30,44 @@ func Host() string {
 	return client.DefaultDockerHost
 }
 
-// Client connects to the engine at Host with API version negotiation and
-// closes the client when the test ends. When no engine answers within 5 s the
-// test fails under CI (CI set in the environment) and is skipped elsewhere.
-func Client(t testing.TB) *client.Client {
-	t.Helper()
+// Connect returns a client for the engine at Host with API version
+// negotiation, once the engine answered a ping within ctx.
+func Connect(ctx context.Context) (*client.Client, error) {
 	cli, err := client.NewClientWithOpts(client.WithHost(Host()), client.WithAPIVersionNegotiation())
 	if err != nil {
-		t.Fatalf("dockertest: docker client: %v", err)
+		return nil, fmt.Errorf("docker client: %w", err)
 	}
-	t.Cleanup(func() { _ = cli.Close() })
+	if _, err := cli.Ping(ctx); err != nil {
+		_ = cli.Close()
+		return nil, fmt.Errorf("no Docker Engine answers at %s: %w", Host(), err)
+	}
+	return cli, nil
+}
+
+// Client connects to the engine (see Connect) and closes the client when the
+// test ends. When no engine answers within 5 s the test fails under CI (CI set
+// in the environment) and is skipped elsewhere.
+func Client(t testing.TB) *client.Client {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if _, err := cli.Ping(ctx); err != nil {
-		unavailable(t, fmt.Sprintf("no Docker Engine answers at %s: %v", Host(), err))
+	cli, err := Connect(ctx)
+	if err != nil {
+		Unavailable(t, err)
 	}
+	t.Cleanup(func() { _ = cli.Close() })
 	return cli
 }
 
-// unavailable fails the test under CI and skips it elsewhere.
-func unavailable(t testing.TB, why string) {
+// Unavailable ends a test that cannot have what it needs (an engine,
+// busybox): it fails under CI (CI set in the environment), where everything
+// must be there, and is skipped elsewhere.
+func Unavailable(t testing.TB, why error) {
 	t.Helper()
 	if os.Getenv("CI") != "" {
-		t.Fatalf("dockertest: %s (CI is set, so this fails instead of skipping)", why)
+		t.Fatalf("dockertest: %v (CI is set, so this fails instead of skipping)", why)
 	}
-	t.Skipf("dockertest: %s; skipping outside CI", why)
+	t.Skipf("dockertest: %v; skipping outside CI", why)
 }
 
 // Namespace returns a fresh label namespace ("hftest" and 8 hex digits) and
@@ -71,7 +84,7 @@ func Namespace(t testing.TB, cli *client.Client) string {
 
 // NetworkName returns a fresh network name and removes the network (whoever
 // created it) when the test ends. Register it before anything that attaches
-// containers to it: cleanups run last-in first-out.
+// containers to it (Namespace): cleanups run last-in first-out.
 func NetworkName(t testing.TB, cli *client.Client) string {
 	t.Helper()
 	var b [4]byte
@@ -80,8 +93,8 @@ func NetworkName(t testing.TB, cli *client.Client) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
-		if err := cli.NetworkRemove(ctx, name); err != nil && !client.IsErrNotFound(err) {
-			t.Errorf("dockertest: remove network %s: %v", name, err)
+		if err := RemoveNetwork(ctx, cli, name); err != nil {
+			t.Errorf("dockertest: %v", err)
 		}
 	})
 	return name
@@ -132,42 +145,78 @@ func RemoveNamespace(t testing.TB, cli *client.Client, ns string) {
 func LoadImage(t testing.TB, cli *client.Client, tag string) Image {
 	t.Helper()
 	img := BuildImage(t, tag)
-	f, err := os.Open(img.Path)
-	if err != nil {
-		t.Fatalf("dockertest: %v", err)
-	}
-	defer f.Close()
+	RemoveImageLater(t, cli, img.ID)
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	RemoveImageLater(t, cli, img.ID)
-	resp, err := cli.ImageLoad(ctx, f, client.ImageLoadWithQuiet(true))
-	if err != nil {
-		t.Fatalf("dockertest: load image: %v", err)
-	}
-	defer resp.Body.Close()
-	out, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("dockertest: load image: %v", err)
-	}
-	if strings.Contains(string(out), `"error"`) {
-		t.Fatalf("dockertest: load image: %s", out)
-	}
-	if _, err := cli.ImageInspect(ctx, img.ID); err != nil {
-		t.Fatalf("dockertest: image %s not there after load (%s): %v", img.ID, out, err)
+	if err := Load(ctx, cli, img); err != nil {
+		t.Fatalf("dockertest: %v", err)
 	}
 	return img
 }
 
-// RemoveImageLater removes image id (forcing its tags off) when the test ends;
-// an image that is not there is fine.
+// Load loads img's tarball into the engine and checks that img.ID is there.
+func Load(ctx context.Context, cli *client.Client, img Image) error {
+	f, err := os.Open(img.Path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	resp, err := cli.ImageLoad(ctx, f, client.ImageLoadWithQuiet(true))
+	if err != nil {
+		return fmt.Errorf("load image: %w", err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("load image: %w", err)
+	}
+	if strings.Contains(string(out), `"error"`) {
+		return fmt.Errorf("load image: %s", out)
+	}
+	if _, err := cli.ImageInspect(ctx, img.ID); err != nil {
+		return fmt.Errorf("image %s not there after load (%s): %w", img.ID, out, err)
+	}
+	return nil
+}
+
+// RemoveImage removes image id, forcing its tags off; an image that is not
+// there is fine.
+func RemoveImage(ctx context.Context, cli *client.Client, id string) error {
+	_, err := cli.ImageRemove(ctx, id, image.RemoveOptions{Force: true, PruneChildren: true})
+	if err != nil && !client.IsErrNotFound(err) {
+		return fmt.Errorf("remove image %s: %w", id, err)
+	}
+	return nil
+}
+
+// RemoveImageLater removes image id (see RemoveImage) when the test ends.
 func RemoveImageLater(t testing.TB, cli *client.Client, id string) {
 	t.Helper()
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 		defer cancel()
-		_, err := cli.ImageRemove(ctx, id, image.RemoveOptions{Force: true, PruneChildren: true})
-		if err != nil && !client.IsErrNotFound(err) {
-			t.Errorf("dockertest: remove image %s: %v", id, err)
+		if err := RemoveImage(ctx, cli, id); err != nil {
+			t.Errorf("dockertest: %v", err)
 		}
 	})
+}
+
+// NewNetwork creates a bridge network with a fresh name for tests that share
+// one network, and returns its name; RemoveNetwork removes it.
+func NewNetwork(ctx context.Context, cli *client.Client) (string, error) {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	name := "hftest-net-" + hex.EncodeToString(b[:])
+	if _, err := cli.NetworkCreate(ctx, name, network.CreateOptions{Driver: "bridge"}); err != nil {
+		return "", fmt.Errorf("create network %s: %w", name, err)
+	}
+	return name, nil
+}
+
+// RemoveNetwork removes the network called name; one that is gone is fine.
+func RemoveNetwork(ctx context.Context, cli *client.Client, name string) error {
+	if err := cli.NetworkRemove(ctx, name); err != nil && !client.IsErrNotFound(err) {
+		return fmt.Errorf("remove network %s: %w", name, err)
+	}
+	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,13 +29,18 @@ const BusyboxPath = "/bin/busybox"
 // NonceLabel is the image label that makes every built image distinct.
 const NonceLabel = "hf.test.nonce"
 
-// Applets are the busybox applets the image links into /bin.
-var Applets = []string{"sh", "sleep", "env", "cat", "echo", "false", "true", "ls", "id", "ps", "kill"}
+// Applets returns the busybox applets the image links into /bin.
+func Applets() []string {
+	return []string{"sh", "sleep", "env", "cat", "echo", "false", "true", "ls", "id", "ps", "kill"}
+}
 
-// DefaultCmd is the image's command: print the environment (so it shows in the
-// container's log), then wait for SIGTERM and exit 0 at once when it comes (PID
-// 1 gets no default signal handlers, so a bare sleep would ignore it).
-var DefaultCmd = []string{"/bin/sh", "-c", "trap 'exit 0' TERM; env; sleep 2147483647 & wait"}
+// DefaultCmd returns the image's command: print the environment (so it shows
+// in the container's log), then wait for SIGTERM and exit 0 at once when it
+// comes (PID 1 gets no default signal handlers, so a bare sleep would ignore
+// it).
+func DefaultCmd() []string {
+	return []string{"/bin/sh", "-c", "trap 'exit 0' TERM; env; sleep 2147483647 & wait"}
+}
 
 // Image is a docker-loadable tarball built by BuildImage.
 type Image struct {
@@ -56,17 +62,37 @@ func BuildImageTar(t testing.TB) (path, sum string) {
 	return img.Path, img.Sum
 }
 
-// BuildImage writes a one-layer image in `docker save` format: /bin/busybox,
-// links for Applets, /tmp, PATH=/bin and DefaultCmd. A random label makes its
-// id unique, so tests that remove their images never remove another test's.
-// A non-empty tag ("hf-test/busybox:x") is recorded in the tarball, so `docker
-// load` tags the image.
+// BuildImage writes a one-layer image in `docker save` format into a
+// t.TempDir() (see WriteImage), failing (in CI) or skipping the test when
+// busybox is not installed.
 func BuildImage(t testing.TB, tag string) Image {
 	t.Helper()
-	bb := busybox(t)
+	img, err := WriteImage(t.TempDir(), tag)
+	if errors.Is(err, ErrNoBusybox) {
+		Unavailable(t, err)
+	}
+	if err != nil {
+		t.Fatalf("dockertest: %v", err)
+	}
+	return img
+}
+
+// ErrNoBusybox is wrapped by WriteImage's error when /bin/busybox is missing.
+var ErrNoBusybox = errors.New("no static busybox (apt-get install busybox-static)")
+
+// WriteImage writes a one-layer image in `docker save` format into dir:
+// /bin/busybox, links for Applets, /tmp, PATH=/bin and DefaultCmd. A random
+// label makes its id unique, so tests that remove their images never remove
+// another test's. A non-empty tag ("hf-test/busybox:x") is recorded in the
+// tarball, so `docker load` tags the image.
+func WriteImage(dir, tag string) (Image, error) {
+	bb, err := busybox()
+	if err != nil {
+		return Image{}, err
+	}
 	layer, err := buildLayer(bb)
 	if err != nil {
-		t.Fatalf("dockertest: build layer: %v", err)
+		return Image{}, fmt.Errorf("build layer: %w", err)
 	}
 	layerSum := sha256.Sum256(layer)
 	diffID := "sha256:" + hex.EncodeToString(layerSum[:])
@@ -79,14 +105,14 @@ func BuildImage(t testing.TB, tag string) Image {
 		Created:      epoch,
 		Config: containerConfig{
 			Env:    []string{"PATH=/bin"},
-			Cmd:    DefaultCmd,
+			Cmd:    DefaultCmd(),
 			Labels: map[string]string{NonceLabel: hex.EncodeToString(nonce[:])},
 		},
 		RootFS:  rootFS{Type: "layers", DiffIDs: []string{diffID}},
 		History: []history{{Created: epoch, CreatedBy: "dockertest: busybox-static"}},
 	})
 	if err != nil {
-		t.Fatalf("dockertest: image config: %v", err)
+		return Image{}, fmt.Errorf("image config: %w", err)
 	}
 	cfgSum := sha256.Sum256(cfg)
 	cfgHex := hex.EncodeToString(cfgSum[:])
@@ -98,7 +124,7 @@ func BuildImage(t testing.TB, tag string) Image {
 	}
 	manifest, err := json.Marshal([]manifestEntry{{Config: cfgHex + ".json", RepoTags: tags, Layers: []string{layerPath}}})
 	if err != nil {
-		t.Fatalf("dockertest: manifest: %v", err)
+		return Image{}, fmt.Errorf("manifest: %w", err)
 	}
 	var out bytes.Buffer
 	tw := tar.NewWriter(&out)
@@ -111,24 +137,22 @@ func BuildImage(t testing.TB, tag string) Image {
 		{"manifest.json", manifest},
 	} {
 		if err := writeFile(tw, f.name, f.data, 0o644); err != nil {
-			t.Fatalf("dockertest: write %s: %v", f.name, err)
+			return Image{}, fmt.Errorf("write %s: %w", f.name, err)
 		}
 	}
 	if err := tw.Close(); err != nil {
-		t.Fatalf("dockertest: close tarball: %v", err)
+		return Image{}, fmt.Errorf("close tarball: %w", err)
 	}
-	path := filepath.Join(t.TempDir(), "image-"+cfgHex[:12]+".tar")
+	path := filepath.Join(dir, "image-"+cfgHex[:12]+".tar")
 	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
-		t.Fatalf("dockertest: %v", err)
+		return Image{}, err
 	}
 	sum := sha256.Sum256(out.Bytes())
-	return Image{Path: path, Sum: "sha256:" + hex.EncodeToString(sum[:]), ID: "sha256:" + cfgHex, Tag: tag}
+	return Image{Path: path, Sum: "sha256:" + hex.EncodeToString(sum[:]), ID: "sha256:" + cfgHex, Tag: tag}, nil
 }
 
-// busybox returns the static busybox binary, failing (in CI) or skipping the
-// test when it is not installed.
-func busybox(t testing.TB) []byte {
-	t.Helper()
+// busybox returns the static busybox binary.
+func busybox() ([]byte, error) {
 	path := BusyboxPath
 	if _, err := os.Stat(path); err != nil {
 		if p, lerr := exec.LookPath("busybox"); lerr == nil {
@@ -137,9 +161,9 @@ func busybox(t testing.TB) []byte {
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		unavailable(t, fmt.Sprintf("no static busybox at %s (apt-get install busybox-static): %v", BusyboxPath, err))
+		return nil, fmt.Errorf("%w: %w", ErrNoBusybox, err)
 	}
-	return b
+	return b, nil
 }
 
 // epoch is the fixed time stamped on every file and the image, so the layer is
@@ -164,7 +188,7 @@ func buildLayer(bb []byte) ([]byte, error) {
 	if err := writeFile(tw, "etc/passwd", []byte("root:x:0:0:root:/:/bin/sh\n"), 0o644); err != nil {
 		return nil, err
 	}
-	for _, a := range Applets {
+	for _, a := range Applets() {
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/" + a, Linkname: "busybox", Mode: 0o777, ModTime: epoch}); err != nil {
 			return nil, err
 		}

@@ -1,0 +1,33 @@
+package member_test
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/cluster/member/membertest"
+)
+
+func TestNoGoroutineLeak(t *testing.T) {
+	before := runtime.NumGoroutine()
+	t.Run("cluster", func(t *testing.T) {
+		c := membertest.Start(t, 4, membertest.Options{})
+		for i := range 50 {
+			put(t, c.Nodes[i%4].Store, fmt.Sprintf("leak-%d", i), "alice")
+		}
+		c.WaitConverged(5 * time.Second)
+		c.Net.Partition([]string{"n0"}, []string{"n1", "n2", "n3"})
+		put(t, c.Nodes[0].Store, "cut-off", "alice")
+		c.Kill(3)
+		c.Stop(2)
+		// The cleanup stops the rest and closes the stores.
+	})
+	var after int
+	require.Eventually(t, func() bool {
+		after = runtime.NumGoroutine()
+		return after <= before+2
+	}, 10*time.Second, 50*time.Millisecond, "goroutines: %d before, %d after", before, after)
+}

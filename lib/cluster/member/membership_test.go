@@ -1,0 +1,78 @@
+package member_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/cluster/member"
+	"github.com/hf-fleet/hf/lib/cluster/member/membertest"
+)
+
+// stateOf returns name's state as m sees it, "" when unknown.
+func stateOf(m *member.Member, name string) member.State {
+	for _, s := range m.MemberStates() {
+		if s.Name == name {
+			return s.State
+		}
+	}
+	return ""
+}
+
+func TestMembershipStates(t *testing.T) {
+	c := membertest.Start(t, 4, membertest.Options{})
+	observer := c.Nodes[0]
+	for _, s := range observer.Member.MemberStates() {
+		assert.Equal(t, member.StateAlive, s.State, s.Name)
+		assert.Equal(t, c.Nodes[c.Index(s.Name)].Addr, s.Addr, s.Name)
+	}
+	assert.Equal(t, []string{"n0", "n1", "n2", "n3"}, observer.Member.Members())
+	assert.Equal(t, "n0", observer.Member.Self())
+
+	calls := observer.MembershipCalls()
+	c.Stop(2)
+	require.Eventually(t, func() bool {
+		return stateOf(c.Nodes[0].Member, "n2") == member.StateLeft &&
+			stateOf(c.Nodes[1].Member, "n2") == member.StateLeft &&
+			stateOf(c.Nodes[3].Member, "n2") == member.StateLeft
+	}, 5*time.Second, 10*time.Millisecond, "stopped member not seen as left")
+	require.Eventually(t, func() bool { return observer.MembershipCalls() > calls }, time.Second, 5*time.Millisecond)
+	assert.Equal(t, []string{"n0", "n1", "n3"}, observer.Member.Members())
+
+	calls = observer.MembershipCalls()
+	killed := time.Now()
+	c.Kill(3)
+	require.Eventually(t, func() bool {
+		return stateOf(c.Nodes[0].Member, "n3") == member.StateDead &&
+			stateOf(c.Nodes[1].Member, "n3") == member.StateDead
+	}, 15*time.Second, 10*time.Millisecond, "killed member not seen as dead")
+	t.Logf("killed member declared dead after %s", time.Since(killed).Round(time.Millisecond))
+	assert.Greater(t, observer.MembershipCalls(), calls)
+	assert.Equal(t, []string{"n0", "n1"}, observer.Member.Members())
+	assert.Equal(t, member.StateLeft, stateOf(observer.Member, "n2"), "left stays left")
+
+	// Both come back under their names.
+	c.Restart(2)
+	c.Restart(3)
+	c.WaitMembers(10 * time.Second)
+	for _, name := range []string{"n2", "n3"} {
+		assert.Equal(t, member.StateAlive, stateOf(observer.Member, name), name)
+	}
+}
+
+func TestStopBeforeStartAndTwice(t *testing.T) {
+	st := openMemStore(t, "s1")
+	cfg := membertest.FastConfig()
+	cfg.Name, cfg.Bind = "s1", "127.0.0.1:0"
+	m, err := member.New(cfg, nil, st)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"s1"}, m.Members())
+	assert.Empty(t, m.Addr())
+	require.NoError(t, m.Stop(t.Context()))
+	require.NoError(t, m.Stop(t.Context()))
+	assert.Error(t, m.Start(t.Context()), "a stopped member does not start again")
+	_, err = m.Join(t.Context(), []string{"127.0.0.1:1"})
+	assert.ErrorIs(t, err, member.ErrNotRunning)
+}

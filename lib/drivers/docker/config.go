@@ -1,0 +1,142 @@
+package docker
+
+import (
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// Config is the docker driver's configuration (JSON, snake_case keys).
+type Config struct {
+	// Host is the engine address ("unix:///var/run/docker.sock",
+	// "tcp://10.0.0.5:2376"); empty means DOCKER_HOST, else the local socket.
+	// TLS settings come from DOCKER_TLS_VERIFY and DOCKER_CERT_PATH.
+	Host string `json:"host"`
+	// Network is the network containers join; created as a bridge network
+	// labelled "<label_namespace>.network" when missing.
+	Network string `json:"network"`
+	// ImagesPath is the download cache for tarball images; empty means
+	// "images" in the instance's data dir.
+	ImagesPath string `json:"images_path"`
+	// LabelNamespace prefixes every label the driver sets ("hf.node"). Nodes
+	// sharing one engine see only containers of their own namespace, node name
+	// and instance.
+	LabelNamespace string `json:"label_namespace"`
+	// AllowPrivileged lets templates ask for privileged containers.
+	AllowPrivileged bool `json:"allow_privileged"`
+	// StartTimeout bounds how long Allocate waits for a container to run.
+	StartTimeout types.Duration `json:"start_timeout"`
+	// StartGrace is how long a started container must keep running before
+	// Allocate reports it, so one that exits at once fails the claim with its
+	// exit code and log; 0 only checks that it was started.
+	StartGrace types.Duration `json:"start_grace"`
+	// StopTimeout is how long Deallocate waits after SIGTERM before SIGKILL.
+	StopTimeout types.Duration `json:"stop_timeout"`
+	// DownloadUser and DownloadPassword are sent (HTTP basic auth) when
+	// tarball images are downloaded.
+	DownloadUser     string `json:"download_user"`
+	DownloadPassword string `json:"download_password"`
+	drivers.Alter
+}
+
+// Defaults for absent keys.
+const (
+	DefaultNetwork        = "hf"
+	DefaultLabelNamespace = "hf"
+	DefaultStartTimeout   = 60 * time.Second
+	DefaultStartGrace     = 200 * time.Millisecond
+	DefaultStopTimeout    = 5 * time.Second
+)
+
+// DefaultConfig returns the configuration used for absent keys.
+func DefaultConfig() Config {
+	return Config{
+		Network:        DefaultNetwork,
+		LabelNamespace: DefaultLabelNamespace,
+		StartTimeout:   types.D(DefaultStartTimeout),
+		StartGrace:     types.D(DefaultStartGrace),
+		StopTimeout:    types.D(DefaultStopTimeout),
+	}
+}
+
+// ParseConfig decodes cfg strictly over the defaults and validates it.
+func ParseConfig(cfg []byte) (Config, error) {
+	c := DefaultConfig()
+	if err := drivers.DecodeConfig(cfg, &c); err != nil {
+		return Config{}, err
+	}
+	return c, c.Validate()
+}
+
+var (
+	// networkName is what the engine accepts as a network name.
+	networkName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
+	// labelNamespace is a lower-case reverse-DNS-like label prefix.
+	labelNamespace = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$`)
+)
+
+// Validate checks the configuration; the error names the key.
+func (c Config) Validate() error {
+	if c.Host != "" {
+		if err := validateHost(c.Host); err != nil {
+			return types.Invalid("host", "%s", err.Error())
+		}
+	}
+	switch {
+	case c.Network == "":
+		return types.Invalid("network", "is required")
+	case c.Network == "host" || c.Network == "none":
+		return types.Invalid("network", "%q cannot publish ports; use a bridge network", c.Network)
+	case !networkName.MatchString(c.Network):
+		return types.Invalid("network", "%q is not a valid network name", c.Network)
+	}
+	if !labelNamespace.MatchString(c.LabelNamespace) {
+		return types.Invalid("label_namespace", "%q: want lower-case letters, digits, dots and dashes", c.LabelNamespace)
+	}
+	if c.StartTimeout.Duration <= 0 {
+		return types.Invalid("start_timeout", "must be positive")
+	}
+	if c.StartGrace.Duration < 0 {
+		return types.Invalid("start_grace", "must not be negative")
+	}
+	if c.StartGrace.Duration >= c.StartTimeout.Duration {
+		return types.Invalid("start_grace", "must be shorter than start_timeout (%s)", c.StartTimeout.Duration)
+	}
+	if c.StopTimeout.Duration < 0 {
+		return types.Invalid("stop_timeout", "must not be negative")
+	}
+	if c.DownloadPassword != "" && c.DownloadUser == "" {
+		return types.Invalid("download_password", "needs download_user")
+	}
+	return c.Alter.Validate()
+}
+
+// validateHost accepts what the engine client can dial.
+func validateHost(host string) error {
+	u, err := client.ParseHostURL(host)
+	if err != nil {
+		return fmt.Errorf("%q: %w", host, err)
+	}
+	switch u.Scheme {
+	case "unix", "tcp", "http", "https":
+		return nil
+	}
+	return fmt.Errorf("%q: scheme %q not supported (unix, tcp, http, https)", host, u.Scheme)
+}
+
+// resolveHost returns the engine address: host, else envHost (DOCKER_HOST),
+// else the local socket.
+func resolveHost(host, envHost string) string {
+	switch {
+	case host != "":
+		return host
+	case envHost != "":
+		return envHost
+	}
+	return client.DefaultDockerHost
+}

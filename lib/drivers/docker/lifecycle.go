@@ -1,0 +1,134 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+
+	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// Status implements drivers.Driver from the engine's state of the container:
+// running (or paused) is Running, exited with code 0 Terminated, any other
+// exit Failed, and a container that is gone or not this driver's is
+// drivers.ErrNotFound.
+func (d *Driver) Status(ctx context.Context, r *types.Resource) (types.MachinePhase, error) {
+	if r == nil {
+		return "", errors.New("status: nil resource")
+	}
+	st, err := d.state()
+	if err != nil {
+		return "", fmt.Errorf("status %s: %w", r.ID, err)
+	}
+	c, err := d.inspectOwn(ctx, st, r.ID)
+	if err != nil {
+		return "", fmt.Errorf("status %s: %w", r.ID, err)
+	}
+	o := fromInspect(c, st.cfg.Network)
+	return phaseOf(o.State, o.ExitCode), nil
+}
+
+// inspectOwn inspects container id; one that is gone or not this driver's is
+// drivers.ErrNotFound.
+func (d *Driver) inspectOwn(ctx context.Context, st snapshot, id string) (container.InspectResponse, error) {
+	if id == "" {
+		return container.InspectResponse{}, drivers.ErrNotFound
+	}
+	c, err := st.cli.ContainerInspect(ctx, id)
+	if cerrdefs.IsNotFound(err) {
+		return container.InspectResponse{}, drivers.ErrNotFound
+	}
+	if err != nil {
+		return container.InspectResponse{}, err
+	}
+	if c.Config == nil || !st.lbl.owns(c.Config.Labels) {
+		return container.InspectResponse{}, fmt.Errorf("%w: %w", drivers.ErrNotFound, ErrForeign)
+	}
+	return c, nil
+}
+
+// Deallocate implements drivers.Driver: it stops the container (SIGTERM, then
+// SIGKILL after stop_timeout) and removes it with its anonymous volumes. A
+// container that is gone already is not an error; one that belongs to someone
+// else is left alone and reported (ErrForeign).
+func (d *Driver) Deallocate(ctx context.Context, r *types.Resource) error {
+	if r == nil {
+		return errors.New("deallocate: nil resource")
+	}
+	st, err := d.state()
+	if err != nil {
+		return fmt.Errorf("deallocate %s: %w", r.ID, err)
+	}
+	c, err := d.inspectOwn(ctx, st, r.ID)
+	switch {
+	case errors.Is(err, ErrForeign):
+		return fmt.Errorf("deallocate %s: %w", r.ID, ErrForeign)
+	case errors.Is(err, drivers.ErrNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("deallocate %s: %w", r.ID, err)
+	}
+	if err := removeContainer(ctx, st, c.ID, st.cfg.StopTimeout.Seconds()); err != nil {
+		return fmt.Errorf("deallocate %s: %w", r.ID, err)
+	}
+	d.log.Info("docker container removed", "container", c.ID, "name", strings.TrimPrefix(c.Name, "/"))
+	return nil
+}
+
+// removeContainer stops container id, giving it stopSeconds (rounded up)
+// after SIGTERM, and removes it with its anonymous volumes. Gone is success,
+// and so is a removal already under way.
+func removeContainer(ctx context.Context, st snapshot, id string, stopSeconds float64) error {
+	if stopSeconds > 0 {
+		secs := int(math.Ceil(stopSeconds))
+		err := st.cli.ContainerStop(ctx, id, container.StopOptions{Timeout: &secs})
+		if cerrdefs.IsNotFound(err) {
+			return nil
+		}
+		if err != nil && !cerrdefs.IsConflict(err) {
+			return fmt.Errorf("stop: %w", err)
+		}
+	}
+	err := st.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	switch {
+	case err == nil, cerrdefs.IsNotFound(err):
+		return nil
+	case cerrdefs.IsConflict(err) && strings.Contains(err.Error(), "already in progress"):
+		return nil
+	}
+	return fmt.Errorf("remove: %w", err)
+}
+
+// List implements drivers.Driver: every container with this driver's node and
+// instance labels in its namespace, in any state, sorted by id.
+func (d *Driver) List(ctx context.Context) ([]types.Resource, error) {
+	st, err := d.state()
+	if err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	args := filters.NewArgs()
+	for _, f := range st.lbl.filter() {
+		args.Add("label", f)
+	}
+	list, err := st.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: args})
+	if err != nil {
+		return nil, fmt.Errorf("list: %w", err)
+	}
+	out := make([]types.Resource, 0, len(list))
+	for _, c := range list {
+		if !st.lbl.owns(c.Labels) || c.State == container.StateRemoving {
+			continue
+		}
+		out = append(out, resourceOf(d.env.Instance, st.lbl, fromSummary(c, st.cfg.Network)))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}

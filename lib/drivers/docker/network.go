@@ -1,0 +1,80 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/client"
+)
+
+// ensureNetwork returns the id of the network called name, creating it as a
+// bridge network labelled "<ns>.network" when there is none. A network someone
+// else made is used as it is.
+//
+// Several nodes sharing one engine may create the network at the same moment,
+// and the engine's duplicate check does not stop that (seen on 20.10): each
+// then lists the networks of that name, all pick the same one (the oldest, ties
+// by id) and each removes its own if it lost, so every container ends up on
+// one network.
+func ensureNetwork(ctx context.Context, cli *client.Client, name string, lbl labels) (string, error) {
+	found, err := networksNamed(ctx, cli, name)
+	if err != nil {
+		return "", err
+	}
+	if len(found) > 0 {
+		return pickNetwork(found).ID, nil
+	}
+	created, err := cli.NetworkCreate(ctx, name, network.CreateOptions{
+		Driver: "bridge",
+		Labels: map[string]string{lbl.key(labelNetwork): name, lbl.key(labelNode): lbl.node},
+	})
+	// A refusal may mean another node won the race: what is there now counts.
+	found, lerr := networksNamed(ctx, cli, name)
+	if lerr != nil {
+		return "", lerr
+	}
+	if len(found) == 0 {
+		if err == nil {
+			err = fmt.Errorf("created network %s but the engine does not list it", name)
+		}
+		return "", fmt.Errorf("create network %s: %w", name, err)
+	}
+	winner := pickNetwork(found)
+	if err == nil && created.ID != winner.ID {
+		// Best effort: a loser left behind costs nothing but a name clash
+		// that pickNetwork already resolves.
+		_ = cli.NetworkRemove(ctx, created.ID)
+	}
+	return winner.ID, nil
+}
+
+// networksNamed lists the networks called exactly name (the engine's name
+// filter also matches parts of names).
+func networksNamed(ctx context.Context, cli *client.Client, name string) ([]network.Summary, error) {
+	list, err := cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("name", name))})
+	if err != nil {
+		return nil, fmt.Errorf("list networks: %w", err)
+	}
+	var out []network.Summary
+	for _, n := range list {
+		if n.Name == name {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+// pickNetwork chooses among networks of one name the one every node picks:
+// the oldest, ties broken by id. list must not be empty.
+func pickNetwork(list []network.Summary) network.Summary {
+	sort.Slice(list, func(i, j int) bool {
+		if !list[i].Created.Equal(list[j].Created) {
+			return list[i].Created.Before(list[j].Created)
+		}
+		return list[i].ID < list[j].ID
+	})
+	return list[0]
+}

@@ -1,0 +1,543 @@
+package native
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/drivers/drivertest"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+func TestConformance(t *testing.T) {
+	cg := cgroup2Mount()
+	for _, tc := range []struct {
+		name  string
+		root  bool
+		extra map[string]any
+	}{
+		// With a writable cgroup2 mount the machines get cgroups (this host's
+		// may lack the cpu and memory controllers; the cgroup is made and the
+		// entry runs in it either way).
+		{"privileged", true, map[string]any{"cgroup_path": cgOr(cg, "/sys/fs/cgroup")}},
+		{"unprivileged", false, map[string]any{"unprivileged": true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.root {
+				needRoot(t)
+			}
+			h := newTestHost(t)
+			drivertest.Conformance(t, drivertest.Harness{
+				New: func(t *testing.T, dataDir string) drivers.Driver {
+					return h.driver(t, dataDir, tc.extra)
+				},
+				Template:     h.tmpl,
+				Meta:         h.meta,
+				CheckRunning: h.checkRunning,
+				CheckGone:    h.checkGone,
+			})
+			assert.Empty(t, markedUsers(t, markerFor(h.node, Type)), "no user is left")
+		})
+	}
+}
+
+func cgOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// hostIsClean checks that the driver's paths and the host hold nothing of it.
+func hostIsClean(t *testing.T, h *testHost, d *Driver) {
+	t.Helper()
+	list, err := d.List(t.Context())
+	require.NoError(t, err)
+	assert.Empty(t, list, "the driver lists nothing")
+	assert.Empty(t, markedUsers(t, d.marker), "no user with the driver's marker")
+	for _, dir := range []string{filepath.Join(h.base, "workspace"), filepath.Join(h.base, "home")} {
+		entries, err := os.ReadDir(dir)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		require.NoError(t, err)
+		assert.Empty(t, entries, "%s is empty", dir)
+	}
+	if p := d.cgroupsParent(); p != "" {
+		entries, err := os.ReadDir(p)
+		require.NoError(t, err)
+		for _, e := range entries {
+			assert.False(t, e.IsDir() && strings.HasPrefix(e.Name(), testPrefix), "cgroup %s is left", e.Name())
+		}
+	}
+	images, err := os.ReadDir(d.config().ImagesPath)
+	require.NoError(t, err)
+	for _, e := range images {
+		assert.True(t, strings.HasPrefix(e.Name(), "sha256-"), "only verified images in the cache, found %s", e.Name())
+	}
+}
+
+func TestAllocationFailuresLeaveNothing(t *testing.T) {
+	needRoot(t)
+	h := newTestHost(t)
+	good := h.tmpl
+	h.srv.mu.Lock()
+	tools := h.srv.files[h.toolsPath]
+	h.srv.mu.Unlock()
+	evilURL, evilSum := h.srv.add("/images/evil.tar.gz", compress(t, "gzip", makeTar(t,
+		tarEntry{Name: "ok.txt", Body: "fine"},
+		tarEntry{Name: "../../escaped.txt", Body: "pwned"})))
+	linkURL, linkSum := h.srv.add("/images/link.tar", makeTar(t, tarEntry{Name: "etc", Type: tar.TypeSymlink, Linkname: "/etc"}))
+	truncURL, truncSum := h.srv.add("/truncated/tools.tar.gz", tools)
+	with := func(mut func(tc *TemplateConfig)) types.MachineTemplate {
+		tc, err := parseTemplateConfig(good.Spec.ProviderConfiguration[Type])
+		require.NoError(t, err)
+		mut(&tc)
+		return machineTemplate("broken", tc)
+	}
+	for _, tc := range []struct {
+		name string
+		tmpl types.MachineTemplate
+		want []string
+		is   error
+	}{
+		{"wrong sha256", with(func(tc *TemplateConfig) { tc.Images[0].Sum = sumOf([]byte("other")) }),
+			[]string{`image "tools"`, "sha256 mismatch: want " + sumOf([]byte("other"))[7:]}, nil},
+		{"404", with(func(tc *TemplateConfig) { tc.Images[1].URL = h.srv.URL + "/images/missing.tar.xz" }),
+			[]string{`image "data"`, "/images/missing.tar.xz: 404 Not Found"}, nil},
+		{"truncated download", with(func(tc *TemplateConfig) { tc.Images[0].URL, tc.Images[0].Sum = truncURL, truncSum }),
+			[]string{"truncated download", "of 100000 bytes"}, nil},
+		{"image with ../", with(func(tc *TemplateConfig) {
+			tc.Images = append(tc.Images, Image{URL: evilURL, Sum: evilSum, Tag: "evil"})
+		}), []string{`image "evil"`, `entry "../../escaped.txt" escapes the image directory`}, ErrBadImage},
+		{"image with an absolute symlink", with(func(tc *TemplateConfig) {
+			tc.Images = append(tc.Images, Image{URL: linkURL, Sum: linkSum, Tag: "link"})
+		}), []string{`symlink "etc" points to the absolute path "/etc"`}, ErrBadImage},
+		{"unknown group", with(func(tc *TemplateConfig) { tc.Groups = []string{"hf-no-such-group"} }),
+			[]string{`group "hf-no-such-group" does not exist on this host`}, nil},
+		{"metadata the entry needs is missing", with(func(tc *TemplateConfig) { tc.Entry += " {{.Meta.not_there}}" }),
+			[]string{`map has no entry for key "not_there"`}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := h.driver(t, t.TempDir(), nil)
+			r, err := d.Allocate(t.Context(), tc.tmpl, h.meta)
+			require.Error(t, err)
+			assert.Nil(t, r)
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+			if tc.is != nil {
+				assert.ErrorIs(t, err, tc.is)
+			}
+			hostIsClean(t, h, d)
+			assert.NoFileExists(t, filepath.Join(h.base, "escaped.txt"))
+			assert.NoFileExists(t, filepath.Join(h.base, "workspace", "escaped.txt"))
+		})
+	}
+}
+
+func TestConcurrentAllocations(t *testing.T) {
+	needRoot(t)
+	h := newTestHost(t)
+	d := h.driver(t, t.TempDir(), nil)
+	const n = 10
+	res := make([]*types.Resource, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { res[i], errs[i] = d.Allocate(t.Context(), h.tmpl, h.meta) })
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		for _, r := range res {
+			if r != nil {
+				_ = d.Deallocate(context.Background(), r)
+			}
+		}
+	})
+	users, uids, workspaces := map[string]bool{}, map[int]bool{}, map[string]bool{}
+	for i := range n {
+		require.NoError(t, errs[i], "allocation %d", i)
+		m := machineOf(t, *res[i])
+		users[m.User], uids[m.UID], workspaces[m.Workspace] = true, true, true
+	}
+	assert.Len(t, users, n, "each machine has its own user")
+	assert.Len(t, uids, n, "each user its own uid")
+	assert.Len(t, workspaces, n, "each machine its own workspace")
+	assert.Equal(t, 1, h.srv.count(h.toolsPath), "the tar.gz image is downloaded once")
+	assert.Equal(t, 1, h.srv.count(h.dataPath), "the tar.xz image is downloaded once")
+	for _, r := range res {
+		h.checkRunning(t, *r)
+	}
+
+	for i := range n {
+		wg.Go(func() { errs[i] = d.Deallocate(t.Context(), res[i]) })
+	}
+	wg.Wait()
+	for i := range n {
+		require.NoError(t, errs[i])
+		h.checkGone(t, *res[i])
+	}
+	hostIsClean(t, h, d)
+}
+
+// waitPhase waits until r has phase in d.
+func waitPhase(t *testing.T, d *Driver, r *types.Resource, want types.MachinePhase) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got, err := d.Status(t.Context(), r)
+		require.NoError(c, err)
+		assert.Equal(c, want, got)
+	}, 15*time.Second, 20*time.Millisecond)
+}
+
+func TestEntryExitStatus(t *testing.T) {
+	for _, mode := range []struct {
+		name  string
+		root  bool
+		extra map[string]any
+	}{
+		{"privileged", true, nil},
+		{"unprivileged", false, map[string]any{"unprivileged": true}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			if mode.root {
+				needRoot(t)
+			}
+			h := newTestHost(t)
+			d := h.driver(t, t.TempDir(), mode.extra)
+			for _, tc := range []struct {
+				entry string
+				want  types.MachinePhase
+				exit  string
+			}{
+				{"exit 0", types.MachineTerminated, "exit status 0"},
+				{"exit 3", types.MachineFailed, "exit status 3"},
+				{"kill -KILL $$", types.MachineFailed, "killed by signal killed"},
+				// The entry ends, but a process it started lives on.
+				{"sleep 600 & exit 0", types.MachineRunning, ""},
+			} {
+				t.Run(tc.entry, func(t *testing.T) {
+					r, err := d.Allocate(t.Context(), machineTemplate("exit", TemplateConfig{Entry: tc.entry}), nil)
+					require.NoError(t, err)
+					t.Cleanup(func() { _ = d.Deallocate(context.Background(), r) })
+					waitPhase(t, d, r, tc.want)
+					if tc.exit != "" {
+						list, err := d.List(t.Context())
+						require.NoError(t, err)
+						require.Len(t, list, 1)
+						assert.Equal(t, tc.exit, machineOf(t, list[0]).Exit)
+						// The exit status is in the state file: a restarted
+						// driver reports the same phase.
+						again := h.driver(t, d.env.DataDir, mode.extra)
+						phase, err := again.Status(t.Context(), r)
+						require.NoError(t, err)
+						assert.Equal(t, tc.want, phase)
+					}
+					require.NoError(t, d.Deallocate(t.Context(), r))
+					_, err = d.Status(t.Context(), r)
+					assert.ErrorIs(t, err, drivers.ErrNotFound)
+					h.checkGone(t, *r)
+				})
+			}
+		})
+	}
+}
+
+func TestEntryEnvironment(t *testing.T) {
+	needRoot(t)
+	h := newTestHost(t)
+	d := h.driver(t, t.TempDir(), nil)
+	tc, err := parseTemplateConfig(h.tmpl.Spec.ProviderConfiguration[Type])
+	require.NoError(t, err)
+	tc.Groups = []string{"users"}
+	tc.Env = map[string]string{"GREETING": "from the template"}
+	tc.Entry = `{ pwd; id -Gn; env | sort; ls -ld {{.Disks.data}}; } > $HOME/env.txt; exec sleep 600`
+	r, err := d.Allocate(t.Context(), machineTemplate("env", tc), map[string]string{"HF_CLAIM": "c7", "LD_PRELOAD": "/tmp/evil.so"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Deallocate(context.Background(), r) })
+	m := machineOf(t, *r)
+	out := filepath.Join(m.Home, "env.txt")
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(out)
+		return err == nil && strings.Contains(string(b), m.ID+" "+m.ID)
+	}, 10*time.Second, 20*time.Millisecond)
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	lines := strings.Split(string(b), "\n")
+	assert.Equal(t, m.Home, lines[0], "the entry runs in its home")
+	assert.ElementsMatch(t, []string{m.ID, "users"}, strings.Fields(lines[1]), "its own group and the template's")
+	for _, want := range []string{"HOME=" + m.Home, "USER=" + m.ID, "LOGNAME=" + m.ID, "HF_CLAIM=c7",
+		"HF_NATIVE_ID=" + m.ID, "GREETING=from the template", "PATH=/usr/local/bin:/usr/bin:/bin", "SHELL=/bin/sh"} {
+		assert.Contains(t, lines, want)
+	}
+	assert.NotContains(t, string(b), "LD_PRELOAD", "a claim cannot set loader variables")
+	assert.Contains(t, string(b), m.ID+" "+m.ID+" ", "the disk belongs to the user")
+	require.NoError(t, d.Deallocate(t.Context(), r))
+	h.checkGone(t, *r)
+	assert.False(t, hasLine(t, "/etc/group", m.ID))
+	b, err = os.ReadFile("/etc/group")
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), m.ID, "the user left the users group too")
+}
+
+func TestRestartReattaches(t *testing.T) {
+	needRoot(t)
+	h := newTestHost(t)
+	dir := t.TempDir()
+	first := h.driver(t, dir, nil)
+	r, err := first.Allocate(t.Context(), h.tmpl, h.meta)
+	require.NoError(t, err)
+	waitPhase(t, first, r, types.MachineRunning)
+	h.checkRunning(t, *r)
+	require.NoError(t, first.Close(), "the daemon stops; the machine keeps running")
+	select {
+	case <-first.reaped:
+	default:
+		t.Fatal("Close returned before the reaper goroutine ended")
+	}
+	require.NoError(t, first.Close(), "Close twice is fine")
+
+	second := h.driver(t, dir, nil)
+	list, err := second.List(t.Context())
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, r.ID, list[0].ID)
+	assert.Equal(t, r.Data, list[0].Data)
+	waitPhase(t, second, &list[0], types.MachineRunning)
+	require.NoError(t, second.Deallocate(t.Context(), &list[0]))
+	// A real restart leaves the entry to init; here it is this process's
+	// child, and the stopped first driver no longer reaps it.
+	m := machineOf(t, *r)
+	require.Eventually(t, func() bool { done, _, _ := reapChild(m.PID); return done }, 10*time.Second, 20*time.Millisecond)
+	h.checkGone(t, *r)
+	hostIsClean(t, h, second)
+	hostIsClean(t, h, h.driver(t, dir, nil))
+}
+
+func TestCrashDuringAllocation(t *testing.T) {
+	needRoot(t)
+	h := newTestHost(t)
+	dir := t.TempDir()
+	crashed := h.driver(t, dir, nil)
+	// What an allocation had done when the daemon was killed: the record, the
+	// user, and a process of the user; no pid recorded yet.
+	cfg := crashed.config()
+	m, err := crashed.reserve(cfg, h.tmpl)
+	require.NoError(t, err)
+	pw, err := crashed.createUser(t.Context(), cfg, m.ID, m.Home, nil)
+	require.NoError(t, err)
+	sleeper := startAs(t, pw.UID, pw.GID, nil)
+	require.NoError(t, crashed.Close())
+
+	restarted := h.driver(t, dir, nil)
+	list, err := restarted.List(t.Context())
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, m.ID, list[0].ID)
+	phase, err := restarted.Status(t.Context(), &list[0])
+	require.NoError(t, err)
+	assert.Equal(t, types.MachineProvisioning, phase)
+	// The node's reconcile does not know it and releases it.
+	require.NoError(t, restarted.Deallocate(t.Context(), &list[0]))
+	sleeper.waitExited(t)
+	m.UID = pw.UID
+	h.checkGone(t, restarted.resource(m, types.Resources{}))
+	hostIsClean(t, h, restarted)
+}
+
+// sleeper is a process a test started to stand for a machine's process.
+type sleeper struct {
+	cmd  *exec.Cmd
+	done chan struct{} // closed once it ended and was reaped
+}
+
+// startAs starts a long sleep as uid:gid with env; it is killed and reaped
+// when the test ends, if it still runs.
+func startAs(t *testing.T, uid, gid int, env []string) *sleeper {
+	t.Helper()
+	cmd := exec.Command("/bin/sleep", "600")
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if uid != os.Getuid() {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	}
+	require.NoError(t, cmd.Start())
+	s := &sleeper{cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); close(s.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-s.done
+	})
+	return s
+}
+
+// waitExited waits until the sleeper ended.
+func (s *sleeper) waitExited(t *testing.T) {
+	t.Helper()
+	select {
+	case <-s.done:
+	case <-time.After(15 * time.Second):
+		t.Fatalf("process %d still runs", s.cmd.Process.Pid)
+	}
+}
+
+func TestOrphanUser(t *testing.T) {
+	needRoot(t)
+	h := newTestHost(t)
+	d := h.driver(t, t.TempDir(), nil)
+	cfg := d.config()
+	// A "crashed" driver of this node made a user and started a process as it,
+	// and its state file is lost.
+	orphan := randomID(testPrefix)
+	pw, err := d.createUser(t.Context(), cfg, orphan, filepath.Join(cfg.HomePath, orphan), nil)
+	require.NoError(t, err)
+	sleeper := startAs(t, pw.UID, pw.GID, nil)
+	// A user that merely has the prefix is somebody else's.
+	foreign := randomID(testPrefix)
+	require.NoError(t, exec.Command(cfg.UseraddPath, "--comment", "not hf", "--no-create-home", foreign).Run())
+	t.Cleanup(func() { _ = exec.Command(cfg.UserdelPath, "--force", foreign).Run() })
+
+	list, err := d.List(t.Context())
+	require.NoError(t, err)
+	require.Len(t, list, 1, "the orphan is listed, the foreign user is not")
+	r := list[0]
+	assert.Equal(t, orphan, r.ID)
+	assert.Equal(t, orphan, r.Info["user"])
+	assert.True(t, machineOf(t, r).Orphan)
+	phase, err := d.Status(t.Context(), &r)
+	require.NoError(t, err)
+	assert.Equal(t, types.MachineRunning, phase, "its process runs")
+
+	require.NoError(t, d.Deallocate(t.Context(), &r))
+	sleeper.waitExited(t)
+	h.checkGone(t, r)
+	_, err = d.Status(t.Context(), &r)
+	assert.ErrorIs(t, err, drivers.ErrNotFound)
+
+	require.NoError(t, d.Deallocate(t.Context(), &types.Resource{ID: foreign}))
+	assert.True(t, hasLine(t, "/etc/passwd", foreign), "a user without the marker is never deleted")
+	_, err = d.Status(t.Context(), &types.Resource{ID: foreign})
+	assert.ErrorIs(t, err, drivers.ErrNotFound)
+	for _, bad := range []string{"root", "../etc", ""} {
+		require.NoError(t, d.Deallocate(t.Context(), &types.Resource{ID: bad}))
+	}
+	assert.True(t, hasLine(t, "/etc/passwd", "root"))
+
+	// Another node's machines on the same host are not this driver's orphans.
+	t.Cleanup(func() { removeTestUsers(t, h.node+"-other") })
+	other := newDriver(drivers.Env{Instance: Type, DataDir: t.TempDir(), NodeName: h.node + "-other"})
+	require.NoError(t, other.Prepare(t.Context(), h.config(nil)))
+	t.Cleanup(func() { _ = other.Close() })
+	r2, err := other.Allocate(t.Context(), machineTemplate("plain", TemplateConfig{Entry: "exec sleep 600"}), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = other.Deallocate(context.Background(), r2) })
+	list, err = d.List(t.Context())
+	require.NoError(t, err)
+	assert.Empty(t, list)
+	require.NoError(t, d.Deallocate(t.Context(), r2))
+	phase, err = other.Status(t.Context(), r2)
+	require.NoError(t, err)
+	assert.Equal(t, types.MachineRunning, phase, "a driver never releases another's machine")
+	require.NoError(t, other.Deallocate(t.Context(), r2))
+	h.checkGone(t, *r2)
+}
+
+func TestOrphanWorkspaceUnprivileged(t *testing.T) {
+	h := newTestHost(t)
+	d := h.driver(t, t.TempDir(), map[string]any{"unprivileged": true})
+	cfg := d.config()
+	orphan := randomID(testPrefix)
+	ws := filepath.Join(cfg.WorkspacePath, orphan)
+	require.NoError(t, os.MkdirAll(filepath.Join(ws, "tools"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(ws, markerFile), []byte(d.marker+"\n"), 0o644))
+	sleeper := startAs(t, os.Getuid(), os.Getgid(), []string{envMachineID + "=" + orphan})
+	unmarked := filepath.Join(cfg.WorkspacePath, randomID(testPrefix))
+	require.NoError(t, os.Mkdir(unmarked, 0o700))
+
+	list, err := d.List(t.Context())
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	r := list[0]
+	assert.Equal(t, orphan, r.ID)
+	phase, err := d.Status(t.Context(), &r)
+	require.NoError(t, err)
+	assert.Equal(t, types.MachineRunning, phase)
+	require.NoError(t, d.Deallocate(t.Context(), &r))
+	sleeper.waitExited(t)
+	h.checkGone(t, r)
+	assert.DirExists(t, unmarked, "a directory without the marker is left alone")
+}
+
+func TestStatusText(t *testing.T) {
+	h := newTestHost(t)
+	d := newDriver(drivers.Env{Instance: Type, DataDir: t.TempDir(), NodeName: h.node})
+	assert.Equal(t, "not prepared", d.StatusText())
+	require.NoError(t, d.Prepare(t.Context(), h.config(map[string]any{"unprivileged": true, "cgroup_path": t.TempDir(), "workspace_path": t.TempDir()})))
+	t.Cleanup(func() { _ = d.Close() })
+	assert.Equal(t, "unprivileged mode: no per-machine users; resource limits not enforced: "+
+		d.config().CgroupPath+" is not a cgroup2 file system (cgroup v1 or hybrid host; set cgroup_path)", d.StatusText())
+
+	if os.Geteuid() == 0 {
+		p := h.driver(t, t.TempDir(), nil)
+		assert.True(t, strings.HasPrefix(p.StatusText(), "ok: a user per machine; "), p.StatusText())
+		assert.Contains(t, p.StatusText(), "limits")
+	}
+}
+
+func TestUnsupportedOS(t *testing.T) {
+	d := newDriver(drivers.Env{Instance: Type, DataDir: t.TempDir(), NodeName: "mac"})
+	d.goos = "darwin"
+	err := d.Prepare(t.Context(), []byte(`{"dscl_path": "/usr/bin/dscl", "hdiutil_path": "/usr/bin/hdiutil", "unprivileged": true}`))
+	require.ErrorIs(t, err, ErrUnsupportedOS)
+	assert.Contains(t, err.Error(), "the native driver runs on linux only, this host is darwin")
+	_, err = d.List(t.Context())
+	assert.ErrorIs(t, err, drivers.ErrNotPrepared)
+	err = d.Prepare(t.Context(), []byte(`{"dscl_path": "dscl"}`))
+	assert.ErrorIs(t, err, types.ErrInvalid, "config errors are reported before the OS")
+}
+
+func TestNotPrepared(t *testing.T) {
+	d := newDriver(drivers.Env{DataDir: t.TempDir()})
+	_, err := d.Allocate(t.Context(), machineTemplate("x", TemplateConfig{Entry: "true"}), nil)
+	assert.ErrorIs(t, err, drivers.ErrNotPrepared)
+	_, err = d.Status(t.Context(), &types.Resource{ID: "hf-0123456789"})
+	assert.ErrorIs(t, err, drivers.ErrNotPrepared)
+	assert.ErrorIs(t, d.Deallocate(t.Context(), &types.Resource{ID: "hf-0123456789"}), drivers.ErrNotPrepared)
+	_, err = d.List(t.Context())
+	assert.ErrorIs(t, err, drivers.ErrNotPrepared)
+	assert.NoError(t, d.Close())
+	assert.Equal(t, "native", d.Name())
+	assert.False(t, d.IsRemote())
+}
+
+func TestCorruptState(t *testing.T) {
+	h := newTestHost(t)
+	for _, tc := range []struct{ name, content, want string }{
+		{"empty", ``, "corrupt file (repair or remove it): empty"},
+		{"not json", `{"version": 1, "resources": [`, "corrupt file"},
+		{"wrong version", `{"version": 9, "resources": []}`, "version 9, want 1"},
+		{"bad id", `{"version": 1, "resources": [{"id": "../x", "data": {"id": "../x"}}]}`, "has no valid id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			require.NoError(t, os.WriteFile(filepath.Join(dir, StateFile), []byte(tc.content), 0o600))
+			d := newDriver(drivers.Env{Instance: Type, DataDir: dir, NodeName: h.node})
+			err := d.Prepare(t.Context(), h.config(map[string]any{"unprivileged": true}))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+		})
+	}
+}

@@ -1,0 +1,107 @@
+package native
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+)
+
+// procSpec is how to start an entry process.
+type procSpec struct {
+	Shell, Script string
+	Env           []string
+	Dir           string
+	// Log receives stdout and stderr (created or appended).
+	Log string
+	// Cred, when set, is who the process runs as.
+	Cred *syscall.Credential
+	// CgroupDir, when set, is the cgroup the process starts in (clone3 with
+	// CLONE_INTO_CGROUP, so not even its first instruction runs outside).
+	CgroupDir string
+}
+
+// startProcess starts spec in a process group of its own and returns its pid
+// and start time. The driver reaps it (reapChild); the process outlives the
+// daemon when the daemon stops first.
+func startProcess(spec procSpec, procRoot string) (int, uint64, error) {
+	logf, err := os.OpenFile(spec.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return 0, 0, fmt.Errorf("entry log: %w", err)
+	}
+	defer logf.Close()
+	attr := &syscall.SysProcAttr{Setpgid: true, Credential: spec.Cred}
+	if spec.CgroupDir != "" {
+		cg, err := os.Open(spec.CgroupDir)
+		if err != nil {
+			return 0, 0, fmt.Errorf("open cgroup: %w", err)
+		}
+		defer cg.Close()
+		attr.UseCgroupFD = true
+		attr.CgroupFD = int(cg.Fd())
+	}
+	cmd := &exec.Cmd{
+		Path:        spec.Shell,
+		Args:        []string{spec.Shell, "-c", spec.Script},
+		Env:         spec.Env,
+		Dir:         spec.Dir,
+		Stdout:      logf,
+		Stderr:      logf,
+		SysProcAttr: attr,
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, 0, fmt.Errorf("start entry: %w", err)
+	}
+	pid := cmd.Process.Pid
+	// The driver waits with wait4 on the pid (reapChild), not through
+	// cmd.Wait, so no goroutine has to sit in Wait for the process's life.
+	_ = cmd.Process.Release()
+	p, err := readProc(procRoot, pid)
+	if err != nil {
+		// Our unreaped child is readable even after it exited.
+		return pid, 0, fmt.Errorf("read entry process %d: %w", pid, err)
+	}
+	return pid, p.Start, nil
+}
+
+// reapChild collects the exit status of a child that ended, without blocking.
+// done is false while it runs; code is its exit status, -1 when a signal
+// killed it, nil when nobody can tell.
+func reapChild(pid int) (done bool, code *int, desc string) {
+	var ws syscall.WaitStatus
+	for {
+		wpid, err := syscall.Wait4(pid, &ws, syscall.WNOHANG, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			// ECHILD: not (or no longer) our child; nothing to collect.
+			return true, nil, "exit status unknown: " + err.Error()
+		}
+		if wpid == 0 {
+			return false, nil, ""
+		}
+		break
+	}
+	code = new(int)
+	switch {
+	case ws.Exited():
+		*code = ws.ExitStatus()
+		return true, code, fmt.Sprintf("exit status %d", *code)
+	case ws.Signaled():
+		*code = -1
+		return true, code, "killed by signal " + ws.Signal().String()
+	}
+	*code = -1
+	return true, code, "ended: wait status " + strconv.Itoa(int(ws))
+}
+
+// signalProc sends sig to pid; a process that is already gone is fine.
+func signalProc(pid int, sig syscall.Signal) error {
+	if err := syscall.Kill(pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,271 @@
+package native
+
+import (
+	"bytes"
+	"fmt"
+	"net/url"
+	"regexp"
+	"sort"
+	"strings"
+	"text/template"
+	"text/template/parse"
+
+	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/drivers/fetch"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// TemplateConfig is a template's providerConfiguration entry for the native
+// driver (key "native" or the instance name).
+type TemplateConfig struct {
+	// Images are unpacked into the machine's workspace, one directory per tag.
+	Images []Image `json:"images"`
+	// Entry is what runs as the machine's user (`shell -c entry`) in its home.
+	// It is a text/template: {{.Disks.<tag>}} is the directory an image was
+	// unpacked into, {{.Meta.<key>}} a claim metadata value, and {{.User}},
+	// {{.Home}}, {{.Workspace}} what their names say. Required.
+	Entry string `json:"entry"`
+	// Groups are existing host groups the machine's user joins.
+	Groups []string `json:"groups"`
+	// Env is added to the entry's environment; the driver's own variables
+	// (HOME, USER, LOGNAME, SHELL, HF_NATIVE_ID) cannot be set here.
+	Env map[string]string `json:"env"`
+}
+
+// Image is one archive (tar, tar.gz, tar.bz2, tar.xz or tar.zst) to unpack.
+type Image struct {
+	// URL is where to download it (http or https).
+	URL string `json:"url"`
+	// Sum is its checksum, "sha256:<64 hex digits>".
+	Sum string `json:"sum"`
+	// Tag names its directory in the workspace and its key in .Disks.
+	Tag string `json:"tag"`
+}
+
+// EntryData is what the entry template is rendered with.
+type EntryData struct {
+	// Disks maps each image tag to the directory it was unpacked into.
+	Disks map[string]string
+	// Meta is the claim's metadata.
+	Meta map[string]string
+	// User is the machine's user name (the daemon's user when unprivileged).
+	User string
+	// Home is the entry's home and working directory.
+	Home string
+	// Workspace is the machine's workspace directory.
+	Workspace string
+}
+
+var (
+	tagRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
+	groupRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]*\$?$`)
+	envRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+const maxTag = 64
+
+// reservedEnv are variables the driver sets; neither templates nor claims may.
+var reservedEnv = map[string]bool{"HOME": true, "USER": true, "LOGNAME": true, "SHELL": true, envMachineID: true}
+
+// parseTemplateConfig decodes a template entry strictly and validates it.
+func parseTemplateConfig(raw []byte) (TemplateConfig, error) {
+	var tc TemplateConfig
+	if err := drivers.DecodeConfig(raw, &tc); err != nil {
+		return TemplateConfig{}, err
+	}
+	return tc, tc.Validate()
+}
+
+// Validate checks the options; the error names the key ("images[0].sum").
+func (tc TemplateConfig) Validate() error {
+	tags := map[string]bool{}
+	for i, img := range tc.Images {
+		key := fmt.Sprintf("images[%d]", i)
+		if img.URL == "" {
+			return types.Invalid(key+".url", "required")
+		}
+		u, err := url.Parse(img.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return types.Invalid(key+".url", "want an absolute http or https URL, got %q", img.URL)
+		}
+		if img.Sum == "" {
+			return types.Invalid(key+".sum", `required ("sha256:<64 hex digits>")`)
+		}
+		if _, err := fetch.ParseSum(img.Sum); err != nil {
+			return drivers.PrefixField(key+".sum", err)
+		}
+		if img.Tag == "" {
+			return types.Invalid(key+".tag", "required (it names the image's directory in the workspace)")
+		}
+		if !tagRE.MatchString(img.Tag) || len(img.Tag) > maxTag {
+			return types.Invalid(key+".tag", "must start with a letter or digit and hold only letters, digits, '_' and '-' (at most %d), got %q", maxTag, img.Tag)
+		}
+		if tags[img.Tag] {
+			return types.Invalid(key+".tag", "%q is used by an earlier image", img.Tag)
+		}
+		tags[img.Tag] = true
+	}
+	if strings.TrimSpace(tc.Entry) == "" {
+		return types.Invalid("entry", "required: the program the machine runs")
+	}
+	if _, err := tc.entryTemplate(); err != nil {
+		return err
+	}
+	for i, g := range tc.Groups {
+		if !groupRE.MatchString(g) || len(g) > 32 {
+			return types.Invalid(fmt.Sprintf("groups[%d]", i), "not a valid group name: %q", g)
+		}
+	}
+	for k := range tc.Env {
+		if !envRE.MatchString(k) {
+			return types.Invalid("env."+k, "not a valid variable name")
+		}
+		if reservedEnv[k] {
+			return types.Invalid("env."+k, "is set by the driver")
+		}
+	}
+	return nil
+}
+
+// entryTemplate parses Entry and checks that every {{.Disks.x}} names a tag.
+func (tc TemplateConfig) entryTemplate() (*template.Template, error) {
+	tmpl, err := template.New("entry").Option("missingkey=error").Parse(tc.Entry)
+	if err != nil {
+		return nil, types.Invalid("entry", "%s", strings.TrimPrefix(err.Error(), "template: "))
+	}
+	tags := map[string]bool{}
+	for _, img := range tc.Images {
+		tags[img.Tag] = true
+	}
+	for _, ref := range diskRefs(tmpl.Tree.Root) {
+		if !tags[ref] {
+			known := make([]string, 0, len(tags))
+			for t := range tags {
+				known = append(known, t)
+			}
+			sort.Strings(known)
+			return nil, types.Invalid("entry", "refers to disk %q but no image has that tag (tags: %s)", ref, strings.Join(known, ", "))
+		}
+	}
+	return tmpl, nil
+}
+
+// diskRefs returns x for every .Disks.x in the template tree.
+func diskRefs(n parse.Node) []string {
+	var out []string
+	var walk func(parse.Node)
+	walk = func(n parse.Node) {
+		switch n := n.(type) {
+		case *parse.ListNode:
+			if n == nil {
+				return
+			}
+			for _, c := range n.Nodes {
+				walk(c)
+			}
+		case *parse.ActionNode:
+			walk(n.Pipe)
+		case *parse.PipeNode:
+			if n == nil {
+				return
+			}
+			for _, c := range n.Cmds {
+				walk(c)
+			}
+		case *parse.CommandNode:
+			for _, a := range n.Args {
+				walk(a)
+			}
+		case *parse.FieldNode:
+			if len(n.Ident) >= 2 && n.Ident[0] == "Disks" {
+				out = append(out, n.Ident[1])
+			}
+		case *parse.VariableNode:
+			if len(n.Ident) >= 3 && n.Ident[0] == "$" && n.Ident[1] == "Disks" {
+				out = append(out, n.Ident[2])
+			}
+		case *parse.IfNode:
+			walk(n.Pipe)
+			walk(n.List)
+			walk(n.ElseList)
+		case *parse.RangeNode:
+			walk(n.Pipe)
+			walk(n.List)
+			walk(n.ElseList)
+		case *parse.WithNode:
+			walk(n.Pipe)
+			walk(n.List)
+			walk(n.ElseList)
+		case *parse.TemplateNode:
+			walk(n.Pipe)
+		}
+	}
+	walk(n)
+	return out
+}
+
+// renderEntry renders the entry with data; a missing key fails.
+func (tc TemplateConfig) renderEntry(data EntryData) (string, error) {
+	tmpl, err := tc.entryTemplate()
+	if err != nil {
+		return "", err
+	}
+	var b bytes.Buffer
+	if err := tmpl.Execute(&b, data); err != nil {
+		return "", fmt.Errorf("render entry: %w", err)
+	}
+	return b.String(), nil
+}
+
+// entryEnv builds the entry's environment, lowest precedence first: a default
+// PATH, the claim metadata (keys made into variable names; reserved and
+// loader-related names dropped, since they would let a claim run code as the
+// machine's user before the entry does), the template's env (the operator's
+// word wins over a claim's), then the driver's own variables.
+func entryEnv(tmplEnv, meta map[string]string, id, user, home, shell string) []string {
+	env := map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin"}
+	for k, v := range meta {
+		name := envName(k)
+		if name == "" || reservedEnv[name] || unsafeEnv(name) {
+			continue
+		}
+		env[name] = v
+	}
+	for k, v := range tmplEnv {
+		env[k] = v
+	}
+	env["HOME"], env["USER"], env["LOGNAME"], env["SHELL"] = home, user, user, shell
+	env[envMachineID] = id
+	out := make([]string, 0, len(env))
+	for k, v := range env {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// envName turns a metadata key into a variable name: characters other than
+// letters, digits and '_' become '_'; "" when nothing usable is left.
+func envName(k string) string {
+	b := []byte(k)
+	for i, c := range b {
+		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			b[i] = '_'
+		}
+	}
+	name := string(b)
+	if !envRE.MatchString(name) {
+		return ""
+	}
+	return name
+}
+
+// unsafeEnv names variables a claim must not set: they change what the shell
+// or the dynamic loader runs.
+func unsafeEnv(name string) bool {
+	switch name {
+	case "PATH", "IFS", "ENV", "BASH_ENV", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND":
+		return true
+	}
+	return strings.HasPrefix(name, "LD_") || strings.HasPrefix(name, "BASH_FUNC_")
+}

@@ -1,0 +1,146 @@
+package native
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+const goodSum = "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+func rawTemplate(pc map[string]string) types.MachineTemplate {
+	t := types.MachineTemplate{Metadata: types.ObjectMeta{Name: "t"},
+		Spec: types.MachineTemplateSpec{ProviderConfiguration: map[string]json.RawMessage{}}}
+	for k, v := range pc {
+		t.Spec.ProviderConfiguration[k] = json.RawMessage(v)
+	}
+	return t
+}
+
+func TestValidateTemplate(t *testing.T) {
+	img := `{"url": "https://example.com/tools.tar.gz", "sum": "` + goodSum + `", "tag": "tools"}`
+	for _, tc := range []struct {
+		name, instance string
+		pc             map[string]string
+		want           string // "" = valid
+	}{
+		{"minimal", "native", map[string]string{"native": `{"entry": "sleep 1"}`}, ""},
+		{"everything", "native", map[string]string{"native": `{"images": [` + img + `],
+			"entry": "{{.Disks.tools}}/run --claim {{.Meta.HF_CLAIM}} {{if .Disks.tools}}x{{end}}",
+			"groups": ["users", "docker"], "env": {"LANG": "C.UTF-8", "PATH": "/opt/bin:/usr/bin:/bin"}}`}, ""},
+		{"instance entry", "native/big", map[string]string{"native/big": `{"entry": "x"}`}, ""},
+		{"type entry serves an instance", "native/big", map[string]string{"native": `{"entry": "x"}`}, ""},
+		{"no entry for the driver", "native", map[string]string{"docker": `{}`},
+			`spec.providerConfiguration: has no entry for "native"`},
+		{"no entry for the instance", "native/big", map[string]string{"docker": `{}`},
+			`spec.providerConfiguration: has no entry for "native/big" or "native"`},
+		{"empty entry", "native", map[string]string{"native": `{}`},
+			"spec.providerConfiguration.native.entry: required"},
+		{"unknown key", "native", map[string]string{"native": `{"entry": "x", "image": []}`},
+			`spec.providerConfiguration.native: unknown key "image"`},
+		{"unknown key in the instance entry", "native/big", map[string]string{"native/big": `{"entyr": "x"}`},
+			`spec.providerConfiguration.native/big: unknown key "entyr"`},
+		{"images not a list", "native", map[string]string{"native": `{"entry": "x", "images": {}}`},
+			"spec.providerConfiguration.native.images: want a list"},
+		{"bad sum", "native", map[string]string{"native": `{"entry": "x", "images": [{"url": "http://h/i", "sum": "sha256:abc", "tag": "a"}]}`},
+			"spec.providerConfiguration.native.images[0].sum: sha256 needs 64 hex digits, got 3"},
+		{"md5 sum", "native", map[string]string{"native": `{"entry": "x", "images": [` + img + `, {"url": "http://h/i", "sum": "md5:abc", "tag": "b"}]}`},
+			`spec.providerConfiguration.native.images[1].sum: unsupported checksum algorithm "md5"`},
+		{"missing sum", "native", map[string]string{"native": `{"entry": "x", "images": [{"url": "http://h/i", "tag": "a"}]}`},
+			"spec.providerConfiguration.native.images[0].sum: required"},
+		{"missing url", "native", map[string]string{"native": `{"entry": "x", "images": [{"sum": "` + goodSum + `", "tag": "a"}]}`},
+			"spec.providerConfiguration.native.images[0].url: required"},
+		{"file url", "native", map[string]string{"native": `{"entry": "x", "images": [{"url": "file:///etc/passwd", "sum": "` + goodSum + `", "tag": "a"}]}`},
+			"spec.providerConfiguration.native.images[0].url: want an absolute http or https URL"},
+		{"missing tag", "native", map[string]string{"native": `{"entry": "x", "images": [{"url": "http://h/i", "sum": "` + goodSum + `"}]}`},
+			"spec.providerConfiguration.native.images[0].tag: required"},
+		{"tag with a slash", "native", map[string]string{"native": `{"entry": "x", "images": [{"url": "http://h/i", "sum": "` + goodSum + `", "tag": "../x"}]}`},
+			"spec.providerConfiguration.native.images[0].tag: must start with a letter or digit"},
+		{"dot tag", "native", map[string]string{"native": `{"entry": "x", "images": [{"url": "http://h/i", "sum": "` + goodSum + `", "tag": ".hf-native"}]}`},
+			"images[0].tag: must start with a letter or digit"},
+		{"duplicate tag", "native", map[string]string{"native": `{"entry": "x", "images": [` + img + `, ` + img + `]}`},
+			`spec.providerConfiguration.native.images[1].tag: "tools" is used by an earlier image`},
+		{"entry does not parse", "native", map[string]string{"native": `{"entry": "{{.Disks.tools"}`},
+			"spec.providerConfiguration.native.entry: entry:1: unclosed action"},
+		{"entry names an unknown disk", "native", map[string]string{"native": `{"images": [` + img + `], "entry": "{{.Disks.tool}}/run"}`},
+			`spec.providerConfiguration.native.entry: refers to disk "tool" but no image has that tag (tags: tools)`},
+		{"disk inside if", "native", map[string]string{"native": `{"entry": "{{if .Meta.x}}{{.Disks.nope}}{{end}}"}`},
+			`entry: refers to disk "nope"`},
+		{"bad group", "native", map[string]string{"native": `{"entry": "x", "groups": ["users", "Bad Group"]}`},
+			`spec.providerConfiguration.native.groups[1]: not a valid group name: "Bad Group"`},
+		{"bad env name", "native", map[string]string{"native": `{"entry": "x", "env": {"A-B": "1"}}`},
+			"spec.providerConfiguration.native.env.A-B: not a valid variable name"},
+		{"reserved env", "native", map[string]string{"native": `{"entry": "x", "env": {"HOME": "/"}}`},
+			"spec.providerConfiguration.native.env.HOME: is set by the driver"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDriver(drivers.Env{Instance: tc.instance})
+			err := d.ValidateTemplate(rawTemplate(tc.pc))
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.ErrorIs(t, err, types.ErrInvalid)
+		})
+	}
+}
+
+func TestRenderEntry(t *testing.T) {
+	tc := TemplateConfig{
+		Images: []Image{{URL: "http://h/a", Sum: goodSum, Tag: "tools"}},
+		Entry:  `{{.Disks.tools}}/run.sh --user {{.User}} --claim {{.Meta.HF_CLAIM}} --home {{.Home}} --ws {{.Workspace}}`,
+	}
+	require.NoError(t, tc.Validate())
+	got, err := tc.renderEntry(EntryData{
+		Disks: map[string]string{"tools": "/ws/hf-1/tools"}, Meta: map[string]string{"HF_CLAIM": "c1"},
+		User: "hf-1", Home: "/home/hf-1", Workspace: "/ws/hf-1",
+	})
+	require.NoError(t, err)
+	assert.Equal(t, "/ws/hf-1/tools/run.sh --user hf-1 --claim c1 --home /home/hf-1 --ws /ws/hf-1", got)
+
+	_, err = tc.renderEntry(EntryData{Disks: map[string]string{"tools": "/x"}, Meta: map[string]string{}})
+	require.Error(t, err, "a metadata key the claim lacks fails the allocation")
+	assert.Contains(t, err.Error(), `map has no entry for key "HF_CLAIM"`)
+}
+
+func TestEntryEnv(t *testing.T) {
+	env := entryEnv(
+		map[string]string{"LANG": "C", "PATH": "/opt/bin", "GREETING": "template"},
+		map[string]string{
+			"HF_CLAIM": "c1", "claim": "lower", "my-key": "dash", "GREETING": "claim",
+			"HOME": "/evil", "LD_PRELOAD": "/evil.so", "BASH_ENV": "/evil", "PATH": "/evil", "": "x", "9x": "digit",
+			envMachineID: "spoof",
+		},
+		"hf-0123456789", "hf-0123456789", "/home/hf-0123456789", "/bin/sh")
+	assert.Equal(t, []string{
+		"GREETING=template",
+		"HF_CLAIM=c1",
+		"HF_NATIVE_ID=hf-0123456789",
+		"HOME=/home/hf-0123456789",
+		"LANG=C",
+		"LOGNAME=hf-0123456789",
+		"PATH=/opt/bin",
+		"SHELL=/bin/sh",
+		"USER=hf-0123456789",
+		"claim=lower",
+		"my_key=dash",
+	}, env)
+	assert.Contains(t, entryEnv(nil, nil, "i", "u", "/h", "/bin/sh"), "PATH=/usr/local/bin:/usr/bin:/bin")
+}
+
+func TestDiskRefs(t *testing.T) {
+	tc := TemplateConfig{Entry: `{{.Disks.a}} {{range .Meta}}{{$.Disks.b}}{{end}} {{with .Disks.c}}{{.}}{{else}}{{.Disks.d}}{{end}} {{printf "%s" .Disks.e}}`}
+	tmpl, err := (TemplateConfig{Entry: tc.Entry, Images: []Image{{Tag: "a"}, {Tag: "b"}, {Tag: "c"}, {Tag: "d"}, {Tag: "e"}}}).entryTemplate()
+	require.NoError(t, err)
+	refs := diskRefs(tmpl.Tree.Root)
+	assert.ElementsMatch(t, []string{"a", "b", "c", "d", "e"}, refs)
+	assert.False(t, strings.Contains(strings.Join(refs, ","), "Meta"))
+}
