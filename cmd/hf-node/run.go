@@ -21,6 +21,8 @@ import (
 	"github.com/hf-fleet/hf/lib/cluster/member"
 	"github.com/hf-fleet/hf/lib/config"
 	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/drivers/docker"
+	"github.com/hf-fleet/hf/lib/drivers/native"
 	"github.com/hf-fleet/hf/lib/drivers/testdriver"
 	"github.com/hf-fleet/hf/lib/openapi"
 	"github.com/hf-fleet/hf/lib/store"
@@ -198,7 +200,9 @@ func apiTokens(in []config.TokenConfig) []openapi.Token {
 // registry lists the driver types this build knows.
 func registry() *drivers.Registry {
 	r := drivers.NewRegistry()
-	_ = r.Register("test", testdriver.New)
+	_ = r.Register(testdriver.Type, testdriver.New)
+	_ = r.Register(native.Type, native.New)
+	_ = r.Register(docker.Type, docker.New)
 	return r
 }
 
@@ -206,8 +210,21 @@ var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_.-]`)
 
 func prepareDrivers(ctx context.Context, cfg config.Config, node string, log *slog.Logger) ([]cluster.Instance, error) {
 	reg := registry()
+	list := cfg.Drivers
+	if cfg.DefaultDrivers {
+		// No drivers configured: take what this host offers.
+		list = append(list, config.DriverConfig{Name: native.Type, Config: map[string]any{"unprivileged": true}})
+		probe, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := docker.Available(probe, "")
+		cancel()
+		if err == nil {
+			list = append(list, config.DriverConfig{Name: docker.Type})
+		} else {
+			log.Info("docker driver not started: no engine answers", "err", err)
+		}
+	}
 	var out []cluster.Instance
-	for i, dc := range cfg.Drivers {
+	for i, dc := range list {
 		inst := dc.InstanceName()
 		dir := filepath.Join(cfg.DataDir, "drivers", unsafeChars.ReplaceAllString(inst, "_"))
 		if err := os.MkdirAll(dir, 0o700); err != nil {
