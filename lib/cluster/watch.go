@@ -49,9 +49,20 @@ func (n *Node) onEvent(ev store.Event) {
 		}
 		n.onClaim(obj.(*types.MachineClaim))
 	case types.KindNode:
-		if rec.Name != n.cfg.Name {
-			n.elect.Push(electEvent{refresh: true})
+		if rec.Name == n.cfg.Name && ev.Type == store.EventPut {
+			// An operator drained or undrained this node: show it in our
+			// status, and let electors here see it at once.
+			if obj, err := store.Decode(rec); err == nil {
+				o := obj.(*types.Node)
+				if o.Spec.Maintenance != (o.Status.Phase == types.NodeDraining) {
+					select {
+					case n.reportQ <- struct{}{}:
+					default:
+					}
+				}
+			}
 		}
+		n.elect.Push(electEvent{refresh: true})
 	case types.KindMachineTemplate, types.KindEnvironment:
 		// A claim may have waited for its template: look again.
 		n.resyncClaims()

@@ -6,7 +6,6 @@ import (
 	"log"
 	"log/slog"
 	"net"
-	"os"
 	"strconv"
 	"time"
 
@@ -82,6 +81,11 @@ type Config struct {
 	// ForgetAfter is how long a dead or left member is still reported by
 	// MemberStates and rejoined (default 24h).
 	ForgetAfter time.Duration
+	// Compress compresses every message (memberlist's LZW). Off by default:
+	// on a LAN it costs more than it saves (measured on loopback, fan-out of
+	// one write to 49 peers: p99 ~30 ms without, ~70 ms with); consider it
+	// for the wan profile.
+	Compress bool
 	// Transport replaces memberlist's NetTransport on Bind (tests inject one
 	// that can cut links). A transport serves one Start: a restarted member
 	// needs a new one.
@@ -200,7 +204,7 @@ func (cfg Config) memberlistConfig(log *slog.Logger) (*memberlist.Config, error)
 	mc.SuspicionMult = t.suspicionMult
 	mc.DeadNodeReclaimTime = cfg.ReclaimAfter
 	mc.Label = cfg.Label
-	if os.Getenv("NOCOMP") != "" { mc.EnableCompression = false }
+	mc.EnableCompression = cfg.Compress
 	mc.GossipVerifyIncoming = true
 	mc.GossipVerifyOutgoing = true
 	if len(cfg.Key) > 0 {

@@ -30,4 +30,5 @@ func TestNoGoroutineLeak(t *testing.T) {
 		after = runtime.NumGoroutine()
 		return after <= before+2
 	}, 10*time.Second, 50*time.Millisecond, "goroutines: %d before, %d after", before, after)
+	t.Logf("goroutines: %d before, %d after", before, after)
 }

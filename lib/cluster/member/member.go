@@ -123,7 +123,7 @@ func (m *Member) Start(ctx context.Context) error {
 	m.mu.Lock()
 	if m.state != stateNew {
 		m.mu.Unlock()
-		return errors.New("start member: already started")
+		return errors.New("start member: already started or stopped")
 	}
 	mc, err := m.cfg.memberlistConfig(m.log)
 	if err != nil {
@@ -331,12 +331,14 @@ func (m *Member) sayLeaving(ctx context.Context, ml *memberlist.Memberlist) {
 			continue
 		}
 		wg.Add(1)
-		go func() {
+		if !m.spawnIO(func(context.Context) {
 			defer wg.Done()
 			if err := ml.SendReliable(node, buf); err != nil {
 				m.log.Debug("leaving note not sent", "peer", p, "err", err)
 			}
-		}()
+		}) {
+			wg.Done()
+		}
 	}
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()

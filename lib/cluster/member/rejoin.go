@@ -3,6 +3,8 @@ package member
 import (
 	"context"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -38,15 +40,40 @@ func (m *Member) rejoinLoop(ctx context.Context) {
 	}
 }
 
-// rejoin joins once; failures are normal (dead members are mostly dead).
+// maxRejoins bounds the joins one rejoin runs at once: each may wait up to
+// memberlist's TCPTimeout for an address that swallows packets.
+const maxRejoins = 8
+
+// rejoin joins every address once, in parallel; failures are normal (dead
+// members are mostly dead).
 func (m *Member) rejoin(ctx context.Context) {
 	live, dead := m.table.addrs()
 	addrs := rejoinAddrs(m.cfg.Join, dead, append(live, m.Addr()))
 	if len(addrs) == 0 {
 		return
 	}
-	n, err := m.Join(ctx, addrs)
-	m.log.Debug("rejoin", "addrs", len(addrs), "contacted", n, "err", err)
+	var (
+		wg        sync.WaitGroup
+		sem       = make(chan struct{}, maxRejoins)
+		contacted atomic.Int64
+	)
+	for _, a := range addrs {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if n, err := m.Join(ctx, []string{a}); err == nil {
+				contacted.Add(int64(n))
+			}
+		}()
+	}
+	wg.Wait()
+	m.log.Debug("rejoin", "addrs", len(addrs), "contacted", contacted.Load())
 }
 
 // rejoinAddrs is join plus dead, without duplicates and without the

@@ -43,7 +43,8 @@ func FastConfig() member.Config {
 
 // Options configure a test cluster.
 type Options struct {
-	// Config is every member's base config (FastConfig when zero); Name,
+	// Config is every member's base config (FastConfig when its Profile is
+	// empty); Name,
 	// Bind, Join, Transport, OnMessage and OnMembership are set per member.
 	Config member.Config
 	// InMemory keeps the stores in memory (faster; Restart then starts empty).

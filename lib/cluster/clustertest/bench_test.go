@@ -1,0 +1,156 @@
+package clustertest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// boundWatch closes a channel per claim when host h sees it Bound.
+type boundWatch struct {
+	mu      sync.Mutex
+	waiting map[string]chan struct{}
+	done    map[string]bool
+}
+
+func watchBound(ctx context.Context, h *Host) *boundWatch {
+	w := &boundWatch{waiting: map[string]chan struct{}{}, done: map[string]bool{}}
+	events := h.Store.Watch(ctx, h.Store.Seq())
+	go func() {
+		for ev := range events {
+			if ev.Record.Kind != types.KindMachineClaim || ev.Type != store.EventPut {
+				continue
+			}
+			obj, err := store.Decode(ev.Record)
+			if err != nil || obj.(*types.MachineClaim).Status.Phase != types.ClaimBound {
+				continue
+			}
+			w.mu.Lock()
+			w.done[ev.Record.Name] = true
+			if ch, ok := w.waiting[ev.Record.Name]; ok {
+				close(ch)
+				delete(w.waiting, ev.Record.Name)
+			}
+			w.mu.Unlock()
+		}
+	}()
+	return w
+}
+
+func (w *boundWatch) wait(name string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch := make(chan struct{})
+	if w.done[name] {
+		close(ch)
+	} else {
+		w.waiting[name] = ch
+	}
+	return ch
+}
+
+func pct(ds []time.Duration, p float64) float64 {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return float64(s[min(len(s)-1, int(float64(len(s))*p))].Microseconds()) / 1000
+}
+
+func benchFleet(b *testing.B, nodes int) *Fleet {
+	f := Start(b, nodes, Options{Driver: `{"cpus": 1000000, "ram_gb": 1000000}`})
+	f.Put(0, Template("one", 1, 1))
+	require.Eventually(b, func() bool {
+		for _, h := range f.Up() {
+			if _, err := h.Store.Get(types.KindMachineTemplate, "one"); err != nil {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, 10*time.Millisecond)
+	return f
+}
+
+// BenchmarkClaimBoundLatency reports claim->Bound latency (p50, p99), one claim
+// at a time, created on a rotating node and observed on the node it was
+// created on, for 1, 3 and 10 nodes with the test driver.
+func BenchmarkClaimBoundLatency(b *testing.B) {
+	for _, nodes := range []int{1, 3, 10} {
+		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
+			f := benchFleet(b, nodes)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			watches := make([]*boundWatch, nodes)
+			for i, h := range f.Hosts {
+				watches[i] = watchBound(ctx, h)
+			}
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				name := fmt.Sprintf("l%d", i)
+				at := i % nodes
+				ch := watches[at].wait(name)
+				start := time.Now()
+				f.Put(at, Claim(name, "one", time.Minute))
+				select {
+				case <-ch:
+				case <-time.After(30 * time.Second):
+					b.Fatalf("claim %s not bound in 30s", name)
+				}
+				lat = append(lat, time.Since(start))
+			}
+			b.StopTimer()
+			b.ReportMetric(pct(lat, 0.5), "p50-ms")
+			b.ReportMetric(pct(lat, 0.99), "p99-ms")
+		})
+	}
+}
+
+// BenchmarkClaimThroughput reports sustained claims/s: b.N claims created
+// through all nodes at once, timed until every one is Bound.
+func BenchmarkClaimThroughput(b *testing.B) {
+	for _, nodes := range []int{1, 3, 10} {
+		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
+			f := benchFleet(b, nodes)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			w := watchBound(ctx, f.Hosts[0])
+			chans := make([]<-chan struct{}, b.N)
+			for i := range chans {
+				chans[i] = w.wait(fmt.Sprintf("t%d", i))
+			}
+			b.ResetTimer()
+			start := time.Now()
+			var wg sync.WaitGroup
+			for n := range nodes {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := n; i < b.N; i += nodes {
+						_, err := f.Hosts[n].Store.Put(Claim(fmt.Sprintf("t%d", i), "one", 5*time.Minute), store.PutOptions{Create: true})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			for i, ch := range chans {
+				select {
+				case <-ch:
+				case <-time.After(2 * time.Minute):
+					b.Fatalf("claim t%d not bound in 2m", i)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "claims/s")
+		})
+	}
+}
