@@ -106,6 +106,7 @@ func (n *Node) checkAbsent(cur map[string]bool, absent map[string]time.Time) {
 		if scheduler.Owner(duty(name), members) != n.cfg.Name {
 			continue
 		}
+
 		if o.Status.Phase != types.NodeDown && now.Sub(since) >= n.cfg.DownAfter {
 			n.markDown(name)
 		}

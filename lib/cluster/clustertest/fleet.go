@@ -103,13 +103,14 @@ func (f *Fleet) start(i int) {
 	t := f.T
 	t.Helper()
 	h := f.Hosts[i]
+	log := f.log.With("node", h.Name)
 	var join []string
 	for _, o := range f.Up() {
 		join = append(join, o.Addr)
 	}
-	st, err := store.Open(store.Config{Dir: filepath.Join(h.Dir, "store"), NodeID: h.Name, GCInterval: -1}, f.log)
+	st, err := store.Open(store.Config{Dir: filepath.Join(h.Dir, "store"), NodeID: h.Name, GCInterval: -1}, log)
 	require.NoError(t, err)
-	drv := testdriver.New(drivers.Env{Instance: "test", DataDir: filepath.Join(h.Dir, "test"), NodeName: h.Name, Log: f.log})
+	drv := testdriver.New(drivers.Env{Instance: "test", DataDir: filepath.Join(h.Dir, "test"), NodeName: h.Name, Log: log})
 	require.NoError(t, drv.Prepare(context.Background(), []byte(f.driverConfig(i))))
 	tr, err := f.Net.Transport(h.Name, h.Addr)
 	if err != nil {
@@ -121,13 +122,13 @@ func (f *Fleet) start(i int) {
 	mcfg.Name, mcfg.Bind, mcfg.Join, mcfg.Transport = h.Name, tr.Addr(), join, tr
 	mcfg.OnMessage = func(m cluster.Message) { node.Deliver(m) }
 	mcfg.OnMembership = func() { node.MembershipChanged() }
-	mem, err := member.New(mcfg, f.log, st)
+	mem, err := member.New(mcfg, log, st)
 	require.NoError(t, err)
 	ncfg := cluster.Config{Name: h.Name, OfferTimeout: time.Second, ResyncInterval: time.Second, DownAfter: time.Second, LostGrace: 2 * time.Second}
 	if f.opts.Node != nil {
 		f.opts.Node(i, &ncfg)
 	}
-	node, err = cluster.New(ncfg, f.log, st, []cluster.Instance{{Name: "test", Type: "test", Driver: drv}}, mem)
+	node, err = cluster.New(ncfg, log, st, []cluster.Instance{{Name: "test", Type: "test", Driver: drv}}, mem)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
