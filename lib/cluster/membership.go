@@ -90,10 +90,25 @@ func (n *Node) checkAbsent(cur map[string]bool, absent map[string]time.Time) {
 		n.log.Warn("list nodes", "err", err)
 		return
 	}
+	machines, err := store.List[types.Machine](n.st, types.KindMachine)
+	if err != nil {
+		n.log.Warn("list machines", "err", err)
+		return
+	}
+	// Every node we know of: by its Node object, or only by machines it owns
+	// (its Node object may not have reached us before it went away).
+	phase := map[string]types.NodePhase{}
+	for _, o := range nodes {
+		phase[o.Metadata.Name] = o.Status.Phase
+	}
+	for _, m := range machines {
+		if _, ok := phase[m.Spec.Node]; !ok && m.Live() {
+			phase[m.Spec.Node] = ""
+		}
+	}
 	now := n.cfg.Now()
 	members := n.peers.Members()
-	for _, o := range nodes {
-		name := o.Metadata.Name
+	for name, ph := range phase {
 		if cur[name] {
 			delete(absent, name)
 			continue
@@ -106,8 +121,7 @@ func (n *Node) checkAbsent(cur map[string]bool, absent map[string]time.Time) {
 		if scheduler.Owner(duty(name), members) != n.cfg.Name {
 			continue
 		}
-
-		if o.Status.Phase != types.NodeDown && now.Sub(since) >= n.cfg.DownAfter {
+		if ph != types.NodeDown && ph != "" && now.Sub(since) >= n.cfg.DownAfter {
 			n.markDown(name)
 		}
 		if now.Sub(since) >= n.cfg.LostGrace {

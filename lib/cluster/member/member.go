@@ -293,16 +293,19 @@ func (m *Member) Kill(ctx context.Context) error {
 	return nil
 }
 
-// beginStop moves to stopping; false when there is nothing to stop.
+// beginStop moves to stopping; false when there is nothing to stop (never
+// started, or another Stop or Kill got there first).
 func (m *Member) beginStop() (*memberlist.Memberlist, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.state != stateRunning {
+	switch m.state {
+	case stateRunning:
+		m.state = stateStopping
+		return m.ml, true
+	case stateNew:
 		m.state = stateStopped
-		return nil, false
 	}
-	m.state = stateStopping
-	return m.ml, true
+	return nil, false
 }
 
 // finish shuts memberlist down and waits for every goroutine.

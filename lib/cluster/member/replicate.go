@@ -81,16 +81,17 @@ func (m *Member) pushLoop(ctx context.Context, events <-chan store.Event) {
 		case <-ctx.Done():
 			// The watch closes its channel on the same ctx; take what it has
 			// delivered already.
+		drain:
 			for {
 				select {
 				case ev, ok := <-events:
-					if ok {
-						add(ev)
-						continue
+					if !ok {
+						break drain
 					}
+					add(ev)
 				default:
+					break drain
 				}
-				break
 			}
 			flush()
 			return

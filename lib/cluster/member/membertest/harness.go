@@ -92,8 +92,10 @@ func (n *Node) Running() bool { return n.running }
 // store under t.TempDir(). t.Cleanup stops them all. Its methods are for the
 // test goroutine.
 type Cluster struct {
-	T     testing.TB
-	Net   *Network
+	T testing.TB
+	// Net cuts and heals the links between the members.
+	Net *Network
+	// Nodes are every member ever added, running or not, in order.
 	Nodes []*Node
 	opts  Options
 	log   *slog.Logger
