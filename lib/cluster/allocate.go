@@ -186,6 +186,8 @@ func (n *Node) release(ctx context.Context, name, reason string) {
 		n.ledger.remove(name)
 		return
 	}
+	// From here on the machine is going: it must not be resumed for its claim.
+	n.ledger.setPhase(name, types.MachineTerminating, nil)
 	if mach.Status.Resource != nil {
 		if in, ok := n.instances[mach.Spec.Driver]; ok {
 			if _, err := n.setMachine(name, func(m *types.Machine) {

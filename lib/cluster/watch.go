@@ -105,6 +105,13 @@ func (n *Node) onClaim(c *types.MachineClaim) {
 	} else if n.isElector(name) {
 		n.elect.Push(electEvent{in: scheduler.ClaimGone{Claim: name}})
 	}
+	if c.Status.Phase == types.ClaimBound && c.Status.Node == n.cfg.Name && !n.isBusy(c.Status.Machine) {
+		if e, ok := n.ledger.get(c.Status.Machine); !ok || e.Phase == types.MachineTerminating {
+			// Bound here to a machine this node does not hold (any more):
+			// hand the claim back rather than leave it bound to nothing.
+			n.rebindMissing(c)
+		}
+	}
 	for _, e := range n.ledger.byClaim(name) {
 		if n.fenced(c, e) {
 			n.startRelease(e.Machine, "claim no longer wants this machine")
@@ -224,6 +231,9 @@ func (n *Node) unassign(claim, node string, round uint64) {
 func (n *Node) resumeOwn(c *types.MachineClaim) bool {
 	var best *entry
 	for _, e := range n.ledger.byClaim(c.Metadata.Name) {
+		if e.Phase == types.MachineTerminating {
+			continue
+		}
 		if e.Round >= c.Status.Round && (best == nil || e.Round > best.Round) {
 			best = &e
 		}
@@ -251,4 +261,25 @@ func (n *Node) resumeOwn(c *types.MachineClaim) bool {
 	}
 	n.log.Info("claim resumed", "claim", c.Metadata.Name, "machine", e.Machine, "round", e.Round)
 	return true
+}
+
+// rebindMissing hands back a claim bound to this node whose machine it does not
+// hold, so it is elected again.
+func (n *Node) rebindMissing(c *types.MachineClaim) {
+	machine := c.Status.Machine
+	_, err := store.Update(n.st, types.KindMachineClaim, c.Metadata.Name, func(c *types.MachineClaim) error {
+		if c.Status.Phase != types.ClaimBound || c.Status.Node != n.cfg.Name || c.Status.Machine != machine {
+			return store.ErrNoChange
+		}
+		c.Status.Phase = types.ClaimRequested
+		c.Status.Node, c.Status.Driver, c.Status.Machine = "", "", ""
+		c.Status.Reason = "machine " + machine + " is gone from node " + n.cfg.Name
+		delete(c.Status.PhaseTimes, string(types.ClaimBound))
+		return nil
+	})
+	if err != nil && !isNotFound(err) {
+		n.log.Warn("rebind claim", "claim", c.Metadata.Name, "err", err)
+		return
+	}
+	n.log.Info("claim bound to a missing machine, electing again", "claim", c.Metadata.Name, "machine", machine)
 }

@@ -115,6 +115,9 @@ func BenchmarkAntiEntropyCatchUp(b *testing.B) {
 		d, err := member.ComputeDigest(n.Store)
 		require.NoError(b, err)
 		require.Equal(b, want, d)
+		// Keep the cluster at four members whatever b.N is.
+		c.Stop(len(c.Nodes) - 1)
+		require.NoError(b, n.Store.Close())
 		b.StartTimer()
 	}
 	b.StopTimer()

@@ -21,10 +21,13 @@
 //	             |
 //	             store.Watch (own writes: Version.Node == A)
 //	             v
-//	pusher: coalesce ~1 ms, batches <= 240 KB ---msgRecords---> each live peer
-//	        (one queue + sender per peer; a failed send or     (reliable send,
-//	         a watch resync -> anti-entropy with that peer)     store.Apply:
-//	                                                            higher version wins)
+//	pusher: coalesce ~1 ms ---> one queue + sender per live peer
+//	        (a watch resync ->      | sends what queued while its last message
+//	         anti-entropy with      | was in flight as one batch <= 240 KB
+//	         every peer)            | (a failed send -> anti-entropy with it)
+//	                                v
+//	                          msgRecords, reliable send ---> peer: store.Apply
+//	                                                         (higher version wins)
 //
 // Anti-entropy repairs what pushes missed (a peer down or partitioned, a
 // dropped queue). A digest buckets every record, tombstones included, by
@@ -40,10 +43,11 @@
 //	|--msgPullReq pages: keys where B is newer-->|
 //	|<--msgPullResp: those records---------------|
 //
-// A full round runs with a random live peer every AntiEntropyInterval and
-// with a peer whose pushes failed; a pull-only round runs with one of the
-// members that just joined. No message exceeds 256 KB and none travels by UDP
-// gossip; memberlist's push/pull state carries nothing of ours.
+// A full round runs with a random live peer every AntiEntropyInterval (it
+// leaves writes younger than a second alone: they are still on their way by
+// push) and with a peer whose pushes failed; a pull-only round runs with one
+// of the members that just joined. No message exceeds 256 KB and none
+// travels by UDP gossip; memberlist's push/pull state carries nothing of ours.
 //
 // Every message starts with a one-byte type; election messages are JSON (few
 // and small), the rest a compact binary encoding (wire.go).
