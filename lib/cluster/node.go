@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hf-fleet/hf/lib/cluster/internal/queue"
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
@@ -87,8 +88,8 @@ type Node struct {
 	order     []string // instance names in config order
 
 	ledger  *ledger
-	inbox   *queue[Message]
-	elect   *queue[electEvent]
+	inbox   *queue.Queue[Message]
+	elect   *queue.Queue[electEvent]
 	reportQ chan struct{}
 	memberQ chan struct{}
 
@@ -117,8 +118,8 @@ func New(cfg Config, log *slog.Logger, st *store.Store, instances []Instance, pe
 		log:       log,
 		st:        st,
 		instances: map[string]Instance{},
-		inbox:     newQueue[Message](),
-		elect:     newQueue[electEvent](),
+		inbox:     queue.New[Message](),
+		elect:     queue.New[electEvent](),
 		reportQ:   make(chan struct{}, 1),
 		memberQ:   make(chan struct{}, 1),
 		busy:      map[string]bool{},

@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"fmt"
+
+	"github.com/hf-fleet/hf/lib/cluster/internal/queue"
 )
 
 // Peers is the node's view of the cluster: who is alive and how to reach them.
@@ -20,7 +22,7 @@ type Peers interface {
 // localPeers is the membership of a node that runs alone: itself.
 type localPeers struct {
 	self  string
-	inbox *queue[Message]
+	inbox *queue.Queue[Message]
 }
 
 var _ Peers = (*localPeers)(nil)

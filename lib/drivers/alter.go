@@ -3,6 +3,7 @@ package drivers
 import (
 	"math"
 
+	"github.com/hf-fleet/hf/lib/scheduler"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -50,20 +51,8 @@ func (a Alter) Validate() error {
 // Capacity applies the alter settings to what the host has: Usable = total +
 // alter, floored at 0 (disk is not altered), Overbook = the overbook settings
 // (floored at 0). Used, Reserved and Free are left for the caller, which knows
-// what is allocated (scheduler.WithUsage fills them).
-//
-// The same maths lives in lib/scheduler (HostCapacity); keep the two in step.
+// what is allocated (scheduler.WithUsage fills them). The maths is
+// scheduler.HostCapacity's.
 func (a Alter) Capacity(total types.Resources) types.Capacity {
-	return types.Capacity{
-		Total: total,
-		Usable: types.Resources{
-			CPU:    math.Max(0, total.CPU+a.CPUAlter),
-			RAMGB:  math.Max(0, total.RAMGB+a.RAMAlter),
-			DiskGB: math.Max(0, total.DiskGB),
-		},
-		Overbook: types.Resources{
-			CPU:   math.Max(0, a.CPUOverbook),
-			RAMGB: math.Max(0, a.RAMOverbook),
-		},
-	}
+	return scheduler.HostCapacity(total, scheduler.Alter(a))
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/hf-fleet/hf/lib/cluster/member"
+	"github.com/hf-fleet/hf/lib/cluster/member/membertest"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -88,19 +89,11 @@ func (h *Host) Count() map[types.ClaimPhase]int {
 
 // Converged reports whether every running host's store has the same digest.
 func Converged(f *Fleet) (member.Digest, bool) {
-	var first member.Digest
-	for i, h := range f.Up() {
-		d, err := member.ComputeDigest(h.Store)
-		if err != nil {
-			return first, false
-		}
-		if i == 0 {
-			first = d
-		} else if d != first {
-			return first, false
-		}
+	var stores []*store.Store
+	for _, h := range f.Up() {
+		stores = append(stores, h.Store)
 	}
-	return first, true
+	return membertest.SameDigest(stores...)
 }
 
 // Dump logs every claim that is not Bound and every machine, as host 0 sees

@@ -101,12 +101,10 @@ func TestClaimStormNeverOvercommits(t *testing.T) {
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Empty(c, f.Audit(func(string) int { return perNode }))
 	}, 10*time.Second, 50*time.Millisecond)
-	// What did not fit waits, saying why (no capacity, or under a loaded race
-	// run, offers that were declined or not answered in time).
+	// What did not fit waits for capacity (it is neither lost nor failed).
 	for name, c := range f.Hosts[0].Claims() {
 		if c.Status.Phase != types.ClaimBound {
 			assert.Equal(t, types.ClaimRequested, c.Status.Phase, "claim %s", name)
-			assert.NotEmpty(t, c.Status.Reason, "claim %s", name)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/hf-fleet/hf/lib/cluster"
+	"github.com/hf-fleet/hf/lib/cluster/internal/queue"
 	"github.com/hf-fleet/hf/lib/store"
 )
 
@@ -51,9 +52,9 @@ type Member struct {
 
 	// changed wakes the membership loop (OnMembership).
 	changed chan struct{}
-	inbox   *queue[cluster.Message]
-	applyQ  *queue[[]byte]
-	aeQ     *queue[[]byte]
+	inbox   *queue.Queue[cluster.Message]
+	applyQ  *queue.Queue[[]byte]
+	aeQ     *queue.Queue[[]byte]
 	ae      *antiEntropy
 	senders *senders
 
@@ -98,9 +99,9 @@ func New(cfg Config, log *slog.Logger, st *store.Store) (*Member, error) {
 		log:     log.With("node", cfg.Name),
 		st:      st,
 		changed: make(chan struct{}, 1),
-		inbox:   newQueue[cluster.Message](),
-		applyQ:  newQueue[[]byte](),
-		aeQ:     newQueue[[]byte](),
+		inbox:   queue.New[cluster.Message](),
+		applyQ:  queue.New[[]byte](),
+		aeQ:     queue.New[[]byte](),
 	}
 	m.ae = newAntiEntropy(m)
 	m.senders = newSenders(m)

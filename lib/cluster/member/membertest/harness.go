@@ -284,9 +284,18 @@ func (c *Cluster) WaitConverged(within time.Duration) member.Digest {
 // Converged reports whether every node's store has the same digest, and
 // that digest.
 func Converged(nodes []*Node) (member.Digest, bool) {
+	stores := make([]*store.Store, 0, len(nodes))
+	for _, n := range nodes {
+		stores = append(stores, n.Store)
+	}
+	return SameDigest(stores...)
+}
+
+// SameDigest reports whether every store has the same digest, and that digest.
+func SameDigest(stores ...*store.Store) (member.Digest, bool) {
 	var first member.Digest
-	for i, n := range nodes {
-		d, err := member.ComputeDigest(n.Store)
+	for i, st := range stores {
+		d, err := member.ComputeDigest(st)
 		if err != nil {
 			return first, false
 		}

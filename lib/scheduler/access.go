@@ -1,0 +1,64 @@
+package scheduler
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// CheckAccessCode checks a claim against the access code it names, at now. A
+// claim that names no code passes; code is the AccessCode the claim names (nil
+// when it does not exist). The code must be active (status not Inactive, now
+// within [notBefore, notAfter)) and must grant every machine set the claim
+// lists and the scheduled event it names. A set counts as granted when the
+// code lists it, or when it is a set created by an event the code grants
+// (EventSetName), so a code for an event need not list the event's sets.
+//
+// Errors are *types.FieldError (errors.Is types.ErrInvalid) naming the claim's
+// field at fault: spec.accessCode, spec.machineSets[i] or spec.scheduledEvent.
+func CheckAccessCode(now time.Time, code *types.AccessCode, claim types.MachineClaim) error {
+	name := claim.Spec.AccessCode
+	if name == "" {
+		return nil
+	}
+	const field = "spec.accessCode"
+	switch {
+	case code == nil:
+		return types.Invalid(field, "access code %s does not exist", name)
+	case code.Metadata.Name != name:
+		return types.Invalid(field, "access code %s was checked against code %s", name, code.Metadata.Name)
+	case code.Status.Phase == types.AccessCodeInactive:
+		return types.Invalid(field, "access code %s is inactive; ask its owner to activate it", name)
+	case !code.Spec.NotBefore.IsZero() && now.Before(code.Spec.NotBefore):
+		return types.Invalid(field, "access code %s is valid from %s", name, stamp(code.Spec.NotBefore))
+	case !code.Spec.NotAfter.IsZero() && !now.Before(code.Spec.NotAfter):
+		return types.Invalid(field, "access code %s expired at %s", name, stamp(code.Spec.NotAfter))
+	}
+	for i, set := range claim.Spec.MachineSets {
+		if !codeGrantsSet(code, set) {
+			return types.Invalid(fmt.Sprintf("spec.machineSets[%d]", i), "access code %s does not grant machine set %s", name, set)
+		}
+	}
+	if ev := claim.Spec.ScheduledEvent; ev != "" && !slices.Contains(code.Spec.ScheduledEvents, ev) {
+		return types.Invalid("spec.scheduledEvent", "access code %s does not grant scheduled event %s", name, ev)
+	}
+	return nil
+}
+
+// codeGrantsSet reports whether code grants set, directly or through an event.
+func codeGrantsSet(code *types.AccessCode, set string) bool {
+	if slices.Contains(code.Spec.MachineSets, set) {
+		return true
+	}
+	for _, ev := range code.Spec.ScheduledEvents {
+		if isEventSetName(ev, set) {
+			return true
+		}
+	}
+	return false
+}
+
+// stamp formats t for a message: RFC 3339 in UTC.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }

@@ -1,0 +1,328 @@
+package scheduler
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// Marks an event puts on the machine sets it creates.
+const (
+	// LabelScheduledEvent names the event that created a set.
+	LabelScheduledEvent = "hf/scheduled-event"
+	// AnnotationBindStrategy carries the requiredMachines line's bindStrategy,
+	// which claims under the event use (see EventClaimSets); a set has no
+	// bindStrategy of its own.
+	AnnotationBindStrategy = "hf/bind-strategy"
+)
+
+// EventPlan is what a ScheduledEvent's reconcile does now.
+type EventPlan struct {
+	Phase types.EventPhase
+	// AcceptClaims: claims under the event may be created now.
+	AcceptClaims bool
+	// Create lists the sets to create, Update the event's sets to write back
+	// changed, Delete the event's sets to delete.
+	Create []types.MachineSet
+	Update []types.MachineSet
+	Delete []string
+	// TerminateClaims: end every live claim under the event (CutOff at end).
+	TerminateClaims bool
+	// CreatedMachineSets is the new status.createdMachineSets.
+	CreatedMachineSets []string
+	// Warnings are problems a person should see, e.g. a name already taken.
+	Warnings []string
+	// Next is the next phase change (zero: none); the shell requeues then.
+	Next time.Time
+}
+
+// EventPhaseAt is ev's phase at now: Scheduled before its provisioning start,
+// Provisioning until its start, Active until its end, Expired from then.
+func EventPhaseAt(now time.Time, ev types.ScheduledEvent) types.EventPhase {
+	switch {
+	case now.Before(ev.ProvisioningStart()):
+		return types.EventScheduled
+	case now.Before(ev.Spec.StartTime):
+		return types.EventProvisioning
+	case now.Before(ev.Spec.EndTime):
+		return types.EventActive
+	}
+	return types.EventExpired
+}
+
+// ClaimAllowedByEvent reports whether a claim under ev may be created at now:
+// only between its start (inclusive) and end (exclusive), whatever its
+// expiration strategy. The reason names the time the window opens or closed.
+func ClaimAllowedByEvent(now time.Time, ev types.ScheduledEvent) (bool, string) {
+	switch {
+	case now.Before(ev.Spec.StartTime):
+		return false, fmt.Sprintf("scheduled event %s opens at %s", ev.Metadata.Name, stamp(ev.Spec.StartTime))
+	case !now.Before(ev.Spec.EndTime):
+		return false, fmt.Sprintf("scheduled event %s ended at %s", ev.Metadata.Name, stamp(ev.Spec.EndTime))
+	}
+	return true, ""
+}
+
+// PlanEvent computes what ev's reconcile does at now, given the users the
+// event expects (fewer than 1 counts as 1) and the machine sets that exist.
+//
+//   - Scheduled: nothing.
+//   - Provisioning and Active: each requiredMachines line that has
+//     createMachineSet, or names no sets to use, gets one AutoScale set named
+//     EventSetName(event, i), reserved for the event, keeping LineMachines
+//     machines ready and never more; missing ones are created, the event's own
+//     sets updated when the line changed. A name taken by a set the event did
+//     not create is left alone with a warning.
+//   - Expired, CutOff (the default): terminate the event's claims and delete
+//     its sets.
+//   - Expired, Soft: no new claims; the event's sets keep no warm machines
+//     (minAvailable 0) so bound claims run until their own limits reap them,
+//     and a set is deleted once it has no machine left.
+//
+// Only sets the event created are ever changed or deleted: those in
+// status.createdMachineSets, or with the event's name, label and availability.
+func PlanEvent(now time.Time, ev types.ScheduledEvent, expectedUsers int, existingSets []types.MachineSet) EventPlan {
+	plan := EventPlan{Phase: EventPhaseAt(now, ev)}
+	plan.AcceptClaims, _ = ClaimAllowedByEvent(now, ev)
+	plan.CreatedMachineSets = slices.Clone(ev.Status.CreatedMachineSets)
+	record := func(name string) {
+		if !slices.Contains(plan.CreatedMachineSets, name) {
+			plan.CreatedMachineSets = append(plan.CreatedMachineSets, name)
+		}
+	}
+	existing := make(map[string]types.MachineSet, len(existingSets))
+	for _, s := range existingSets {
+		existing[s.Metadata.Name] = s
+	}
+	sorted := slices.Sorted(maps.Keys(existing))
+
+	switch plan.Phase {
+	case types.EventScheduled:
+		plan.Next = ev.ProvisioningStart()
+	case types.EventProvisioning, types.EventActive:
+		plan.Next = ev.Spec.StartTime
+		if plan.Phase == types.EventActive {
+			plan.Next = ev.Spec.EndTime
+		}
+		for _, want := range eventSets(ev, expectedUsers) {
+			have, ok := existing[want.Metadata.Name]
+			switch {
+			case !ok:
+				plan.Create = append(plan.Create, want)
+			case !ownedByEvent(have, ev):
+				plan.Warnings = append(plan.Warnings, fmt.Sprintf("machine set %s already exists and was not created by scheduled event %s; its machines are not provisioned", have.Metadata.Name, ev.Metadata.Name))
+				continue
+			case have.Spec.MachineTemplate != want.Spec.MachineTemplate || have.Spec.MinAvailable != want.Spec.MinAvailable ||
+				have.Spec.MaxProvisioned != want.Spec.MaxProvisioned || strategy(have) != types.ProvisionAutoScale:
+				have.Spec.MachineTemplate = want.Spec.MachineTemplate
+				have.Spec.MinAvailable, have.Spec.MaxProvisioned = want.Spec.MinAvailable, want.Spec.MaxProvisioned
+				have.Spec.ProvisioningStrategy = types.ProvisionAutoScale
+				plan.Update = append(plan.Update, have)
+			}
+			record(want.Metadata.Name)
+		}
+	case types.EventExpired:
+		soft := ev.Spec.ExpirationStrategy == types.ExpireSoft
+		plan.TerminateClaims = !soft
+		for _, name := range sorted {
+			s := existing[name]
+			switch {
+			case !ownedByEvent(s, ev):
+			case !soft:
+				plan.Delete = append(plan.Delete, name)
+			case s.Spec.MinAvailable > 0:
+				s.Spec.MinAvailable = 0
+				plan.Update = append(plan.Update, s)
+			case s.Status.Provisioned == 0:
+				plan.Delete = append(plan.Delete, name)
+			}
+		}
+	}
+	return plan
+}
+
+// eventSets builds the sets ev wants, one per line that needs its own.
+func eventSets(ev types.ScheduledEvent, expectedUsers int) []types.MachineSet {
+	var out []types.MachineSet
+	for i, line := range ev.Spec.RequiredMachines {
+		if !line.CreateMachineSet && len(line.MachineSets) > 0 {
+			continue
+		}
+		n := LineMachines(line, expectedUsers)
+		s := types.MachineSet{
+			TypeMeta: types.TypeMeta{Kind: types.KindMachineSet},
+			Metadata: types.ObjectMeta{
+				Name:   EventSetName(ev.Metadata.Name, i),
+				Labels: map[string]string{LabelScheduledEvent: ev.Metadata.Name},
+			},
+			Spec: types.MachineSetSpec{
+				AvailabilityConfiguration: types.AvailabilityConfiguration{Type: types.AvailabilityScheduledEvent, Value: ev.Metadata.Name},
+				ProvisioningStrategy:      types.ProvisionAutoScale,
+				MinAvailable:              n,
+				MaxProvisioned:            n,
+				MachineTemplate:           line.MachineTemplate,
+			},
+		}
+		if line.BindStrategy != "" {
+			s.Metadata.Annotations = map[string]string{AnnotationBindStrategy: string(line.BindStrategy)}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// ownedByEvent reports whether ev created s.
+func ownedByEvent(s types.MachineSet, ev types.ScheduledEvent) bool {
+	if slices.Contains(ev.Status.CreatedMachineSets, s.Metadata.Name) {
+		return true
+	}
+	a := s.Spec.AvailabilityConfiguration
+	return s.Metadata.Labels[LabelScheduledEvent] == ev.Metadata.Name && isEventSetName(ev.Metadata.Name, s.Metadata.Name) &&
+		a.Type == types.AvailabilityScheduledEvent && a.Value == ev.Metadata.Name
+}
+
+// LineMachines is how many machines a requiredMachines line needs: count per
+// expected user (fewer than 1 counts as 1) for User machines (the default
+// type), count for Shared ones.
+func LineMachines(line types.RequiredMachines, expectedUsers int) int {
+	if line.MachineType == types.MachineTypeShared {
+		return line.Count
+	}
+	return line.Count * max(1, expectedUsers)
+}
+
+// EventSetName names the set an event creates for requiredMachines[i]:
+// "<event>-<i>". When that is longer than a name may be, the event part is cut
+// and a hash of the whole event name added, so names stay unique.
+func EventSetName(event string, i int) string {
+	suffix := "-" + strconv.Itoa(i)
+	if len(event)+len(suffix) <= types.MaxNameLen {
+		return event + suffix
+	}
+	h := fmt.Sprintf("-%08x", uint32(Weight(event, "machineset")))
+	keep := max(0, types.MaxNameLen-len(suffix)-len(h))
+	return strings.TrimRight(event[:min(keep, len(event))], "-") + h + suffix
+}
+
+// isEventSetName reports whether name is EventSetName(event, i) for some i.
+func isEventSetName(event, name string) bool {
+	k := strings.LastIndexByte(name, '-')
+	if k < 0 {
+		return false
+	}
+	i, err := strconv.Atoi(name[k+1:])
+	return err == nil && i >= 0 && EventSetName(event, i) == name
+}
+
+// EventClaimSets is what a claim for template under ev should ask: the sets
+// of the event's lines for that template (the event's own set first, then the
+// sets the line names) and the line's bindStrategy. ok is false when no line
+// asks for template.
+func EventClaimSets(ev types.ScheduledEvent, template string) (sets []string, strategy types.BindStrategy, ok bool) {
+	for i, line := range ev.Spec.RequiredMachines {
+		if line.MachineTemplate != template {
+			continue
+		}
+		ok = true
+		if line.CreateMachineSet || len(line.MachineSets) == 0 {
+			sets = append(sets, EventSetName(ev.Metadata.Name, i))
+		}
+		for _, s := range line.MachineSets {
+			if !slices.Contains(sets, s) {
+				sets = append(sets, s)
+			}
+		}
+		if strategy == "" {
+			strategy = line.BindStrategy
+		}
+	}
+	return sets, strategy, ok
+}
+
+// EventFits reports whether ev's required machines fit capacity (the
+// environment's total resources) during its window, from provisioning start
+// to end, together with every other event whose window overlaps. users gives
+// each event's expected users (missing: 1); templates the machine templates by
+// name. The load is checked at ev's provisioning start and at every
+// overlapping event's provisioning start inside ev's window, where the peak
+// must be. A zero dimension of capacity is not limited (disk is often not
+// known). ev's lines must name known templates; other events' unknown
+// templates count as nothing.
+func EventFits(ev types.ScheduledEvent, others []types.ScheduledEvent, users map[string]int, templates map[string]types.MachineTemplate, capacity types.Resources) (bool, string) {
+	need, missing := eventDemand(ev, users[ev.Metadata.Name], templates)
+	if missing != "" {
+		return false, missing
+	}
+	from, to := ev.ProvisioningStart(), ev.Spec.EndTime
+	var overlap []types.ScheduledEvent
+	points := []time.Time{from}
+	for _, o := range others {
+		if o.Metadata.Name == ev.Metadata.Name || !o.ProvisioningStart().Before(to) || !from.Before(o.Spec.EndTime) {
+			continue
+		}
+		overlap = append(overlap, o)
+		if s := o.ProvisioningStart(); s.After(from) {
+			points = append(points, s)
+		}
+	}
+	slices.SortFunc(points, time.Time.Compare)
+	for _, t := range points {
+		load := need
+		var with []string
+		for _, o := range overlap {
+			if !t.Before(o.ProvisioningStart()) && t.Before(o.Spec.EndTime) {
+				d, _ := eventDemand(o, users[o.Metadata.Name], templates)
+				load = load.Add(d)
+				with = append(with, o.Metadata.Name)
+			}
+		}
+		if short := exceeds(load, capacity); short != "" {
+			msg := fmt.Sprintf("scheduled event %s needs %s at %s", ev.Metadata.Name, short, stamp(t))
+			if len(with) > 0 {
+				slices.Sort(with)
+				msg += " together with overlapping events " + strings.Join(with, ", ")
+			}
+			return false, msg
+		}
+	}
+	return true, ""
+}
+
+// eventDemand sums the resources of ev's required machines. missing names the
+// first line whose template is unknown (that line counts as nothing).
+func eventDemand(ev types.ScheduledEvent, users int, templates map[string]types.MachineTemplate) (types.Resources, string) {
+	var sum types.Resources
+	missing := ""
+	for i, line := range ev.Spec.RequiredMachines {
+		t, ok := templates[line.MachineTemplate]
+		if !ok {
+			if missing == "" {
+				missing = fmt.Sprintf("spec.requiredMachines[%d]: machine template %s does not exist", i, line.MachineTemplate)
+			}
+			continue
+		}
+		n := float64(LineMachines(line, users))
+		r := t.Spec.Resources
+		sum = sum.Add(types.Resources{CPU: r.CPU * n, RAMGB: r.RAMGB * n, DiskGB: r.DiskGB * n})
+	}
+	return sum, missing
+}
+
+// exceeds names the first dimension in which load passes capacity, as
+// "cpu 48.0 of 32.0", or "" when it fits. Zero capacity is not limited.
+func exceeds(load, capacity types.Resources) string {
+	for _, d := range []struct {
+		name      string
+		need, cap float64
+	}{{"cpu", load.CPU, capacity.CPU}, {"ram GB", load.RAMGB, capacity.RAMGB}, {"disk GB", load.DiskGB, capacity.DiskGB}} {
+		if d.cap > 0 && d.need > d.cap+epsilon*d.need {
+			return fmt.Sprintf("%s %.1f of %.1f", d.name, d.need, d.cap)
+		}
+	}
+	return ""
+}
