@@ -47,8 +47,9 @@ type proc struct {
 	cmd     *exec.Cmd
 	dataDir string
 	args    []string
-	API     string // http://host:port
-	Gossip  string // host:port
+	extra   []string // the caller's arguments, kept for restart
+	API     string   // http://host:port
+	Gossip  string   // host:port
 	Token   string
 	Name    string
 	out     *syncBuffer
@@ -87,7 +88,7 @@ func startNode(t *testing.T, dataDir string, extra ...string) *proc {
 		dataDir = t.TempDir()
 	}
 	args := append([]string{"--data-dir", dataDir, "--api", "127.0.0.1:0", "--gossip", "127.0.0.1:0"}, extra...)
-	p := &proc{t: t, dataDir: dataDir, args: args, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{t: t, dataDir: dataDir, args: args, extra: extra, out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(filepath.Join(bin, "hf-node"), args...)
 	p.cmd.Env = append(os.Environ(), "HF_LOG_LEVEL=debug")
 	p.cmd.Stderr = p.out
@@ -174,6 +175,15 @@ func (p *proc) stop() {
 		_ = p.cmd.Process.Kill()
 		p.t.Errorf("hf-node did not stop on SIGTERM:\n%s", p.out.String())
 	}
+}
+
+// restart starts hf-node again on p's data dir with p's arguments and its
+// gossip address (so peers reach it where they knew it), plus more; p must
+// have stopped.
+func (p *proc) restart(more ...string) *proc {
+	p.t.Helper()
+	args := append(append(append([]string{}, p.extra...), "--gossip", p.Gossip), more...)
+	return startNode(p.t, p.dataDir, args...)
 }
 
 // kill ends the process with SIGKILL.
