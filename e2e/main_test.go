@@ -37,6 +37,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	removeDefaultNetwork()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -218,4 +219,17 @@ func (p *proc) mustCLI(args ...string) string {
 	out, errOut, code := p.cli(ctx, nil, args...)
 	require.Equal(p.t, 0, code, "hf-cli %v: %s%s", args, out, errOut)
 	return out + errOut
+}
+
+// removeDefaultNetwork removes the docker network that hf-nodes started with no
+// config (docker driver added because an engine answers) create, when no
+// container uses it any more.
+func removeDefaultNetwork() {
+	out, err := exec.Command("docker", "network", "ls", "-q", "--filter", "name=^hf$", "--filter", "label=hf.network").Output()
+	if err != nil {
+		return
+	}
+	for _, id := range strings.Fields(string(out)) {
+		_ = exec.Command("docker", "network", "rm", id).Run()
+	}
 }

@@ -53,6 +53,14 @@ func machineName(claim string, round uint64, node string) string {
 // checks real free capacity minus reservations, persists the reservation (a
 // Pending Machine) and records itself in the claim, and only then accepts.
 func (n *Node) handleOffer(m Message) {
+	for _, rec := range m.Records {
+		if rec.Kind != types.KindMachineClaim && rec.Kind != types.KindMachineTemplate {
+			continue
+		}
+		if _, err := n.st.Apply(rec); err != nil {
+			n.log.Debug("apply offered record", "kind", rec.Kind, "name", rec.Name, "err", err)
+		}
+	}
 	reply := Message{From: n.cfg.Name, To: m.From, Claim: m.Claim, Node: n.cfg.Name, Driver: m.Driver, Round: m.Round}
 	mach, fresh, err := n.reserve(m)
 	if err != nil {

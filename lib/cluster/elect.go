@@ -65,6 +65,9 @@ func (n *Node) execute(actions []scheduler.Action) {
 		switch a := a.(type) {
 		case scheduler.SendOffer:
 			m := Message{Type: MsgOffer, From: n.cfg.Name, To: a.Node, Claim: a.Claim, Node: a.Node, Driver: a.Driver, Round: a.Round}
+			if a.Node != n.cfg.Name {
+				m.Records = n.offerRecords(a.Claim)
+			}
 			n.log.Debug("offer", "claim", a.Claim, "to", a.Node, "driver", a.Driver, "round", a.Round)
 			n.spawn(func() { n.send(m) })
 		case scheduler.RecordAccepted:
@@ -202,4 +205,19 @@ func (n *Node) candidates() []scheduler.Candidate {
 func (n *Node) capacityOf(in Instance) types.Capacity {
 	used, reserved, _ := n.ledger.usage(in.Name)
 	return scheduler.WithUsage(in.Driver.HostCapacity(), used, reserved)
+}
+
+// offerRecords are the claim's and its template's records as this node has them.
+func (n *Node) offerRecords(claim string) []store.Record {
+	rec, err := n.st.Get(types.KindMachineClaim, claim)
+	if err != nil {
+		return nil
+	}
+	out := []store.Record{rec}
+	if c, err := store.Decode(rec); err == nil {
+		if t, err := n.st.Get(types.KindMachineTemplate, c.(*types.MachineClaim).Spec.MachineTemplate); err == nil {
+			out = append(out, t)
+		}
+	}
+	return out
 }

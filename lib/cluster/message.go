@@ -1,6 +1,9 @@
 package cluster
 
-import "github.com/hf-fleet/hf/lib/types"
+import (
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
 
 // MessageType is the one-byte prefix of every direct message between nodes.
 type MessageType byte
@@ -26,4 +29,9 @@ type Message struct {
 	Reason string `json:"reason,omitempty"`
 	// Fresh is the candidate's real capacity for Driver at the time it declined.
 	Fresh *types.Capacity `json:"fresh,omitempty"`
+	// Records travel with an offer: the elector's copies of the claim and its
+	// template, so a candidate that has not had them replicated yet (the offer
+	// overtook the push) judges the same claim the elector did. The candidate
+	// applies them like any replicated record: newer versions win.
+	Records []store.Record `json:"records,omitempty"`
 }

@@ -1,0 +1,112 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// testDriversConfig is a node config with two test driver instances, "fast"
+// and "slow", of cpus each; slowDelay is the slow one's allocation delay.
+func testDriversConfig(cpus int, slowDelay string) string {
+	return fmt.Sprintf(`scheduler:
+  lost_grace: 2s
+drivers:
+  - name: test
+    instance: fast
+    config: {cpus: %d, ram_gb: 16}
+  - name: test
+    instance: slow
+    config: {cpus: %d, ram_gb: 16, delay: %q}
+`, cpus, cpus, slowDelay)
+}
+
+// TestNodeKilledClaimsMove is issue 4 acceptance 3 with real processes: node
+// A, the only one with room, holds a bound claim (template q) and has
+// accepted another whose allocation takes 30 s (template s). A is killed with
+// SIGKILL while a node with room (D) is up: within 10 s the accepted claim is
+// bound on D, and, once A is gone for lost_grace, A's machine is marked Lost
+// and its claim bound again on D.
+func TestNodeKilledClaimsMove(t *testing.T) {
+	a := startWithConfig(t, "", testDriversConfig(4, "30s"))
+	b := startWithConfig(t, "", testDriversConfig(1, "0s"), "--join", a.Gossip)
+	waitUp(t, a, b)
+	for name, inst := range map[string]string{"q": "fast", "s": "slow"} {
+		b.createTemplate(types.MachineTemplate{
+			Metadata: types.ObjectMeta{Name: name},
+			Spec: types.MachineTemplateSpec{
+				Resources:             types.Resources{CPU: 2, RAMGB: 1},
+				ProviderConfiguration: map[string]json.RawMessage{inst: json.RawMessage(`{}`)},
+				OnNodeLoss:            types.LostRebind,
+			},
+		})
+	}
+
+	node, qMachine := b.claimWait("q1", "q")
+	require.Equal(t, a.Name, node, "only A has room")
+	b.mustCLI("claim", "create", "s1", "--template", "s")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		cl, err := b.claim("s1")
+		if assert.NoError(c, err) {
+			assert.Equal(c, types.ClaimRequested, cl.Status.Phase)
+			assert.Equal(c, a.Name, cl.Status.Node, "accepted by A")
+		}
+	}, 20*time.Second, 50*time.Millisecond) // an offer that overtakes the claim waits for A's next report
+
+	d := startWithConfig(t, "", testDriversConfig(8, "0s"), "--join", b.Gossip)
+	waitUp(t, a, b, d)
+	s1, err := b.claim("s1")
+	require.NoError(t, err)
+	require.Equal(t, types.ClaimRequested, s1.Status.Phase, "still allocating on A")
+	require.Equal(t, a.Name, s1.Status.Node)
+
+	a.kill()
+	killed := time.Now()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		s, err := b.claim("s1")
+		if assert.NoError(c, err) && assert.Equal(c, types.ClaimBound, s.Status.Phase) {
+			assert.Equal(c, d.Name, s.Status.Node)
+		}
+	}, 10*time.Second, 50*time.Millisecond, "the claim A had accepted is bound on D within 10 s of the kill")
+	t.Logf("after kill -9 of A: the accepted claim is bound on D in %s", time.Since(killed).Round(time.Millisecond))
+
+	// A's machine is marked Lost once A is gone for lost_grace, and its
+	// claim is bound again on D. That takes lost_grace plus, when the offer
+	// overtakes the claim's replication to D (see the report), up to one
+	// capacity report interval (10 s).
+	seenLost := false
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		if m, err := b.machine(qMachine); err == nil && m.Status.Phase == types.MachineLost {
+			seenLost = true
+		}
+		q, err := b.claim("q1")
+		if assert.NoError(c, err) && assert.Equal(c, types.ClaimBound, q.Status.Phase) {
+			assert.NotEqual(c, qMachine, q.Status.Machine, "bound to a new machine")
+			assert.Equal(c, d.Name, q.Status.Node)
+		}
+	}, 20*time.Second, 50*time.Millisecond, "the claim of A's machine is bound again on D")
+	t.Logf("after kill -9 of A: the lost machine's claim is bound again in %s", time.Since(killed).Round(time.Millisecond))
+	if m, err := b.machine(qMachine); err == nil {
+		assert.Equal(t, types.MachineLost, m.Status.Phase, "A's machine")
+		seenLost = true
+	}
+	assert.True(t, seenLost, "A's machine %s was marked Lost", qMachine)
+	out, err := b.run("node", "list")
+	require.NoError(t, err)
+	assert.Equal(t, "Down", nodeRows(out)[a.Name])
+
+	// Nothing is left on A's account: every live machine is on D.
+	ms, err := d.machines()
+	require.NoError(t, err)
+	for _, m := range ms {
+		if m.Live() {
+			assert.Equal(t, d.Name, m.Spec.Node, "machine %s", m.Metadata.Name)
+		}
+	}
+}
