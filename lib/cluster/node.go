@@ -39,6 +39,9 @@ type Config struct {
 	// LostGrace is how long a dead node's machines are kept before they are
 	// marked Lost and their claims re-bound or failed (default 30s).
 	LostGrace time.Duration
+	// StatusInterval is how often the drivers are asked how running machines
+	// are (default 10s).
+	StatusInterval time.Duration
 	// Now is the clock (nil = time.Now).
 	Now func() time.Time
 }
@@ -61,6 +64,9 @@ func (c *Config) defaults() {
 	}
 	if c.LostGrace <= 0 {
 		c.LostGrace = 30 * time.Second
+	}
+	if c.StatusInterval <= 0 {
+		c.StatusInterval = 10 * time.Second
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -179,6 +185,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.spawn(n.electLoop)
 	n.spawn(n.reportLoop)
 	n.spawn(n.memberLoop)
+	n.spawn(n.healthLoop)
 	n.resync()
 	n.ready.Store(true)
 	n.log.Info("node started", "drivers", len(n.instances))

@@ -141,3 +141,27 @@ func TestRestartKeepsMachinesAndReconcilesLostOnes(t *testing.T) {
 	// The unknown resource was released: the driver holds exactly the two claims' machines.
 	assert.Eventually(t, func() bool { return testdriver.Held(tn.drv) == 2 }, 5*time.Second, 5*time.Millisecond)
 }
+
+func TestDeadMachineIsReportedAndRebound(t *testing.T) {
+	tn := newTestNode(t, "n1", `{"cpus": 4, "ram_gb": 8}`)
+	tn.put(template("small", 1, 1, `{}`))
+	tn.put(claim("c", "small", time.Minute))
+	first := tn.waitPhase("c", types.ClaimBound)
+	m, err := store.Get[types.Machine](tn.st, types.KindMachine, first.Status.Machine)
+	require.NoError(t, err)
+	// The machine dies behind the node's back.
+	require.NoError(t, tn.drv.Deallocate(context.Background(), m.Status.Resource))
+	tn.node.checkHealth(context.Background())
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got, err := store.Get[types.MachineClaim](tn.st, types.KindMachineClaim, "c")
+		require.NoError(c, err)
+		assert.Equal(c, types.ClaimBound, got.Status.Phase)
+		assert.NotEqual(c, first.Status.Machine, got.Status.Machine)
+	}, 5*time.Second, 5*time.Millisecond)
+	lost, err := store.Get[types.Machine](tn.st, types.KindMachine, first.Status.Machine)
+	if err == nil {
+		assert.Equal(t, types.MachineLost, lost.Status.Phase)
+		assert.Contains(t, lost.Status.Reason, "no longer holds it")
+	}
+	assert.Equal(t, 1, testdriver.Held(tn.drv))
+}
