@@ -57,13 +57,36 @@ func (n *Node) checkHealth(ctx context.Context) {
 		if err != nil {
 			continue
 		}
+		if err == nil && phase == types.MachineTerminated {
+			// It finished on its own (the entry exited cleanly): the claim is
+			// over, not lost; release what is left of the machine.
+			n.finishClaim(m, why)
+			n.startRelease(e.Machine, why)
+			continue
+		}
 		// Release what is left of it (a stopped container, a workspace), then
 		// apply the template's policy to the claim as for a lost machine.
-		if phase == types.MachineFailed || phase == types.MachineTerminated {
+		if phase == types.MachineFailed {
 			if derr := in.Driver.Deallocate(ctx, e.Resource); derr != nil && !errors.Is(derr, drivers.ErrNotFound) {
 				n.log.Warn("deallocate dead machine", "machine", e.Machine, "err", derr)
 			}
 		}
 		n.machineLost(m, why)
+	}
+}
+
+// finishClaim marks the claim of a machine that finished Terminated.
+func (n *Node) finishClaim(m *types.Machine, why string) {
+	_, err := store.Update(n.st, types.KindMachineClaim, m.Spec.Claim, func(c *types.MachineClaim) error {
+		if c.Status.Phase != types.ClaimBound || c.Status.Machine != m.Metadata.Name {
+			return store.ErrNoChange
+		}
+		c.Status.Phase = types.ClaimTerminated
+		c.Status.Reason = "machine " + m.Metadata.Name + ": " + why
+		c.Status.PhaseTimes.Mark(string(types.ClaimTerminated), n.cfg.Now())
+		return nil
+	})
+	if err != nil && !isNotFound(err) {
+		n.log.Warn("finish claim", "claim", m.Spec.Claim, "err", err)
 	}
 }
