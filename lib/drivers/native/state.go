@@ -1,13 +1,8 @@
 package native
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"sort"
 
 	"github.com/hf-fleet/hf/lib/drivers"
@@ -55,10 +50,8 @@ type machine struct {
 	Orphan bool `json:"orphan,omitempty"`
 }
 
-// state is the content of the state file.
-type state struct {
-	Version   int              `json:"version"`
-	Resources []types.Resource `json:"resources"`
+func stateFile(dataDir string) drivers.ResourceFile[types.Resource] {
+	return drivers.ResourceFile[types.Resource]{Dir: dataDir, Name: StateFile, Version: stateVersion}
 }
 
 // resource builds the resource the node sees for m.
@@ -84,31 +77,13 @@ type held struct {
 // loadState reads the machines kept in dataDir; no file means none.
 func loadState(dataDir string) (map[string]*held, error) {
 	out := map[string]*held{}
-	if dataDir == "" {
-		return out, nil
-	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
-	}
-	path := filepath.Join(dataDir, StateFile)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return out, nil
-	}
+	f := stateFile(dataDir)
+	rs, err := f.Load()
 	if err != nil {
-		return nil, fmt.Errorf("load state: %w", err)
+		return nil, err
 	}
-	if len(bytes.TrimSpace(b)) == 0 {
-		return nil, fmt.Errorf("load state %s: corrupt file (repair or remove it): empty", path)
-	}
-	var st state
-	if err := drivers.DecodeConfig(b, &st); err != nil {
-		return nil, fmt.Errorf("load state %s: corrupt file (repair or remove it): %w", path, err)
-	}
-	if st.Version != stateVersion {
-		return nil, fmt.Errorf("load state %s: version %d, want %d", path, st.Version, stateVersion)
-	}
-	for i, r := range st.Resources {
+	path := f.Path()
+	for i, r := range rs {
 		var m machine
 		if err := json.Unmarshal(r.Data, &m); err != nil {
 			return nil, fmt.Errorf("load state %s: resource %d: %w", path, i, err)
@@ -126,17 +101,7 @@ func loadState(dataDir string) (map[string]*held, error) {
 
 // saveLocked writes the held machines to the state file atomically.
 func (d *Driver) saveLocked() error {
-	if d.env.DataDir == "" {
-		return nil
-	}
-	b, err := json.Marshal(state{Version: stateVersion, Resources: d.heldResourcesLocked()})
-	if err != nil {
-		return fmt.Errorf("save state: %w", err)
-	}
-	if err := drivers.ReplaceFile(filepath.Join(d.env.DataDir, StateFile), b, 0o600); err != nil {
-		return fmt.Errorf("save state: %w", err)
-	}
-	return nil
+	return stateFile(d.env.DataDir).Save(d.heldResourcesLocked())
 }
 
 // saveLockedOrWarn saves the state where a failure only costs a recorded exit

@@ -1,13 +1,7 @@
 package testdriver
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/types"
@@ -18,46 +12,25 @@ const StateFile = "testdriver.json"
 
 const stateVersion = 1
 
-// state is the content of the state file.
-type state struct {
-	Version   int              `json:"version"`
-	Resources []types.Resource `json:"resources"`
+func stateFile(dataDir string) drivers.ResourceFile[types.Resource] {
+	return drivers.ResourceFile[types.Resource]{Dir: dataDir, Name: StateFile, Version: stateVersion}
 }
 
 // loadState reads the resources held in dataDir; no file means none. An empty
 // dataDir keeps nothing on disk.
 func loadState(dataDir string) (map[string]types.Resource, error) {
-	held := map[string]types.Resource{}
-	if dataDir == "" {
-		return held, nil
-	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
-	}
-	path := filepath.Join(dataDir, StateFile)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return held, nil
-	}
+	f := stateFile(dataDir)
+	rs, err := f.Load()
 	if err != nil {
-		return nil, fmt.Errorf("load state: %w", err)
+		return nil, err
 	}
-	if len(bytes.TrimSpace(b)) == 0 {
-		return nil, fmt.Errorf("load state %s: corrupt file (repair or remove it): empty", path)
-	}
-	var st state
-	if err := drivers.DecodeConfig(b, &st); err != nil {
-		return nil, fmt.Errorf("load state %s: corrupt file (repair or remove it): %w", path, err)
-	}
-	if st.Version != stateVersion {
-		return nil, fmt.Errorf("load state %s: version %d, want %d", path, st.Version, stateVersion)
-	}
-	for i, r := range st.Resources {
+	held := map[string]types.Resource{}
+	for i, r := range rs {
 		if r.ID == "" {
-			return nil, fmt.Errorf("load state %s: resource %d has no id", path, i)
+			return nil, fmt.Errorf("load state %s: resource %d has no id", f.Path(), i)
 		}
 		if _, dup := held[r.ID]; dup {
-			return nil, fmt.Errorf("load state %s: resource %s listed twice", path, r.ID)
+			return nil, fmt.Errorf("load state %s: resource %s listed twice", f.Path(), r.ID)
 		}
 		held[r.ID] = r
 	}
@@ -66,15 +39,5 @@ func loadState(dataDir string) (map[string]types.Resource, error) {
 
 // saveLocked writes what the driver holds to its state file atomically.
 func (d *Driver) saveLocked() error {
-	if d.env.DataDir == "" {
-		return nil
-	}
-	b, err := json.Marshal(state{Version: stateVersion, Resources: d.sortedLocked(false)})
-	if err != nil {
-		return fmt.Errorf("save state: %w", err)
-	}
-	if err := drivers.ReplaceFile(filepath.Join(d.env.DataDir, StateFile), b, 0o600); err != nil {
-		return fmt.Errorf("save state: %w", err)
-	}
-	return nil
+	return stateFile(d.env.DataDir).Save(d.sortedLocked(false))
 }
