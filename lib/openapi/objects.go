@@ -3,10 +3,10 @@ package openapi
 import (
 	"errors"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/hf-fleet/hf/lib/scheduler"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -150,46 +150,41 @@ func precondition(header string, body types.Version) (types.Version, error) {
 
 // checkGrant enforces, for role user, what an access code grants: a claim or
 // session naming spec.accessCode needs an existing, active code, and the machine
-// sets and event it names must be ones the code grants.
+// sets and event it names must be ones the code grants (scheduler.CheckAccessCode).
 func (s *Server) checkGrant(p Principal, o types.Object) error {
 	if p.IsAdmin() {
 		return nil
 	}
-	var code, event string
-	var sets []string
+	var claim types.MachineClaim
 	switch v := o.(type) {
 	case *types.MachineClaim:
-		code, event, sets = v.Spec.AccessCode, v.Spec.ScheduledEvent, v.Spec.MachineSets
+		claim = *v
 	case *types.Session:
-		code, event = v.Spec.AccessCode, v.Spec.ScheduledEvent
+		claim.Spec.AccessCode, claim.Spec.ScheduledEvent = v.Spec.AccessCode, v.Spec.ScheduledEvent
 	default:
 		return nil
 	}
-	if code == "" {
+	if claim.Spec.AccessCode == "" {
 		return nil
 	}
-	rec, err := s.st.Get(types.KindAccessCode, code)
-	if errors.Is(err, store.ErrNotFound) {
-		return forbidden("spec.accessCode", "access code %q is unknown or not active", code)
-	}
-	if err != nil {
-		return err
-	}
-	obj, err := store.Decode(rec)
-	if err != nil {
-		return err
-	}
-	ac := obj.(*types.AccessCode)
-	if ac.Status.Phase == types.AccessCodeInactive || !ac.ActiveAt(s.cfg.Now()) {
-		return forbidden("spec.accessCode", "access code %q is unknown or not active", code)
-	}
-	for i, set := range sets {
-		if !slices.Contains(ac.Spec.MachineSets, set) {
-			return forbidden(indexPath("spec.machineSets", i), "machine set %q is not granted by access code %q", set, code)
+	var code *types.AccessCode
+	rec, err := s.st.Get(types.KindAccessCode, claim.Spec.AccessCode)
+	switch {
+	case err == nil:
+		obj, err := store.Decode(rec)
+		if err != nil {
+			return err
 		}
+		code = obj.(*types.AccessCode)
+	case !errors.Is(err, store.ErrNotFound):
+		return err
 	}
-	if event != "" && !slices.Contains(ac.Spec.ScheduledEvents, event) {
-		return forbidden("spec.scheduledEvent", "scheduled event %q is not granted by access code %q", event, code)
+	if err := scheduler.CheckAccessCode(s.cfg.Now(), code, claim); err != nil {
+		var fe *types.FieldError
+		if errors.As(err, &fe) {
+			return forbidden(fe.Field, "%s", fe.Message)
+		}
+		return err
 	}
 	return nil
 }
