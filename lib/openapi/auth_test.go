@@ -188,6 +188,9 @@ func TestUserRole(t *testing.T) {
 		assert.Equal(t, 403, e.do("PUT", path(types.KindMachineClaim, "alice-1"), aliceTok, minimal(types.KindMachineClaim, "alice-1")).code)
 	})
 	t.Run("access codes gate claims", func(t *testing.T) {
+		ev := map[string]any{"kind": "ScheduledEvent", "metadata": map[string]any{"name": "ev"},
+			"spec": map[string]any{"startTime": now.Add(-time.Hour).Format(time.RFC3339), "endTime": now.Add(time.Hour).Format(time.RFC3339)}}
+		require.Equal(t, 201, e.do("POST", path(types.KindScheduledEvent), adminTok, ev).code)
 		claim := func(name, code string, mod func(map[string]any)) response {
 			o := minimal(types.KindMachineClaim, name)
 			o["spec"].(map[string]any)["accessCode"] = code

@@ -143,6 +143,10 @@ func (k kindRoutes) create(c *gin.Context) {
 		s.writeErr(c, err)
 		return
 	}
+	if err := s.checkEventWindow(obj); err != nil {
+		s.writeErr(c, err)
+		return
+	}
 	rec, err := s.st.Put(obj, store.PutOptions{Create: true})
 	if err != nil {
 		s.writeErr(c, err)

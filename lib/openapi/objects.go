@@ -189,6 +189,30 @@ func (s *Server) checkGrant(p Principal, o types.Object) error {
 	return nil
 }
 
+// checkEventWindow refuses a new claim under a scheduled event outside the
+// event's window (before its start, from its end on), for every role.
+func (s *Server) checkEventWindow(o types.Object) error {
+	claim, ok := o.(*types.MachineClaim)
+	if !ok || claim.Spec.ScheduledEvent == "" {
+		return nil
+	}
+	rec, err := s.st.Get(types.KindScheduledEvent, claim.Spec.ScheduledEvent)
+	if errors.Is(err, store.ErrNotFound) {
+		return badRequest("spec.scheduledEvent", "scheduled event %q does not exist", claim.Spec.ScheduledEvent)
+	}
+	if err != nil {
+		return err
+	}
+	obj, err := store.Decode(rec)
+	if err != nil {
+		return err
+	}
+	if ok, why := scheduler.ClaimAllowedByEvent(s.cfg.Now(), *obj.(*types.ScheduledEvent)); !ok {
+		return forbidden("spec.scheduledEvent", "%s", why)
+	}
+	return nil
+}
+
 // maxObjectBytes bounds an object's JSON as the store will hold it. Encoding can
 // grow a body (json escapes '<' to six bytes), and the store must never be handed
 // an entry it cannot write: that would be a 500 for bad input.

@@ -1,0 +1,51 @@
+package openapi
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestClaimsOnlyInsideTheirEventWindow(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	e := newTestEnv(t, func(c *Config) { c.Now = func() time.Time { return now } })
+	event := func(name string, start, end time.Time) map[string]any {
+		return map[string]any{"kind": "ScheduledEvent", "metadata": map[string]any{"name": name},
+			"spec": map[string]any{"startTime": start.Format(time.RFC3339), "endTime": end.Format(time.RFC3339)}}
+	}
+	for _, ev := range []map[string]any{
+		event("open", now.Add(-time.Minute), now.Add(time.Minute)),
+		event("later", now.Add(time.Hour), now.Add(2*time.Hour)),
+		event("over", now.Add(-2*time.Hour), now.Add(-time.Hour)),
+	} {
+		r := e.do(http.MethodPost, "/api/v1/scheduledevents", adminTok, ev)
+		require.Equal(t, http.StatusCreated, r.code, string(r.body))
+	}
+	claim := func(name, event string) map[string]any {
+		return map[string]any{"kind": "MachineClaim", "metadata": map[string]any{"name": name},
+			"spec": map[string]any{"machineTemplate": "t", "scheduledEvent": event}}
+	}
+	for _, tc := range []struct {
+		event string
+		code  int
+		says  string
+	}{
+		{"open", http.StatusCreated, ""},
+		{"later", http.StatusForbidden, "opens at"},
+		{"over", http.StatusForbidden, "ended at"},
+		{"nope", http.StatusBadRequest, "does not exist"},
+	} {
+		t.Run(tc.event, func(t *testing.T) {
+			r := e.do(http.MethodPost, "/api/v1/machineclaims", aliceTok, claim("c-"+tc.event, tc.event))
+			require.Equal(t, tc.code, r.code, string(r.body))
+			if tc.says != "" {
+				b := r.errBody(t)
+				assert.Equal(t, "spec.scheduledEvent", b.Field)
+				assert.Contains(t, b.Message, tc.says)
+			}
+		})
+	}
+}
