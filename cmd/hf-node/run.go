@@ -82,7 +82,6 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	log = log.With("node", name)
 
 	st, err := store.Open(store.Config{
 		Dir: filepath.Join(cfg.DataDir, "store"), NodeID: name,
@@ -230,7 +229,7 @@ func prepareDrivers(ctx context.Context, cfg config.Config, node string, log *sl
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("drivers[%d]: %w", i, err)
 		}
-		d, err := reg.New(dc.Name, drivers.Env{Instance: inst, DataDir: dir, NodeName: node, Log: log.With("driver", inst)})
+		d, err := reg.New(dc.Name, drivers.Env{Instance: inst, DataDir: dir, NodeName: node, Log: log.With("node", node)})
 		if err != nil {
 			return nil, fmt.Errorf("drivers[%d].name: %w", i, err)
 		}

@@ -121,7 +121,7 @@ func New(cfg Config, log *slog.Logger, st *store.Store, instances []Instance, pe
 	}
 	n := &Node{
 		cfg:       cfg,
-		log:       log,
+		log:       log.With("node", cfg.Name),
 		st:        st,
 		instances: map[string]Instance{},
 		inbox:     queue.New[Message](),
