@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/store"
@@ -114,6 +115,7 @@ func (n *Node) allocate(ctx context.Context, name string) error {
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("bind claim: %w", err)
 	}
+	n.forgetFailures(mach.Spec.Claim)
 	n.log.Debug("claim bound", "claim", mach.Spec.Claim, "machine", name)
 	return nil
 }
@@ -123,6 +125,13 @@ func (n *Node) allocate(ctx context.Context, name string) error {
 func (n *Node) allocFailed(mach *types.Machine, cause error) error {
 	reason := fmt.Sprintf("allocation on %s (driver %s) failed: %v", n.cfg.Name, mach.Spec.Driver, cause)
 	n.dropMachine(mach.Metadata.Name)
+	// Back off before handing the claim back, so a driver that keeps failing
+	// (a bad image, a broken engine) is not hammered in a tight loop.
+	select {
+	case <-n.ctx.Done():
+		return nil
+	case <-time.After(n.failureBackoff(mach.Spec.Claim)):
+	}
 	_, err := store.Update(n.st, types.KindMachineClaim, mach.Spec.Claim, func(c *types.MachineClaim) error {
 		if c.Status.Node != n.cfg.Name || c.Status.Round != mach.Spec.Round || !requested(c) {
 			return store.ErrNoChange
@@ -206,4 +215,25 @@ func (n *Node) release(ctx context.Context, name, reason string) {
 	}
 	n.dropMachine(name)
 	n.log.Debug("machine released", "machine", name, "reason", reason)
+}
+
+// failureBackoff is how long to wait before handing back a claim whose
+// allocation failed here: 50 ms doubling per failure of that claim, at most 5 s.
+func (n *Node) failureBackoff(claim string) time.Duration {
+	n.busyMu.Lock()
+	defer n.busyMu.Unlock()
+	if n.failures == nil {
+		n.failures = map[string]int{}
+	}
+	f := n.failures[claim]
+	n.failures[claim] = f + 1
+	d := 50 * time.Millisecond << min(f, 7)
+	return min(d, 5*time.Second)
+}
+
+// forgetFailures drops a claim's failure count once it is bound.
+func (n *Node) forgetFailures(claim string) {
+	n.busyMu.Lock()
+	delete(n.failures, claim)
+	n.busyMu.Unlock()
 }

@@ -108,6 +108,8 @@ type Node struct {
 	// busy tracks machines with an allocation or release under way.
 	busyMu sync.Mutex
 	busy   map[string]bool
+	// failures counts failed allocations per claim, for back-off.
+	failures map[string]int
 }
 
 // New builds a node. peers may be nil for a node that runs alone.

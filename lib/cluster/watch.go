@@ -162,6 +162,7 @@ func (n *Node) fenced(c *types.MachineClaim, e entry) bool {
 }
 
 func (n *Node) onClaimGone(name string) {
+	n.forgetFailures(name)
 	n.elect.Push(electEvent{in: scheduler.ClaimGone{Claim: name}})
 	for _, e := range n.ledger.byClaim(name) {
 		n.startRelease(e.Machine, "claim deleted")
