@@ -26,20 +26,33 @@ func (n *Node) inboxLoop() {
 			switch m.Type {
 			case MsgOffer:
 				n.handleOffer(m)
-			case MsgAccept:
-				n.elect.Push(electEvent{in: scheduler.Accepted{Claim: m.Claim, Node: m.Node, Driver: m.Driver, Round: m.Round}})
-			case MsgDecline:
-				var fresh *scheduler.Candidate
-				if m.Fresh != nil {
-					fresh = &scheduler.Candidate{Node: m.Node, Driver: m.Driver, Alive: true, Capacity: *m.Fresh}
-					if in, ok := n.instances[m.Driver]; ok && m.Node == n.cfg.Name {
-						fresh.DriverType = in.Type
-					}
+			case MsgTake:
+				n.handleTake(m)
+			case MsgAccept, MsgDecline:
+				if m.Machine != "" {
+					n.takeAnswered(m)
+					continue
 				}
-				n.elect.Push(electEvent{in: scheduler.Declined{Claim: m.Claim, Node: m.Node, Round: m.Round, Reason: m.Reason, Fresh: fresh}})
+				if m.Type == MsgDecline {
+					n.elect.Push(electEvent{in: declinedInput(n, m)})
+					continue
+				}
+				n.elect.Push(electEvent{in: scheduler.Accepted{Claim: m.Claim, Node: m.Node, Driver: m.Driver, Round: m.Round}})
 			}
 		}
 	}
+}
+
+// declinedInput turns a decline into the elector's input.
+func declinedInput(n *Node, m Message) scheduler.Input {
+	var fresh *scheduler.Candidate
+	if m.Fresh != nil {
+		fresh = &scheduler.Candidate{Node: m.Node, Driver: m.Driver, Alive: true, Capacity: *m.Fresh}
+		if in, ok := n.instances[m.Driver]; ok && m.Node == n.cfg.Name {
+			fresh.DriverType = in.Type
+		}
+	}
+	return scheduler.Declined{Claim: m.Claim, Node: m.Node, Round: m.Round, Reason: m.Reason, Fresh: fresh}
 }
 
 // machineName is deterministic per (claim, round, node), so a repeated offer
@@ -129,6 +142,7 @@ func (n *Node) reserve(m Message) (string, *types.Capacity, error) {
 		Spec: types.MachineSpec{
 			MachineTemplate: tmpl.Metadata.Name, Environment: claim.Spec.Environment,
 			Node: n.cfg.Name, Driver: in.Name, Claim: m.Claim, Round: m.Round,
+			MachineSet: claim.Metadata.Labels[LabelProvisionFor],
 		},
 		Status: types.MachineStatus{Phase: types.MachinePending},
 	}

@@ -85,6 +85,11 @@ func (n *Node) allocate(ctx context.Context, name string) error {
 		return nil
 	}
 	now := n.cfg.Now()
+	if set := claim.Metadata.Labels[LabelProvisionFor]; set != "" {
+		// A warm machine for a pool: it joins its set unclaimed, and the
+		// claim that provisioned it is done.
+		return n.joinPool(ctx, in, mach, claim, res, set)
+	}
 	if _, err := n.setMachine(name, func(m *types.Machine) {
 		m.Status.Phase = types.MachineRunning
 		m.Status.Resource = res

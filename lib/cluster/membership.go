@@ -70,6 +70,7 @@ func (n *Node) memberLoop() {
 				default:
 				}
 				n.resync()
+				n.kickSets()
 			}
 			n.checkAbsent(cur, absent)
 		case <-tick.C:

@@ -13,6 +13,8 @@ const (
 	MsgOffer MessageType = iota + 1
 	MsgAccept
 	MsgDecline
+	// MsgTake asks the node hosting a warm pool machine to bind it to a claim.
+	MsgTake
 )
 
 // Message is one direct node-to-node message of the claim election.
@@ -26,7 +28,9 @@ type Message struct {
 	Node   string `json:"node,omitempty"`
 	Driver string `json:"driver,omitempty"`
 	Round  uint64 `json:"round"`
-	Reason string `json:"reason,omitempty"`
+	// Machine is the pool machine of a take and of its answer.
+	Machine string `json:"machine,omitempty"`
+	Reason  string `json:"reason,omitempty"`
 	// Fresh is the candidate's real capacity for Driver at the time it declined.
 	Fresh *types.Capacity `json:"fresh,omitempty"`
 	// Records travel with an offer: the elector's copies of the claim and its

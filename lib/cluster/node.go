@@ -110,6 +110,8 @@ type Node struct {
 	busy   map[string]bool
 	// failures counts failed allocations per claim, for back-off.
 	failures map[string]int
+	pool     pool
+	setQ     chan struct{}
 }
 
 // New builds a node. peers may be nil for a node that runs alone.
@@ -130,6 +132,8 @@ func New(cfg Config, log *slog.Logger, st *store.Store, instances []Instance, pe
 		elect:     queue.New[electEvent](),
 		reportQ:   make(chan struct{}, 1),
 		memberQ:   make(chan struct{}, 1),
+		setQ:      make(chan struct{}, 1),
+		pool:      pool{takes: map[string]string{}},
 		busy:      map[string]bool{},
 	}
 	for _, in := range instances {
@@ -188,6 +192,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.spawn(n.reportLoop)
 	n.spawn(n.memberLoop)
 	n.spawn(n.healthLoop)
+	n.spawn(n.setLoop)
 	n.resync()
 	n.ready.Store(true)
 	n.log.Info("node started", "drivers", len(n.instances))

@@ -37,6 +37,9 @@ func (n *Node) onEvent(ev store.Event) {
 	}
 	rec := ev.Record
 	switch rec.Kind {
+	case types.KindMachineSet:
+		n.kickSets()
+		return
 	case types.KindMachineClaim:
 		if ev.Type == store.EventDelete {
 			n.onClaimGone(rec.Name)
@@ -94,7 +97,7 @@ func (n *Node) onClaim(c *types.MachineClaim) {
 		if n.resumeOwn(c) {
 			return
 		}
-		if n.isElector(name) {
+		if n.isElector(name) && !n.tryPool(c) {
 			n.feedClaim(c)
 		}
 	} else if requested(c) && !n.isMember(c.Status.Node) {
@@ -187,7 +190,7 @@ func (n *Node) resyncClaims() {
 		n.onClaim(c)
 	}
 	for _, e := range n.ledger.all() {
-		if !live[e.Claim] {
+		if e.Claim != "" && !live[e.Claim] { // "" is a warm pool machine
 			n.startRelease(e.Machine, "claim deleted")
 		}
 	}

@@ -14,7 +14,8 @@ import (
 // Audit checks the fleet's invariants from every running host's own records
 // and its driver's real holdings, and returns every violation found:
 //   - every Bound claim names exactly one live machine, Running on its node;
-//   - no live machine exists without a claim that names it;
+//   - no live machine exists without a claim that names it (warm pool
+//     machines of a set excepted);
 //   - every driver holds exactly the resources of its node's live machines;
 //   - no node holds more than its capacity.
 func (f *Fleet) Audit(capacity func(node string) int) []string {
@@ -31,8 +32,11 @@ func (f *Fleet) Audit(capacity func(node string) int) []string {
 		if !m.Live() {
 			continue
 		}
-		live[m.Spec.Claim] = append(live[m.Spec.Claim], name)
 		perNode[m.Spec.Node]++
+		if m.Spec.Claim == "" && m.Spec.MachineSet != "" {
+			continue // a warm pool machine waits unclaimed
+		}
+		live[m.Spec.Claim] = append(live[m.Spec.Claim], name)
 		c, ok := claims[m.Spec.Claim]
 		if !ok || c.Status.Machine != name || c.Status.Phase == types.ClaimFailed {
 			bad = append(bad, fmt.Sprintf("machine %s on %s is live but its claim %s does not name it", name, m.Spec.Node, m.Spec.Claim))

@@ -1,0 +1,119 @@
+package clustertest
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+func machineSet(name, template string, min, max int) *types.MachineSet {
+	return &types.MachineSet{
+		TypeMeta: types.TypeMeta{Kind: types.KindMachineSet},
+		Metadata: types.ObjectMeta{Name: name},
+		Spec: types.MachineSetSpec{
+			AvailabilityConfiguration: types.AvailabilityConfiguration{Type: types.AvailabilityPool},
+			ProvisioningStrategy:      types.ProvisionAutoScale,
+			MinAvailable:              min, MaxProvisioned: max, MachineTemplate: template,
+		},
+	}
+}
+
+// poolCounts returns the set's live machines and the unclaimed Running ones.
+func poolCounts(h *Host, set string) (provisioned, available int) {
+	for _, m := range h.Machines() {
+		if m.Spec.MachineSet != set || !m.Live() {
+			continue
+		}
+		provisioned++
+		if m.Spec.Claim == "" && m.Status.Phase == types.MachineRunning {
+			available++
+		}
+	}
+	return provisioned, available
+}
+
+// Issue 7, acceptance 1: an AutoScale set (min 3, max 5) on 3 nodes keeps 3
+// ready; claims bind at once to ready machines (no provisioning); the set
+// refills as far as max allows and never passes it.
+func TestWarmPoolBindsAtOnceAndRefills(t *testing.T) {
+	f := Start(t, 3, Options{Driver: `{"cpus": 10, "ram_gb": 100, "delay": "200ms"}`})
+	f.Put(0, Template("one", 1, 1))
+	f.Put(1, machineSet("pool", "one", 3, 5))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, h := range f.Up() {
+			_, avail := poolCounts(h, "pool")
+			assert.Equal(c, 3, avail, "ready machines seen from %s", h.Name)
+		}
+	}, 20*time.Second, 20*time.Millisecond)
+
+	// Watch the whole time that the set never passes max.
+	stop := make(chan struct{})
+	var maxSeen int
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			p, _ := poolCounts(f.Hosts[0], "pool")
+			maxSeen = max(maxSeen, p)
+		}
+	}()
+
+	var lat []time.Duration
+	for i := range 3 {
+		name := fmt.Sprintf("u%d", i)
+		start := time.Now()
+		f.Put(i, Claim(name, "one", time.Minute))
+		c := waitClaim(t, f.Hosts[i], name, types.ClaimBound)
+		lat = append(lat, time.Since(start))
+		m, err := store.Get[types.Machine](f.Hosts[i].Store, types.KindMachine, c.Status.Machine)
+		require.NoError(t, err)
+		assert.Equal(t, "pool", m.Spec.MachineSet, "claim %s bound to a pool machine", name)
+		assert.Equal(t, name, m.Spec.Claim)
+	}
+	slices.Sort(lat)
+	t.Logf("claim->Bound from the pool: %v (the driver takes 200ms to provision)", lat)
+	assert.Less(t, lat[1], 200*time.Millisecond, "pool binds need no provisioning")
+
+	// The set refills: 3 claimed + at most 2 more (max 5).
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		p, avail := poolCounts(f.Hosts[0], "pool")
+		assert.Equal(c, 5, p)
+		assert.Equal(c, 2, avail)
+		set, err := store.Get[types.MachineSet](f.Hosts[0].Store, types.KindMachineSet, "pool")
+		require.NoError(c, err)
+		assert.Equal(c, 5, set.Status.Provisioned)
+		assert.Equal(c, 2, set.Status.Available)
+	}, 20*time.Second, 20*time.Millisecond)
+
+	// Releasing a claim destroys its machine (never handed on) and the set
+	// refills to 3 ready.
+	released := f.Hosts[0].Claims()["u0"].Status.Machine
+	_, err := f.Hosts[0].Store.Delete(types.KindMachineClaim, "u0", types.Version{})
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, ok := f.Hosts[0].Machines()[released]
+		assert.False(c, ok, "released machine destroyed")
+		_, avail := poolCounts(f.Hosts[0], "pool")
+		assert.Equal(c, 3, avail)
+	}, 20*time.Second, 20*time.Millisecond)
+	close(stop)
+	wg.Wait()
+	assert.LessOrEqual(t, maxSeen, 5, "the set never passed maxProvisioned")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Empty(c, f.Audit(nil))
+	}, 10*time.Second, 50*time.Millisecond)
+}

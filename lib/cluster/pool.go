@@ -1,0 +1,226 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/hf-fleet/hf/lib/scheduler"
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// LabelProvisionFor marks the claims a MachineSet's owner creates to provision
+// warm machines: their machines join the set unclaimed once running.
+const LabelProvisionFor = "hf/provision-for"
+
+// pool holds the takes this node (as elector) has asked for: claim -> machine.
+type pool struct {
+	mu    sync.Mutex
+	takes map[string]string
+}
+
+// joinPool turns a freshly allocated machine into a warm, unclaimed machine of
+// its set and ends the claim that provisioned it. The ledger forgets the claim
+// first, so the claim's deletion does not release the machine.
+func (n *Node) joinPool(ctx context.Context, in Instance, mach *types.Machine, claim *types.MachineClaim, res *types.Resource, set string) error {
+	name := mach.Metadata.Name
+	now := n.cfg.Now()
+	n.ledger.mu.Lock()
+	if e, ok := n.ledger.entries[name]; ok {
+		e.Claim, e.Phase, e.Resource = "", types.MachineRunning, res
+		n.ledger.entries[name] = e
+	}
+	n.ledger.mu.Unlock()
+	n.ledger.notify()
+	if _, err := n.setMachine(name, func(m *types.Machine) {
+		m.Spec.Claim, m.Spec.MachineSet = "", set
+		m.Status.Phase = types.MachineRunning
+		m.Status.Resource = res
+		m.Status.MachineInformation = res.Info
+		m.Status.ConnectEndpoints = res.Endpoints
+		m.Status.PhaseTimes.Mark(string(types.MachineRunning), now)
+	}); err != nil {
+		if derr := in.Driver.Deallocate(context.WithoutCancel(ctx), res); derr != nil {
+			n.log.Warn("deallocate orphan", "machine", name, "err", derr)
+		}
+		n.ledger.remove(name)
+		return err
+	}
+	if _, err := n.st.Delete(types.KindMachineClaim, claim.Metadata.Name, types.Version{}); err != nil && !errors.Is(err, store.ErrNotFound) {
+		n.log.Warn("delete provisioning claim", "claim", claim.Metadata.Name, "err", err)
+	}
+	n.log.Debug("machine joined pool", "machine", name, "set", set)
+	return nil
+}
+
+// tryPool binds a user claim to a warm machine of a matching set when there is
+// one: the node hosting the machine is asked to take it for the claim. It
+// reports whether the claim is handled (a take is out, or it must wait for a
+// set); false means: elect a node as usual.
+func (n *Node) tryPool(c *types.MachineClaim) bool {
+	if c.Metadata.Labels[LabelProvisionFor] != "" {
+		return false
+	}
+	sets, err := store.List[types.MachineSet](n.st, types.KindMachineSet)
+	if err != nil || len(sets) == 0 {
+		return false
+	}
+	n.pool.mu.Lock()
+	_, out := n.pool.takes[c.Metadata.Name]
+	n.pool.mu.Unlock()
+	if out {
+		return true
+	}
+	machines, err := store.List[types.Machine](n.st, types.KindMachine)
+	if err != nil {
+		return false
+	}
+	setVals := make([]types.MachineSet, 0, len(sets))
+	for _, s := range sets {
+		setVals = append(setVals, *s)
+	}
+	mVals := make([]types.Machine, 0, len(machines))
+	taken := n.takenMachines()
+	for _, m := range machines {
+		if !taken[m.Metadata.Name] {
+			mVals = append(mVals, *m)
+		}
+	}
+	d := scheduler.DecideBind(*c, setVals, mVals, n.cfg.Now(), poolLimits())
+	switch d.Kind {
+	case scheduler.BindPool:
+		var host string
+		for _, m := range machines {
+			if m.Metadata.Name == d.Machine {
+				host = m.Spec.Node
+			}
+		}
+		n.pool.mu.Lock()
+		n.pool.takes[c.Metadata.Name] = d.Machine
+		n.pool.mu.Unlock()
+		msg := Message{Type: MsgTake, From: n.cfg.Name, To: host, Claim: c.Metadata.Name, Machine: d.Machine, Round: c.Status.Round + 1}
+		if host != n.cfg.Name {
+			msg.Records = n.offerRecords(c.Metadata.Name)
+		}
+		n.spawn(func() {
+			if err := n.peers.Send(n.ctx, msg); err != nil {
+				n.takeAnswered(Message{Type: MsgDecline, Claim: msg.Claim, Machine: msg.Machine, Reason: err.Error()})
+			}
+		})
+		return true
+	case scheduler.BindWait:
+		n.setWaiting(c.Metadata.Name, d.Reason)
+		return true
+	}
+	return false
+}
+
+func (n *Node) takenMachines() map[string]bool {
+	n.pool.mu.Lock()
+	defer n.pool.mu.Unlock()
+	out := map[string]bool{}
+	for _, m := range n.pool.takes {
+		out[m] = true
+	}
+	return out
+}
+
+// takeAnswered ends a take: bound, or back to the usual election.
+func (n *Node) takeAnswered(m Message) {
+	n.pool.mu.Lock()
+	delete(n.pool.takes, m.Claim)
+	n.pool.mu.Unlock()
+	if m.Type == MsgAccept {
+		return
+	}
+	n.log.Debug("take declined", "claim", m.Claim, "machine", m.Machine, "reason", m.Reason)
+	if c, err := store.Get[types.MachineClaim](n.st, types.KindMachineClaim, m.Claim); err == nil && requested(c) && c.Status.Node == "" {
+		n.onClaim(c) // another pool machine, or an election
+	}
+}
+
+// handleTake is the hosting node's side: under the ledger lock, a warm
+// machine that is still unclaimed is bound to the claim (machine first, then
+// the claim), and only then accepted.
+func (n *Node) handleTake(m Message) {
+	for _, rec := range m.Records {
+		if rec.Kind == types.KindMachineClaim {
+			if _, err := n.st.Apply(rec); err != nil {
+				n.log.Debug("apply offered record", "name", rec.Name, "err", err)
+			}
+		}
+	}
+	reply := Message{From: n.cfg.Name, To: m.From, Claim: m.Claim, Node: n.cfg.Name, Machine: m.Machine, Round: m.Round}
+	if err := n.take(m); err != nil {
+		reply.Type, reply.Reason = MsgDecline, err.Error()
+	} else {
+		reply.Type = MsgAccept
+	}
+	if m.From == n.cfg.Name {
+		n.takeAnswered(reply)
+		return
+	}
+	n.spawn(func() { n.send(reply) })
+}
+
+func (n *Node) take(m Message) error {
+	claim, err := store.Get[types.MachineClaim](n.st, types.KindMachineClaim, m.Claim)
+	if err != nil {
+		return fmt.Errorf("claim %s: %w", m.Claim, err)
+	}
+	if !requested(claim) || claim.Status.Node != "" {
+		return fmt.Errorf("claim %s is taken care of", m.Claim)
+	}
+	n.ledger.mu.Lock()
+	defer n.ledger.mu.Unlock()
+	e, ok := n.ledger.entries[m.Machine]
+	if !ok || e.Claim != "" || e.Phase != types.MachineRunning {
+		return fmt.Errorf("machine %s is not a warm machine here", m.Machine)
+	}
+	now := n.cfg.Now()
+	if _, err := store.Update(n.st, types.KindMachine, m.Machine, func(mm *types.Machine) error {
+		if mm.Spec.Claim != "" {
+			return fmt.Errorf("machine %s is bound to %s", m.Machine, mm.Spec.Claim)
+		}
+		mm.Spec.Claim, mm.Spec.Round = m.Claim, m.Round
+		return nil
+	}); err != nil {
+		return err
+	}
+	e.Claim, e.Round = m.Claim, m.Round
+	n.ledger.entries[m.Machine] = e
+	_, err = store.Update(n.st, types.KindMachineClaim, m.Claim, func(c *types.MachineClaim) error {
+		if !requested(c) || c.Status.Node != "" {
+			return fmt.Errorf("claim %s is taken care of", m.Claim)
+		}
+		c.Status.Phase = types.ClaimBound
+		c.Status.Node, c.Status.Driver, c.Status.Machine, c.Status.Round = n.cfg.Name, e.Driver, m.Machine, m.Round
+		c.Status.Reason = ""
+		c.Status.PhaseTimes.Mark(string(types.ClaimBound), now)
+		return nil
+	})
+	if err != nil {
+		// Give the machine back to the pool.
+		e.Claim = ""
+		n.ledger.entries[m.Machine] = e
+		if _, uerr := store.Update(n.st, types.KindMachine, m.Machine, func(mm *types.Machine) error {
+			mm.Spec.Claim = ""
+			return nil
+		}); uerr != nil {
+			n.log.Warn("return machine to pool", "machine", m.Machine, "err", uerr)
+		}
+		return err
+	}
+	n.log.Debug("pool machine taken", "claim", m.Claim, "machine", m.Machine)
+	return nil
+}
+
+// poolLimits are the reaping limits: DESIGN's defaults, except idleness, which
+// needs an activity source hf does not have yet.
+func poolLimits() scheduler.PoolLimits {
+	l := scheduler.DefaultPoolLimits()
+	l.MaxIdle = 1 << 62
+	return l
+}

@@ -1,0 +1,152 @@
+package cluster
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"time"
+
+	"github.com/hf-fleet/hf/lib/scheduler"
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// setReconcileEvery is how often each owned MachineSet is reconciled even
+// when nothing seems to change (limits run out with time).
+const setReconcileEvery = time.Second
+
+// kickSets asks the set loop to look again. It never blocks.
+func (n *Node) kickSets() {
+	select {
+	case n.setQ <- struct{}{}:
+	default:
+	}
+}
+
+// setLoop runs the reconcile of every MachineSet this node owns (rendezvous
+// owner of "set/<name>" over live members, so a dead owner's sets move on by
+// themselves): level-triggered, idempotent, planned by scheduler.PlanMachineSet.
+func (n *Node) setLoop() {
+	tick := time.NewTicker(setReconcileEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-tick.C:
+		case <-n.setQ:
+		}
+		n.reconcileSets()
+	}
+}
+
+func (n *Node) reconcileSets() {
+	sets, err := store.List[types.MachineSet](n.st, types.KindMachineSet)
+	if err != nil || len(sets) == 0 {
+		return
+	}
+	members := n.peers.Members()
+	var mine []*types.MachineSet
+	for _, s := range sets {
+		if scheduler.Owner("set/"+s.Metadata.Name, members) == n.cfg.Name {
+			mine = append(mine, s)
+		}
+	}
+	if len(mine) == 0 {
+		return
+	}
+	machines, err := store.List[types.Machine](n.st, types.KindMachine)
+	if err != nil {
+		return
+	}
+	claims, err := store.List[types.MachineClaim](n.st, types.KindMachineClaim)
+	if err != nil {
+		return
+	}
+	mVals := make([]types.Machine, 0, len(machines))
+	for _, m := range machines {
+		mVals = append(mVals, *m)
+	}
+	cVals := make([]types.MachineClaim, 0, len(claims))
+	pending := map[string]int{} // set -> provisioning claims not yet holding a machine
+	for _, c := range claims {
+		cVals = append(cVals, *c)
+		if set := c.Metadata.Labels[LabelProvisionFor]; set != "" && requested(c) && c.Status.Node == "" {
+			pending[set]++
+		}
+	}
+	now := n.cfg.Now()
+	for _, s := range mine {
+		plan := scheduler.PlanMachineSet(now, *s, mVals, cVals, nil, poolLimits())
+		for i := plan.Create - pending[s.Metadata.Name]; i > 0; i-- {
+			n.provision(s)
+		}
+		for _, d := range plan.Delete {
+			n.reap(d)
+		}
+		if plan.Status != s.Status {
+			_, err := store.Update(n.st, types.KindMachineSet, s.Metadata.Name, func(o *types.MachineSet) error {
+				if o.Status == plan.Status {
+					return store.ErrNoChange
+				}
+				o.Status = plan.Status
+				return nil
+			})
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				n.log.Warn("set status", "set", s.Metadata.Name, "err", err)
+			}
+		}
+	}
+}
+
+// provision creates a claim whose machine, once running, joins the set warm.
+// The claim is elected like any other, so pool machines are spread over the
+// cluster by the same placement rules.
+func (n *Node) provision(s *types.MachineSet) {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	prefix := s.Metadata.Name
+	if len(prefix) > types.MaxNameLen-9 {
+		prefix = prefix[:types.MaxNameLen-9]
+	}
+	c := &types.MachineClaim{
+		TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim},
+		Metadata: types.ObjectMeta{Name: prefix + "-" + hex.EncodeToString(b), Labels: map[string]string{LabelProvisionFor: s.Metadata.Name}},
+		Spec: types.MachineClaimSpec{
+			MachineTemplate: s.Spec.MachineTemplate, Environment: s.Spec.Environment,
+			BindTimeout: types.D(10 * time.Minute),
+		},
+		Status: types.MachineClaimStatus{Phase: types.ClaimRequested},
+	}
+	c.Status.PhaseTimes.Mark(string(types.ClaimRequested), n.cfg.Now())
+	if _, err := n.st.Put(c, store.PutOptions{Create: true}); err != nil {
+		n.log.Warn("provision pool machine", "set", s.Metadata.Name, "err", err)
+		return
+	}
+	n.log.Debug("provisioning pool machine", "set", s.Metadata.Name, "claim", c.Metadata.Name)
+}
+
+// reap ends a set's machine as the plan says: its claim (if the plan names
+// one) is terminated, and the machine record deleted, which makes its node
+// release it.
+func (n *Node) reap(d scheduler.Deletion) {
+	if d.Claim != "" {
+		_, err := store.Update(n.st, types.KindMachineClaim, d.Claim, func(c *types.MachineClaim) error {
+			if c.Status.Phase == types.ClaimTerminated {
+				return store.ErrNoChange
+			}
+			c.Status.Phase = types.ClaimTerminated
+			c.Status.Reason = d.Message
+			c.Status.PhaseTimes.Mark(string(types.ClaimTerminated), n.cfg.Now())
+			return nil
+		})
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			n.log.Warn("reap claim", "claim", d.Claim, "err", err)
+		}
+	}
+	if _, err := n.st.Delete(types.KindMachine, d.Machine, types.Version{}); err != nil && !errors.Is(err, store.ErrNotFound) {
+		n.log.Warn("reap machine", "machine", d.Machine, "err", err)
+		return
+	}
+	n.log.Info("pool machine reaped", "machine", d.Machine, "reason", d.Reason)
+}
