@@ -7,6 +7,7 @@ import (
 
 	"github.com/hf-fleet/hf/lib/cluster/member"
 	"github.com/hf-fleet/hf/lib/cluster/member/membertest"
+	"github.com/hf-fleet/hf/lib/scheduler"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -127,3 +128,6 @@ func (f *Fleet) Dump(t testing.TB) {
 		}
 	}
 }
+
+// ownerOf is the rendezvous owner of a duty key among members.
+func ownerOf(key string, members []string) string { return scheduler.Owner(key, members) }

@@ -117,3 +117,127 @@ func TestWarmPoolBindsAtOnceAndRefills(t *testing.T) {
 		assert.Empty(c, f.Audit(nil))
 	}, 10*time.Second, 50*time.Millisecond)
 }
+
+// Issue 7, acceptance 2: 50 claims race for 10 ready machines through
+// different nodes: exactly 10 bind to pool machines, none twice; the rest are
+// elected directly (bindStrategy Any).
+func TestPoolRaceBindsEachMachineOnce(t *testing.T) {
+	f := Start(t, 3, Options{Driver: `{"cpus": 100, "ram_gb": 1000, "delay": "2s"}`})
+	f.Put(0, Template("one", 1, 1))
+	f.Put(0, machineSet("pool", "one", 10, 10))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, h := range f.Up() {
+			_, avail := poolCounts(h, "pool")
+			assert.Equal(c, 10, avail, "ready machines seen from %s", h.Name)
+		}
+	}, 30*time.Second, 20*time.Millisecond)
+	ready := map[string]bool{}
+	for name, m := range f.Hosts[0].Machines() {
+		if m.Spec.MachineSet == "pool" {
+			ready[name] = true
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f.Put(i%3, Claim(fmt.Sprintf("r%02d", i), "one", time.Minute))
+		}()
+	}
+	wg.Wait()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, 50, f.Hosts[0].Count()[types.ClaimBound])
+	}, 60*time.Second, 50*time.Millisecond)
+	fromPool := map[string]string{} // machine -> claim
+	for name, c := range f.Hosts[0].Claims() {
+		if ready[c.Status.Machine] {
+			prev, dup := fromPool[c.Status.Machine]
+			assert.False(t, dup, "machine %s bound to %s and %s", c.Status.Machine, prev, name)
+			fromPool[c.Status.Machine] = name
+		}
+	}
+	assert.Len(t, fromPool, 10, "every ready machine went to exactly one claim")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Empty(c, f.Audit(nil))
+	}, 10*time.Second, 50*time.Millisecond)
+}
+
+// Issue 7, acceptance 3: the owner of a set dies; another node takes over its
+// reconcile and the pool is back to min.
+func TestSetOwnerDiesPoolRecovers(t *testing.T) {
+	f := Start(t, 3, Options{Driver: `{"cpus": 100, "ram_gb": 1000}`})
+	f.Put(0, Template("one", 1, 1))
+	f.Put(0, machineSet("pool", "one", 3, 6))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, avail := poolCounts(f.Hosts[0], "pool")
+		assert.Equal(c, 3, avail)
+	}, 20*time.Second, 20*time.Millisecond)
+	// Kill the owner of the set's reconcile.
+	owner := -1
+	for i, h := range f.Hosts {
+		if ownerOf("set/pool", f.UpNames()) == h.Name {
+			owner = i
+		}
+	}
+	require.GreaterOrEqual(t, owner, 0)
+	f.Kill(owner)
+	view := f.Up()[0]
+	killed := time.Now()
+	// Only a live owner can act on a change: scale the set up.
+	_, err := store.Update(view.Store, types.KindMachineSet, "pool", func(s *types.MachineSet) error {
+		s.Spec.MinAvailable = 5
+		return nil
+	})
+	require.NoError(t, err)
+	// The dead node's pool machines are lost after the grace; the new owner
+	// provisions up to the new min on the survivors.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, avail := poolCounts(view, "pool")
+		assert.Equal(c, 5, avail)
+		for _, m := range view.Machines() {
+			if m.Spec.MachineSet == "pool" && m.Live() {
+				assert.NotEqual(c, f.Hosts[owner].Name, m.Spec.Node)
+			}
+		}
+	}, 20*time.Second, 50*time.Millisecond)
+	t.Logf("pool at the new min %s after the owner died", time.Since(killed).Round(10*time.Millisecond))
+}
+
+// Issue 7, acceptance 5 (age and lifetime): an unclaimed machine older than
+// maxAge and a claimed machine older than maxAssigned are destroyed (the
+// claim terminated) and the pool refilled to min.
+func TestPoolReaping(t *testing.T) {
+	f := Start(t, 2, Options{Driver: `{"cpus": 100, "ram_gb": 1000}`})
+	f.Put(0, Template("one", 1, 1))
+	set := machineSet("pool", "one", 2, 10)
+	set.Spec.MaxAge = types.D(2 * time.Second)
+	set.Spec.MaxAssigned = types.D(2 * time.Second)
+	f.Put(0, set)
+	var first []string
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		first = first[:0]
+		for name, m := range f.Hosts[0].Machines() {
+			if m.Spec.MachineSet == "pool" && m.Spec.Claim == "" && m.Status.Phase == types.MachineRunning {
+				first = append(first, name)
+			}
+		}
+		assert.Len(c, first, 2)
+	}, 20*time.Second, 20*time.Millisecond)
+	f.Put(0, Claim("user", "one", time.Minute))
+	bound := waitClaim(t, f.Hosts[0], "user", types.ClaimBound)
+	// The claimed machine goes after maxAssigned, ending its claim.
+	c := waitClaim(t, f.Hosts[0], "user", types.ClaimTerminated)
+	assert.NotEmpty(t, c.Status.Reason)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		ms := f.Hosts[0].Machines()
+		_, ok := ms[bound.Status.Machine]
+		assert.False(c, ok, "claimed machine destroyed")
+		for _, name := range first {
+			_, ok := ms[name]
+			assert.False(c, ok, "stale machine %s destroyed", name)
+		}
+		_, avail := poolCounts(f.Hosts[0], "pool")
+		assert.Equal(c, 2, avail, "refilled to min")
+	}, 20*time.Second, 50*time.Millisecond)
+}
