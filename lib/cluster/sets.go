@@ -36,6 +36,7 @@ func (n *Node) setLoop() {
 		case <-tick.C:
 		case <-n.setQ:
 		}
+		n.reconcileEvents()
 		n.reconcileSets()
 	}
 }

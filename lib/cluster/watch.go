@@ -37,7 +37,7 @@ func (n *Node) onEvent(ev store.Event) {
 	}
 	rec := ev.Record
 	switch rec.Kind {
-	case types.KindMachineSet:
+	case types.KindMachineSet, types.KindScheduledEvent:
 		n.kickSets()
 		return
 	case types.KindMachineClaim:
