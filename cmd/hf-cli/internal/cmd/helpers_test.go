@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"io"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +26,11 @@ type cli struct {
 	terminal bool
 	stdin    string
 	rand     io.Reader
+	// now is the commands' clock (nil: time.Now).
+	now func() time.Time
+	// transport, when set, carries the commands' API requests, so a test can
+	// act between them.
+	transport http.RoundTripper
 }
 
 // newCLI starts a fake server and points HF_ENDPOINT/HF_TOKEN at it, with
@@ -88,6 +94,12 @@ func (c *cli) start(ctx context.Context, args ...string) *running {
 		Now:           time.Now,
 		Rand:          c.rand,
 		Version:       "1.2.3-test",
+	}
+	if c.now != nil {
+		env.Now = c.now
+	}
+	if c.transport != nil {
+		env.HTTPClient = &http.Client{Transport: c.transport}
 	}
 	go func() { r.done <- Main(ctx, env, args) }()
 	return r

@@ -34,6 +34,10 @@ func newResourceCmd(f *Factory, res *resource) *cobra.Command {
 		c.AddCommand(newClaimCreateCmd(f, res))
 	case types.KindNode:
 		c.AddCommand(newDrainCmd(f, true), newDrainCmd(f, false), newKindFileCmd(f, res, fileCreate))
+	case types.KindMachineSet:
+		c.AddCommand(newScaleCmd(f), newPoolStatusCmd(f), newKindFileCmd(f, res, fileCreate))
+	case types.KindAccessCode:
+		c.AddCommand(newCodeCreateCmd(f, res))
 	default:
 		c.AddCommand(newKindFileCmd(f, res, fileCreate))
 	}

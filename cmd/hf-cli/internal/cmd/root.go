@@ -125,6 +125,7 @@ func NewRootCmd(env Env) *cobra.Command {
 		newVersionCmd(f),
 		newClusterCmd(f),
 		newWhoAmICmd(f),
+		newPoolCmd(f),
 		newFileCmd(f, fileCreate),
 		newFileCmd(f, fileApply),
 		newFileCmd(f, fileDelete),

@@ -1,0 +1,141 @@
+package cmd
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+const eventYAML = `kind: ScheduledEvent
+metadata:
+  name: ws-may
+  labels: {team: edu}
+spec:
+  startTime: 2026-05-01T10:00:00Z
+  endTime: "2026-05-01T12:00:00Z"
+  expirationStrategy: Soft
+  requiredMachines:
+    - machineTemplate: small
+      count: 3
+      createMachineSet: true
+    - {machineTemplate: big, count: 1}
+`
+
+// The event and session commands are the generic resource commands; these
+// tests pin that they work end to end for those kinds.
+func TestEventCreateListGetDelete(t *testing.T) {
+	c := newCLI(t)
+	path := filepath.Join(t.TempDir(), "event.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(eventYAML), 0o600))
+
+	r := c.run("event", "create", "-f", path)
+	require.Equal(t, 0, r.code, r.err)
+	assert.Equal(t, "scheduledevent/ws-may created\n", r.out)
+	o, ok := c.srv.Object(types.KindScheduledEvent, "ws-may")
+	require.True(t, ok)
+	ev := o.(*types.ScheduledEvent)
+	assert.True(t, ev.Spec.StartTime.Equal(time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)), ev.Spec.StartTime)
+	assert.Equal(t, types.ExpireSoft, ev.Spec.ExpirationStrategy)
+	require.Len(t, ev.Spec.RequiredMachines, 2)
+	assert.True(t, ev.Spec.RequiredMachines[0].CreateMachineSet)
+	assert.Equal(t, map[string]string{"team": "edu"}, ev.Metadata.Labels)
+
+	// Creating it again conflicts.
+	r = c.run("event", "create", "-f", path)
+	assert.Equal(t, ExitConflict, r.code)
+
+	r = c.run("events", "list", "-l", "team=edu")
+	require.Equal(t, 0, r.code, r.err)
+	got := lines(r.out)
+	require.Len(t, got, 2, r.out)
+	assert.Equal(t, "NAME\tPHASE\tSTART\tEND\tMACHINES\tCREATED", got[0])
+	assert.Regexp(t, `^ws-may\t\t2026-05-01T10:00:00Z\t2026-05-01T12:00:00Z\t4\t\S+$`, got[1])
+
+	r = c.run("scheduledevent", "get", "ws-may", "-o", "json")
+	require.Equal(t, 0, r.code, r.err)
+	var back types.ScheduledEvent
+	require.NoError(t, json.Unmarshal([]byte(r.out), &back), r.out)
+	assert.Equal(t, "big", back.Spec.RequiredMachines[1].MachineTemplate)
+
+	r = c.run("event", "get", "nope")
+	assert.Equal(t, ExitNotFound, r.code)
+	assert.Equal(t, "hf-cli: not_found: scheduledevent \"nope\" not found\n", r.err)
+
+	r = c.run("event", "delete", "ws-may")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Equal(t, "scheduledevent/ws-may deleted\n", r.out)
+	_, ok = c.srv.Object(types.KindScheduledEvent, "ws-may")
+	assert.False(t, ok)
+	r = c.run("event", "delete", "ws-may")
+	assert.Equal(t, ExitNotFound, r.code)
+}
+
+func TestEventCreateInvalid(t *testing.T) {
+	c := newCLI(t)
+	// The server refuses an event that ends before it starts (422): exit 1
+	// with the server's reason.
+	c.stdin = "metadata: {name: bad}\nspec: {startTime: 2026-05-01T12:00:00Z, endTime: 2026-05-01T10:00:00Z}\n"
+	r := c.run("event", "create", "-f", "-")
+	assert.Equal(t, ExitError, r.code)
+	assert.Contains(t, r.err, "spec.endTime: must be after spec.startTime")
+	_, ok := c.srv.Object(types.KindScheduledEvent, "bad")
+	assert.False(t, ok)
+
+	r = c.run("event", "create")
+	assert.Equal(t, ExitUsage, r.code)
+	assert.Contains(t, r.err, "needs -f FILE")
+}
+
+func TestSessionListGet(t *testing.T) {
+	c := newCLI(t)
+	for _, s := range []*types.Session{
+		{Metadata: types.ObjectMeta{Name: "s1", Labels: map[string]string{"event": "ws"}},
+			Spec:   types.SessionSpec{User: "alice", PersistenceStrategy: types.PersistDeleteOnEnd},
+			Status: types.SessionStatus{Phase: types.SessionPhaseActive, MachineClaim: "c1"}},
+		{Metadata: types.ObjectMeta{Name: "s2"},
+			Spec:   types.SessionSpec{User: "bob"},
+			Status: types.SessionStatus{Phase: types.SessionPhaseEnded}},
+	} {
+		s.Kind = types.KindSession
+		c.srv.Put(s)
+	}
+
+	r := c.run("session", "list")
+	require.Equal(t, 0, r.code, r.err)
+	got := lines(r.out)
+	require.Len(t, got, 3, r.out)
+	assert.Equal(t, "NAME\tUSER\tPHASE\tCLAIM\tPERSISTENCE\tCREATED", got[0])
+	assert.Regexp(t, `^s1\talice\tActive\tc1\tDeleteOnEnd\t\S+$`, got[1])
+	assert.Regexp(t, `^s2\tbob\tEnded\t\t\t\S+$`, got[2])
+
+	r = c.run("sessions", "ls", "-l", "event=ws", "-o", "json")
+	require.Equal(t, 0, r.code, r.err)
+	var list struct {
+		Kind  string          `json:"kind"`
+		Items []types.Session `json:"items"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.out), &list), r.out)
+	assert.Equal(t, "SessionList", list.Kind)
+	require.Len(t, list.Items, 1)
+	assert.Equal(t, "c1", list.Items[0].Status.MachineClaim)
+
+	r = c.run("session", "get", "s2", "-o", "yaml")
+	require.Equal(t, 0, r.code, r.err)
+	var y map[string]any
+	require.NoError(t, yaml.Unmarshal([]byte(r.out), &y), r.out)
+	assert.Equal(t, "Session", y["kind"])
+	assert.Equal(t, "bob", y["spec"].(map[string]any)["user"])
+
+	r = c.run("session", "get", "s1", "s9")
+	assert.Equal(t, ExitNotFound, r.code)
+	assert.Equal(t, "hf-cli: not_found: session \"s9\" not found\n", r.err)
+	assert.Len(t, lines(r.out), 2, "the session found is still shown")
+}

@@ -1,0 +1,189 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// poolStatus is one machine set's line of `pool status`, counted from the
+// machines the API lists rather than the set's own status, so it is as fresh
+// as the machines are. It is also the JSON shape of -o json|yaml.
+type poolStatus struct {
+	Set      string `json:"set"`
+	Template string `json:"template"`
+	Strategy string `json:"strategy"`
+	Min      int    `json:"min"`
+	Max      int    `json:"max"`
+	// Provisioned counts the set's live machines.
+	Provisioned int `json:"provisioned"`
+	// Available counts live, unclaimed, Running machines: ready to bind now.
+	Available int `json:"available"`
+	// Claimed counts live machines given to a claim.
+	Claimed int `json:"claimed"`
+	// Oldest is the age of the oldest live machine, empty when there is none.
+	Oldest string `json:"oldest,omitempty"`
+	// OldestCreatedAt is when the oldest live machine was created.
+	OldestCreatedAt time.Time `json:"oldestCreatedAt,omitzero"`
+}
+
+// cells is the table row of s.
+func (s poolStatus) cells() []string {
+	oldest := s.Oldest
+	if oldest == "" {
+		oldest = "-"
+	}
+	return []string{s.Set, s.Template, s.Strategy, strconv.Itoa(s.Min), strconv.Itoa(s.Max),
+		strconv.Itoa(s.Provisioned), strconv.Itoa(s.Available), strconv.Itoa(s.Claimed), oldest}
+}
+
+// poolStatuses counts the machines of each set, in the order of sets.
+func poolStatuses(now time.Time, sets []*types.MachineSet, machines []*types.Machine) []poolStatus {
+	bySet := map[string][]*types.Machine{}
+	for _, m := range machines {
+		if m.Spec.MachineSet != "" && m.Live() {
+			bySet[m.Spec.MachineSet] = append(bySet[m.Spec.MachineSet], m)
+		}
+	}
+	out := make([]poolStatus, 0, len(sets))
+	for _, set := range sets {
+		st := poolStatus{
+			Set:      set.Metadata.Name,
+			Template: set.Spec.MachineTemplate,
+			Strategy: string(set.Spec.ProvisioningStrategy),
+			Min:      set.Spec.MinAvailable,
+			Max:      set.Spec.MaxProvisioned,
+		}
+		// An empty strategy is AutoScale (the scheduler's default): show what
+		// the set does, not what it spells.
+		if st.Strategy == "" {
+			st.Strategy = string(types.ProvisionAutoScale)
+		}
+		for _, m := range bySet[set.Metadata.Name] {
+			st.Provisioned++
+			switch {
+			case m.Spec.Claim != "":
+				st.Claimed++
+			case m.Status.Phase == types.MachineRunning:
+				st.Available++
+			}
+			if t := machineCreatedAt(m); !t.IsZero() && (st.OldestCreatedAt.IsZero() || t.Before(st.OldestCreatedAt)) {
+				st.OldestCreatedAt = t
+			}
+		}
+		st.Oldest = age(now, st.OldestCreatedAt)
+		out = append(out, st)
+	}
+	return out
+}
+
+// machineCreatedAt is when m was created: its metadata, else when it entered
+// Pending.
+func machineCreatedAt(m *types.Machine) time.Time {
+	if !m.Metadata.CreatedAt.IsZero() {
+		return m.Metadata.CreatedAt.UTC()
+	}
+	return m.Status.PhaseTimes[string(types.MachinePending)].UTC()
+}
+
+// poolStatusOptions are the options of `pool status` (and `set status`).
+type poolStatusOptions struct {
+	f    *Factory
+	sets []string
+}
+
+// newPoolCmd builds the `pool` group.
+func newPoolCmd(f *Factory) *cobra.Command {
+	c := groupCmd(&cobra.Command{Use: "pool", Short: "Look at machine sets as warm pools"})
+	c.AddCommand(newPoolStatusCmd(f))
+	return c
+}
+
+// newPoolStatusCmd builds `status [SET...]`, under `pool` and under `set`.
+func newPoolStatusCmd(f *Factory) *cobra.Command {
+	opts := &poolStatusOptions{f: f}
+	return &cobra.Command{
+		Use:   "status [SET...]",
+		Short: "Show each machine set's warm, claimed and provisioned machines",
+		Long: "For each machine set (or the named ones), count its live machines from the\n" +
+			"API: PROVISIONED all live ones, AVAILABLE the unclaimed Running ones,\n" +
+			"CLAIMED those given to a claim, OLDEST the age of the oldest.",
+		Example: "  hf-cli pool status\n" +
+			"  hf-cli set status pool -o json",
+		Args: cobra.ArbitraryArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.sets = args
+			return runPoolStatus(c.Context(), opts)
+		},
+	}
+}
+
+// runPoolStatus prints the sets found and returns an error for each named one
+// missing.
+func runPoolStatus(ctx context.Context, opts *poolStatusOptions) error {
+	f := opts.f
+	c, err := f.Client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := f.requestContext(ctx)
+	defer cancel()
+	var (
+		objs []types.Object
+		errs []error
+	)
+	if len(opts.sets) == 0 {
+		if objs, err = c.List(ctx, types.KindMachineSet, nil); err != nil {
+			return err
+		}
+	}
+	for _, name := range opts.sets {
+		o, err := c.Get(ctx, types.KindMachineSet, name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		objs = append(objs, o)
+	}
+	if len(opts.sets) > 0 && len(objs) == 0 {
+		return errors.Join(errs...)
+	}
+	machineObjs, err := c.List(ctx, types.KindMachine, nil)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	sets := make([]*types.MachineSet, 0, len(objs))
+	for _, o := range objs {
+		if s, ok := o.(*types.MachineSet); ok {
+			sets = append(sets, s)
+		}
+	}
+	machines := make([]*types.Machine, 0, len(machineObjs))
+	for _, o := range machineObjs {
+		if m, ok := o.(*types.Machine); ok {
+			machines = append(machines, m)
+		}
+	}
+	if err := f.printer().poolStatuses(poolStatuses(f.Now(), sets, machines)); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// poolStatuses prints the lines as a table or, in json/yaml, as a list.
+func (p *printer) poolStatuses(sts []poolStatus) error {
+	if p.structured() {
+		return p.encode(sts)
+	}
+	rows := make([][]string, 0, len(sts))
+	for _, s := range sts {
+		rows = append(rows, s.cells())
+	}
+	header := []string{"SET", "TEMPLATE", "STRATEGY", "MIN", "MAX", "PROVISIONED", "AVAILABLE", "CLAIMED", "OLDEST"}
+	return p.table(header, rows)
+}

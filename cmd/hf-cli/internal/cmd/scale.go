@@ -1,0 +1,116 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// scaleOptions are the options of `set scale`.
+type scaleOptions struct {
+	f    *Factory
+	name string
+	min  int
+	max  int
+	// setMin and setMax say which of --min and --max were given.
+	setMin, setMax bool
+}
+
+// newScaleCmd builds `set scale NAME --min N [--max M]`.
+func newScaleCmd(f *Factory) *cobra.Command {
+	opts := &scaleOptions{f: f}
+	c := &cobra.Command{
+		Use:   "scale NAME --min N [--max M]",
+		Short: "Change how many warm machines a set keeps (and how many it may provision)",
+		Long: "Set a machine set's spec.minAvailable (--min) and spec.maxProvisioned (--max,\n" +
+			"0 for no limit). The set is read and written back conditionally on the version\n" +
+			"read, so a concurrent change fails the command (exit 5) instead of being lost.",
+		Example: "  hf-cli set scale pool --min 3\n" +
+			"  hf-cli set scale pool --min 3 --max 10",
+		Args: exactArgs(1, "one NAME"),
+		RunE: func(c *cobra.Command, args []string) error {
+			opts.name = args[0]
+			opts.setMin = flagSet(c.Flags(), "min")
+			opts.setMax = flagSet(c.Flags(), "max")
+			return runScale(c.Context(), opts)
+		},
+	}
+	c.Flags().IntVar(&opts.min, "min", 0, "unclaimed machines to keep ready (spec.minAvailable)")
+	c.Flags().IntVar(&opts.max, "max", 0, "most live machines the set may have, 0 for no limit (spec.maxProvisioned)")
+	return c
+}
+
+// checkScaleFlags rejects what is wrong whatever the set holds, before any
+// request is sent.
+func checkScaleFlags(opts *scaleOptions) error {
+	switch {
+	case !opts.setMin && !opts.setMax:
+		return usageErrorf("set scale needs --min N (and optionally --max M)")
+	case opts.setMin && opts.min < 0:
+		return usageErrorf("--min must not be negative, got %d", opts.min)
+	case opts.setMax && opts.max < 0:
+		return usageErrorf("--max must not be negative, got %d", opts.max)
+	case opts.setMin && opts.setMax && opts.max > 0 && opts.min > opts.max:
+		return usageErrorf("--min %d exceeds --max %d", opts.min, opts.max)
+	}
+	return nil
+}
+
+// scaleSpec applies the flags to spec. A flag left out keeps the set's value,
+// which may then contradict the one given: the error names the flag to fix.
+func scaleSpec(spec *types.MachineSetSpec, opts *scaleOptions) error {
+	lo, hi := spec.MinAvailable, spec.MaxProvisioned
+	if opts.setMin {
+		lo = opts.min
+	}
+	if opts.setMax {
+		hi = opts.max
+	}
+	if hi > 0 && lo > hi {
+		if !opts.setMax {
+			return usageErrorf("--min %d exceeds the set's maxProvisioned %d (raise it with --max)", lo, hi)
+		}
+		return usageErrorf("--max %d is below the set's minAvailable %d (lower it with --min)", hi, lo)
+	}
+	spec.MinAvailable, spec.MaxProvisioned = lo, hi
+	return nil
+}
+
+func runScale(ctx context.Context, opts *scaleOptions) error {
+	if err := checkScaleFlags(opts); err != nil {
+		return err
+	}
+	f := opts.f
+	c, err := f.Client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := f.requestContext(ctx)
+	defer cancel()
+	o, err := c.Get(ctx, types.KindMachineSet, opts.name)
+	if err != nil {
+		return err
+	}
+	set, ok := o.(*types.MachineSet)
+	if !ok {
+		return fmt.Errorf("get machineset %q: got a %T", opts.name, o)
+	}
+	if err := scaleSpec(&set.Spec, opts); err != nil {
+		return err
+	}
+	// set still carries the version read: Update sends it as If-Match.
+	updated, err := c.Update(ctx, set)
+	if err != nil {
+		return err
+	}
+	p := f.printer()
+	if p.structured() {
+		return p.encode(updated)
+	}
+	p.done(types.KindMachineSet, opts.name,
+		fmt.Sprintf("scaled (min %d, max %d)", set.Spec.MinAvailable, set.Spec.MaxProvisioned))
+	return nil
+}
