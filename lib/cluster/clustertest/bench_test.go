@@ -154,3 +154,53 @@ func BenchmarkClaimThroughput(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPoolBindLatency reports claim->Bound latency (p50, p99) for claims
+// that take a warm machine of an AutoScale set on 3 nodes, one at a time,
+// created on a rotating node and observed there.
+func BenchmarkPoolBindLatency(b *testing.B) {
+	const nodes = 3
+	f := Start(b, nodes, Options{Driver: `{"cpus": 1000000, "ram_gb": 1000000}`})
+	f.Put(0, Template("one", 1, 1))
+	warm := b.N + 5
+	f.Put(0, machineSet("pool", "one", warm, 0))
+	require.Eventually(b, func() bool {
+		for _, h := range f.Up() {
+			if _, avail := poolCounts(h, "pool"); avail < warm {
+				return false
+			}
+		}
+		return true
+	}, 2*time.Minute, 20*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	watches := make([]*boundWatch, nodes)
+	for i, h := range f.Hosts {
+		watches[i] = watchBound(ctx, h)
+	}
+	lat := make([]time.Duration, 0, b.N)
+	pooled := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		name := fmt.Sprintf("p%d", i)
+		at := i % nodes
+		ch := watches[at].wait(name)
+		start := time.Now()
+		f.Put(at, Claim(name, "one", time.Minute))
+		select {
+		case <-ch:
+		case <-time.After(30 * time.Second):
+			b.Fatalf("claim %s not bound in 30s", name)
+		}
+		lat = append(lat, time.Since(start))
+		if c := f.Hosts[at].Claims()[name]; c != nil {
+			if m := f.Hosts[at].Machines()[c.Status.Machine]; m != nil && m.Spec.MachineSet == "pool" {
+				pooled++
+			}
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(pct(lat, 0.5), "p50-ms")
+	b.ReportMetric(pct(lat, 0.99), "p99-ms")
+	b.ReportMetric(float64(pooled)/float64(b.N), "from-pool")
+}
