@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -142,7 +143,7 @@ func (n *Node) reserve(m Message) (string, *types.Capacity, error) {
 		Spec: types.MachineSpec{
 			MachineTemplate: tmpl.Metadata.Name, Environment: claim.Spec.Environment,
 			Node: n.cfg.Name, Driver: in.Name, Claim: m.Claim, Round: m.Round,
-			MachineSet: claim.Metadata.Labels[LabelProvisionFor],
+			MachineSet: cmp.Or(claim.Metadata.Labels[LabelProvisionFor], m.Set),
 		},
 		Status: types.MachineStatus{Phase: types.MachinePending},
 	}

@@ -68,6 +68,7 @@ func (n *Node) execute(actions []scheduler.Action) {
 			if a.Node != n.cfg.Name {
 				m.Records = n.offerRecords(a.Claim)
 			}
+			m.Set = n.onDemandSet(a.Claim)
 			n.log.Debug("offer", "claim", a.Claim, "to", a.Node, "driver", a.Driver, "round", a.Round)
 			n.spawn(func() { n.send(m) })
 		case scheduler.RecordAccepted:

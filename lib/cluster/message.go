@@ -30,7 +30,9 @@ type Message struct {
 	Round  uint64 `json:"round"`
 	// Machine is the pool machine of a take and of its answer.
 	Machine string `json:"machine,omitempty"`
-	Reason  string `json:"reason,omitempty"`
+	// Set is the OnDemand machine set an offered claim's machine belongs to.
+	Set    string `json:"set,omitempty"`
+	Reason string `json:"reason,omitempty"`
 	// Fresh is the candidate's real capacity for Driver at the time it declined.
 	Fresh *types.Capacity `json:"fresh,omitempty"`
 	// Records travel with an offer: the elector's copies of the claim and its

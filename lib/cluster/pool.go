@@ -15,10 +15,19 @@ import (
 // warm machines: their machines join the set unclaimed once running.
 const LabelProvisionFor = "hf/provision-for"
 
-// pool holds the takes this node (as elector) has asked for: claim -> machine.
+// pool holds the takes this node (as elector) has asked for (claim ->
+// machine) and the OnDemand set chosen for claims it elects (claim -> set).
 type pool struct {
-	mu    sync.Mutex
-	takes map[string]string
+	mu       sync.Mutex
+	takes    map[string]string
+	onDemand map[string]string
+}
+
+// onDemandSet is the OnDemand set chosen for a claim, if any.
+func (n *Node) onDemandSet(claim string) string {
+	n.pool.mu.Lock()
+	defer n.pool.mu.Unlock()
+	return n.pool.onDemand[claim]
 }
 
 // joinPool turns a freshly allocated machine into a warm, unclaimed machine of
@@ -113,6 +122,11 @@ func (n *Node) tryPool(c *types.MachineClaim) bool {
 	case scheduler.BindWait:
 		n.setWaiting(c.Metadata.Name, d.Reason)
 		return true
+	case scheduler.BindOnDemand:
+		// Elected as usual; the machine is made for (and counted in) the set.
+		n.pool.mu.Lock()
+		n.pool.onDemand[c.Metadata.Name] = d.Set
+		n.pool.mu.Unlock()
 	}
 	return false
 }

@@ -37,14 +37,18 @@ func (n *Node) setLoop() {
 		case <-n.setQ:
 		}
 		n.reconcileEvents()
-		n.reconcileSets()
+		if n.reconcileSets() {
+			n.retryPoolWaiters()
+		}
 	}
 }
 
-func (n *Node) reconcileSets() {
+// reconcileSets reconciles the sets this node owns; it reports whether any
+// set exists at all.
+func (n *Node) reconcileSets() bool {
 	sets, err := store.List[types.MachineSet](n.st, types.KindMachineSet)
 	if err != nil || len(sets) == 0 {
-		return
+		return false
 	}
 	members := n.peers.Members()
 	var mine []*types.MachineSet
@@ -54,15 +58,15 @@ func (n *Node) reconcileSets() {
 		}
 	}
 	if len(mine) == 0 {
-		return
+		return true
 	}
 	machines, err := store.List[types.Machine](n.st, types.KindMachine)
 	if err != nil {
-		return
+		return true
 	}
 	claims, err := store.List[types.MachineClaim](n.st, types.KindMachineClaim)
 	if err != nil {
-		return
+		return true
 	}
 	mVals := make([]types.Machine, 0, len(machines))
 	for _, m := range machines {
@@ -96,6 +100,21 @@ func (n *Node) reconcileSets() {
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				n.log.Warn("set status", "set", s.Metadata.Name, "err", err)
 			}
+		}
+	}
+	return true
+}
+
+// retryPoolWaiters looks again at claims that wait for a set (required sets
+// full or empty): a machine may have been released or become ready since.
+func (n *Node) retryPoolWaiters() {
+	claims, err := store.List[types.MachineClaim](n.st, types.KindMachineClaim)
+	if err != nil {
+		return
+	}
+	for _, c := range claims {
+		if requested(c) && c.Status.Node == "" && c.Spec.BindStrategy == types.BindRequireMachineSets && n.isElector(c.Metadata.Name) {
+			n.onClaim(c)
 		}
 	}
 }

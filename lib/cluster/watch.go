@@ -166,6 +166,9 @@ func (n *Node) fenced(c *types.MachineClaim, e entry) bool {
 
 func (n *Node) onClaimGone(name string) {
 	n.forgetFailures(name)
+	n.pool.mu.Lock()
+	delete(n.pool.onDemand, name)
+	n.pool.mu.Unlock()
 	n.elect.Push(electEvent{in: scheduler.ClaimGone{Claim: name}})
 	for _, e := range n.ledger.byClaim(name) {
 		n.startRelease(e.Machine, "claim deleted")

@@ -241,3 +241,50 @@ func TestPoolReaping(t *testing.T) {
 		assert.Equal(c, 2, avail, "refilled to min")
 	}, 20*time.Second, 50*time.Millisecond)
 }
+
+// An OnDemand set provisions one machine per claim, up to maxProvisioned; a
+// claim that requires the set waits when it is full, and binds when a machine
+// of the set is released.
+func TestOnDemandSet(t *testing.T) {
+	f := Start(t, 2, Options{Driver: `{"cpus": 100, "ram_gb": 1000}`})
+	f.Put(0, Template("one", 1, 1))
+	od := machineSet("od", "one", 0, 2)
+	od.Spec.ProvisioningStrategy = types.ProvisionOnDemand
+	f.Put(0, od)
+	require.Eventually(t, func() bool {
+		_, err := f.Hosts[1].Store.Get(types.KindMachineSet, "od")
+		return err == nil
+	}, 5*time.Second, 10*time.Millisecond)
+	claimFor := func(name string) *types.MachineClaim {
+		c := Claim(name, "one", time.Minute)
+		c.Spec.BindStrategy = types.BindRequireMachineSets
+		c.Spec.MachineSets = []string{"od"}
+		return c
+	}
+	for _, name := range []string{"a", "b"} {
+		f.Put(1, claimFor(name))
+		c := waitClaim(t, f.Hosts[0], name, types.ClaimBound)
+		m := f.Hosts[0].Machines()[c.Status.Machine]
+		require.NotNil(t, m)
+		assert.Equal(t, "od", m.Spec.MachineSet, "claim %s's machine belongs to the set", name)
+	}
+	f.Put(1, claimFor("c"))
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := f.Hosts[0].Claims()["c"]
+		if assert.NotNil(c, got) {
+			assert.Equal(c, types.ClaimRequested, got.Status.Phase)
+			assert.NotEmpty(c, got.Status.Reason)
+		}
+	}, 10*time.Second, 20*time.Millisecond)
+	_, err := f.Hosts[0].Store.Delete(types.KindMachineClaim, "a", types.Version{})
+	require.NoError(t, err)
+	c := waitClaim(t, f.Hosts[0], "c", types.ClaimBound)
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		m := f.Hosts[0].Machines()[c.Status.Machine]
+		if assert.NotNil(ct, m) {
+			assert.Equal(ct, "od", m.Spec.MachineSet)
+		}
+		p, _ := poolCounts(f.Hosts[0], "od")
+		assert.LessOrEqual(ct, p, 2)
+	}, 10*time.Second, 20*time.Millisecond)
+}
