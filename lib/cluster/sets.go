@@ -37,6 +37,7 @@ func (n *Node) setLoop() {
 		case <-n.setQ:
 		}
 		n.reconcileEvents()
+		n.reconcileSessions()
 		if n.reconcileSets() {
 			n.retryPoolWaiters()
 		}

@@ -37,7 +37,7 @@ func (n *Node) onEvent(ev store.Event) {
 	}
 	rec := ev.Record
 	switch rec.Kind {
-	case types.KindMachineSet, types.KindScheduledEvent:
+	case types.KindMachineSet, types.KindScheduledEvent, types.KindSession:
 		n.kickSets()
 		return
 	case types.KindMachineClaim:

@@ -32,6 +32,7 @@ func (s *Server) routes(e *gin.Engine) {
 	}
 	api.POST("/nodes/:name/drain", s.drain)
 	api.POST("/nodes/:name/undrain", s.undrain)
+	api.POST("/sessions/:name/keepalive", s.keepalive)
 }
 
 // kindRoutes are the handlers of one kind's collection and items.

@@ -209,7 +209,7 @@ func fullObjects(t testing.TB) []types.Object {
 			Spec:   types.AccessCodeSpec{Code: "let-me-in", MachineSets: []string{"pool"}, ScheduledEvents: []string{"ev"}, NotBefore: ts, NotAfter: ts.Add(time.Hour)},
 			Status: types.AccessCodeStatus{Phase: types.AccessCodeActive}},
 		&types.Session{TypeMeta: types.TypeMeta{Kind: types.KindSession}, Metadata: meta("s1"),
-			Spec:   types.SessionSpec{User: "alice", AccessCode: "code", ScheduledEvent: "ev", MachineTemplate: "small", PersistenceStrategy: types.PersistKeepOnEnd},
+			Spec:   types.SessionSpec{User: "alice", AccessCode: "code", ScheduledEvent: "ev", MachineTemplate: "small", PersistenceStrategy: types.PersistKeepOnEnd, Timeout: types.D(time.Hour)},
 			Status: types.SessionStatus{Phase: types.SessionPhaseActive, MachineClaim: "c1"}},
 	}
 	var kinds []string

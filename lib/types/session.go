@@ -1,5 +1,7 @@
 package types
 
+import "time"
+
 // PersistenceStrategy says what happens to a session's machine when it ends.
 type PersistenceStrategy string
 
@@ -27,6 +29,32 @@ type SessionSpec struct {
 	ScheduledEvent      string              `json:"scheduledEvent,omitempty"`
 	MachineTemplate     string              `json:"machineTemplate,omitempty"`
 	PersistenceStrategy PersistenceStrategy `json:"persistenceStrategy,omitempty"`
+	// Timeout ends the session when no keepalive came for this long (0: the
+	// default, DefaultSessionTimeout).
+	Timeout Duration `json:"timeout,omitzero"`
+}
+
+// DefaultSessionTimeout is how long a session lives without a keepalive.
+const DefaultSessionTimeout = time.Hour
+
+// AnnotationKeepalive holds the time (RFC 3339) of a session's last keepalive.
+const AnnotationKeepalive = "hf/keepalive"
+
+// EffectiveTimeout is the session's timeout or the default.
+func (o *Session) EffectiveTimeout() time.Duration {
+	if o.Spec.Timeout.Duration > 0 {
+		return o.Spec.Timeout.Duration
+	}
+	return DefaultSessionTimeout
+}
+
+// LastSeen is the later of the session's creation and its last keepalive.
+func (o *Session) LastSeen() time.Time {
+	last := o.Metadata.CreatedAt
+	if t, err := time.Parse(time.RFC3339Nano, o.Metadata.Annotations[AnnotationKeepalive]); err == nil && t.After(last) {
+		last = t
+	}
+	return last
 }
 
 // SessionStatus is the session's state.
@@ -54,6 +82,9 @@ func (o *Session) Validate() error {
 		if err := validateRef(f, v); err != nil {
 			return err
 		}
+	}
+	if s.Timeout.Duration < 0 {
+		return Invalid("spec.timeout", "must not be negative")
 	}
 	if s.PersistenceStrategy != "" {
 		return oneOf("spec.persistenceStrategy", s.PersistenceStrategy, PersistPauseOnEnd, PersistDeleteOnEnd, PersistKeepOnEnd)

@@ -1,0 +1,88 @@
+package clustertest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+func session(name string, timeout time.Duration, ps types.PersistenceStrategy) *types.Session {
+	return &types.Session{
+		TypeMeta: types.TypeMeta{Kind: types.KindSession},
+		Metadata: types.ObjectMeta{Name: name},
+		Spec:     types.SessionSpec{User: "alice", MachineTemplate: "one", Timeout: types.D(timeout), PersistenceStrategy: ps},
+	}
+}
+
+func sessionState(t *testing.T, h *Host, name string) *types.Session {
+	t.Helper()
+	s, err := store.Get[types.Session](h.Store, types.KindSession, name)
+	require.NoError(t, err)
+	return s
+}
+
+// Issue 7 (sessions): a session gets a claim for its user; keepalives keep it;
+// without them it ends and its claim is released (DeleteOnEnd) or kept
+// (KeepOnEnd); deleting a session releases its claim.
+func TestSessionLifecycle(t *testing.T) {
+	f := Start(t, 2, Options{})
+	f.Put(0, Template("one", 1, 1))
+	f.Put(0, session("drop", 2*time.Second, types.PersistDeleteOnEnd))
+	f.Put(1, session("keep", 2*time.Second, types.PersistKeepOnEnd))
+	f.Put(1, session("gone", time.Hour, ""))
+
+	claimOf := map[string]string{}
+	for _, name := range []string{"drop", "keep", "gone"} {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			s, err := store.Get[types.Session](f.Hosts[0].Store, types.KindSession, name)
+			require.NoError(c, err)
+			assert.Equal(c, types.SessionPhaseActive, s.Status.Phase)
+			assert.NotEmpty(c, s.Status.MachineClaim)
+			claimOf[name] = s.Status.MachineClaim
+		}, 10*time.Second, 20*time.Millisecond)
+		cl := waitClaim(t, f.Hosts[0], claimOf[name], types.ClaimBound)
+		assert.Equal(t, "alice", cl.Spec.User)
+	}
+
+	// Keepalives hold "drop" open past its timeout.
+	for range 3 {
+		_, err := store.Update(f.Hosts[1].Store, types.KindSession, "drop", func(o *types.Session) error {
+			if o.Metadata.Annotations == nil {
+				o.Metadata.Annotations = map[string]string{}
+			}
+			o.Metadata.Annotations[types.AnnotationKeepalive] = time.Now().UTC().Format(time.RFC3339Nano)
+			return nil
+		})
+		require.NoError(t, err)
+		time.Sleep(time.Second) // the keepalive cadence under test, not a wait for state
+		assert.Equal(t, types.SessionPhaseActive, sessionState(t, f.Hosts[0], "drop").Status.Phase)
+	}
+
+	// Then they stop: both short sessions end.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, name := range []string{"drop", "keep"} {
+			s, err := store.Get[types.Session](f.Hosts[0].Store, types.KindSession, name)
+			require.NoError(c, err)
+			assert.Equal(c, types.SessionPhaseEnded, s.Status.Phase, name)
+		}
+		claims := f.Hosts[0].Claims()
+		assert.Nil(c, claims[claimOf["drop"]], "DeleteOnEnd releases the claim")
+		if assert.NotNil(c, claims[claimOf["keep"]], "KeepOnEnd keeps the claim") {
+			assert.Equal(c, types.ClaimBound, claims[claimOf["keep"]].Status.Phase)
+		}
+	}, 15*time.Second, 50*time.Millisecond)
+
+	_, err := f.Hosts[0].Store.Delete(types.KindSession, "gone", types.Version{})
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Nil(c, f.Hosts[0].Claims()[claimOf["gone"]], "a deleted session's claim is released")
+	}, 10*time.Second, 50*time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Empty(c, f.Audit(nil))
+	}, 10*time.Second, 50*time.Millisecond)
+}

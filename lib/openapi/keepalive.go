@@ -1,0 +1,53 @@
+package openapi
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// keepalive extends a session: its owner (or an admin) says it is still in
+// use. A session without keepalives for its timeout ends and its claim is
+// released per its persistenceStrategy.
+func (s *Server) keepalive(c *gin.Context) {
+	p := principal(c)
+	name := c.Param("name")
+	k := kindRoutes{s: s, kind: types.KindSession}
+	if _, obj, err := k.load(p, name); err != nil {
+		s.writeErr(c, err)
+		return
+	} else if !visible(p, obj) {
+		s.writeErr(c, notFound(types.KindSession, name))
+		return
+	}
+	now := s.cfg.Now().UTC().Format(time.RFC3339Nano)
+	sess, err := store.Update(s.st, types.KindSession, name, func(o *types.Session) error {
+		if o.Status.Phase == types.SessionPhaseEnded {
+			return errSessionEnded
+		}
+		if o.Metadata.Annotations == nil {
+			o.Metadata.Annotations = map[string]string{}
+		}
+		o.Metadata.Annotations[types.AnnotationKeepalive] = now
+		return nil
+	})
+	switch {
+	case errors.Is(err, errSessionEnded):
+		s.writeErr(c, newErr(http.StatusConflict, CodeConflict, "status.phase", "session %q has ended", name))
+		return
+	case errors.Is(err, store.ErrNotFound):
+		s.writeErr(c, notFound(types.KindSession, name))
+		return
+	case err != nil:
+		s.writeErr(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, sess)
+}
+
+var errSessionEnded = errors.New("session ended")
