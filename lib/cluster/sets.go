@@ -81,9 +81,10 @@ func (n *Node) reconcileSets() bool {
 			pending[set]++
 		}
 	}
+	activity := n.sessionActivity(claims)
 	now := n.cfg.Now()
 	for _, s := range mine {
-		plan := scheduler.PlanMachineSet(now, *s, mVals, cVals, nil, poolLimits())
+		plan := scheduler.PlanMachineSet(now, *s, mVals, cVals, activity, poolLimits())
 		for i := plan.Create - pending[s.Metadata.Name]; i > 0; i-- {
 			n.provision(s)
 		}
@@ -170,4 +171,27 @@ func (n *Node) reap(d scheduler.Deletion) {
 		return
 	}
 	n.log.Info("pool machine reaped", "machine", d.Machine, "reason", d.Reason)
+}
+
+// sessionActivity is the last sign of use of each machine that a session's
+// claim holds: the session's last keepalive. (Idle reaping is off for sets
+// that do not set spec.maxIdle.)
+func (n *Node) sessionActivity(claims []*types.MachineClaim) map[string]time.Time {
+	sessions, err := store.List[types.Session](n.st, types.KindSession)
+	if err != nil || len(sessions) == 0 {
+		return nil
+	}
+	machineOf := map[string]string{}
+	for _, c := range claims {
+		if c.Status.Machine != "" {
+			machineOf[c.Metadata.Name] = c.Status.Machine
+		}
+	}
+	out := map[string]time.Time{}
+	for _, s := range sessions {
+		if m := machineOf[s.Status.MachineClaim]; m != "" {
+			out[m] = s.LastSeen()
+		}
+	}
+	return out
 }

@@ -288,3 +288,49 @@ func TestOnDemandSet(t *testing.T) {
 		assert.LessOrEqual(ct, p, 2)
 	}, 10*time.Second, 20*time.Millisecond)
 }
+
+// Issue 7, acceptance 5 (idle): a claimed machine with no activity for the
+// set's maxIdle is destroyed, its claim terminated, and the pool refilled;
+// one whose session keeps sending keepalives stays.
+func TestPoolIdleReaping(t *testing.T) {
+	f := Start(t, 2, Options{Driver: `{"cpus": 100, "ram_gb": 1000}`})
+	f.Put(0, Template("one", 1, 1))
+	set := machineSet("pool", "one", 2, 10)
+	set.Spec.MaxIdle = types.D(2 * time.Second)
+	f.Put(0, set)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, avail := poolCounts(f.Hosts[0], "pool")
+		assert.Equal(c, 2, avail)
+	}, 20*time.Second, 20*time.Millisecond)
+	f.Put(0, Claim("idle", "one", time.Minute))
+	f.Put(0, session("busy", time.Hour, ""))
+	var busyClaim string
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		s, err := store.Get[types.Session](f.Hosts[0].Store, types.KindSession, "busy")
+		require.NoError(c, err)
+		busyClaim = s.Status.MachineClaim
+		assert.NotEmpty(c, busyClaim)
+	}, 10*time.Second, 20*time.Millisecond)
+	waitClaim(t, f.Hosts[0], "idle", types.ClaimBound)
+	waitClaim(t, f.Hosts[0], busyClaim, types.ClaimBound)
+
+	deadline := time.Now().Add(6 * time.Second)
+	for time.Now().Before(deadline) { // keep "busy" alive for 3x maxIdle
+		_, err := store.Update(f.Hosts[0].Store, types.KindSession, "busy", func(o *types.Session) error {
+			if o.Metadata.Annotations == nil {
+				o.Metadata.Annotations = map[string]string{}
+			}
+			o.Metadata.Annotations[types.AnnotationKeepalive] = time.Now().UTC().Format(time.RFC3339Nano)
+			return nil
+		})
+		require.NoError(t, err)
+		time.Sleep(500 * time.Millisecond) // the keepalive cadence under test
+	}
+	idle := f.Hosts[0].Claims()["idle"]
+	assert.Equal(t, types.ClaimTerminated, idle.Status.Phase, "the idle claim was reaped: %q", idle.Status.Reason)
+	assert.Equal(t, types.ClaimBound, f.Hosts[0].Claims()[busyClaim].Status.Phase, "the busy session's claim stays")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, avail := poolCounts(f.Hosts[0], "pool")
+		assert.Equal(c, 2, avail, "refilled to min")
+	}, 20*time.Second, 50*time.Millisecond)
+}
