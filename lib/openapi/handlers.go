@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -146,6 +147,12 @@ func (k kindRoutes) create(c *gin.Context) {
 	if err := s.checkEventWindow(obj); err != nil {
 		s.writeErr(c, err)
 		return
+	}
+	if warn, err := s.checkEventCapacity(obj, c.Query("capacityCheck")); err != nil {
+		s.writeErr(c, err)
+		return
+	} else if warn != "" {
+		c.Header("Warning", `199 hf "`+strings.ReplaceAll(warn, `"`, `'`)+`"`)
 	}
 	rec, err := s.st.Put(obj, store.PutOptions{Create: true})
 	if err != nil {

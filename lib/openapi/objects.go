@@ -213,6 +213,60 @@ func (s *Server) checkEventWindow(o types.Object) error {
 	return nil
 }
 
+// checkEventCapacity refuses a new scheduled event whose required machines do
+// not fit the cluster's usable capacity during its window, counting the other
+// events that overlap (scheduler.EventFits). With capacityCheck=warn the event
+// is accepted and the reason returned as a warning; capacityCheck=off skips it.
+func (s *Server) checkEventCapacity(o types.Object, mode string) (string, error) {
+	ev, ok := o.(*types.ScheduledEvent)
+	if !ok || mode == "off" {
+		return "", nil
+	}
+	if mode != "" && mode != "warn" && mode != "refuse" {
+		return "", badRequest("capacityCheck", "want refuse, warn or off, got %q", mode)
+	}
+	nodes, err := store.List[types.Node](s.st, types.KindNode)
+	if err != nil {
+		return "", err
+	}
+	var capacity types.Resources
+	for _, n := range nodes {
+		if n.Status.Phase == types.NodeDown {
+			continue
+		}
+		for _, d := range n.Spec.Drivers {
+			if !d.Remote {
+				capacity = capacity.Add(d.Capacity.Usable)
+			}
+		}
+	}
+	tmpls, err := store.List[types.MachineTemplate](s.st, types.KindMachineTemplate)
+	if err != nil {
+		return "", err
+	}
+	templates := make(map[string]types.MachineTemplate, len(tmpls))
+	for _, t := range tmpls {
+		templates[t.Metadata.Name] = *t
+	}
+	evs, err := store.List[types.ScheduledEvent](s.st, types.KindScheduledEvent)
+	if err != nil {
+		return "", err
+	}
+	others := make([]types.ScheduledEvent, 0, len(evs))
+	for _, e := range evs {
+		if e.Metadata.Name != ev.Metadata.Name {
+			others = append(others, *e)
+		}
+	}
+	if ok, why := scheduler.EventFits(*ev, others, nil, templates, capacity); !ok {
+		if mode == "warn" {
+			return why, nil
+		}
+		return "", newErr(http.StatusConflict, CodeConflict, "spec.requiredMachines", "%s (create with ?capacityCheck=warn to accept it anyway)", why)
+	}
+	return "", nil
+}
+
 // maxObjectBytes bounds an object's JSON as the store will hold it. Encoding can
 // grow a body (json escapes '<' to six bytes), and the store must never be handed
 // an entry it cannot write: that would be a 500 for bad input.
