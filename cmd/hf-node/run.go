@@ -25,6 +25,7 @@ import (
 	"github.com/hf-fleet/hf/lib/drivers/native"
 	"github.com/hf-fleet/hf/lib/drivers/testdriver"
 	"github.com/hf-fleet/hf/lib/openapi"
+	"github.com/hf-fleet/hf/lib/scheduler"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -130,9 +131,13 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 	}
 	node, err = cluster.New(cluster.Config{
 		Name: name, APIAddress: apiAddr, Labels: cfg.Labels,
-		Placement:       types.Placement(cfg.Scheduler.Placement),
-		OfferTimeout:    cfg.Scheduler.OfferTimeout,
-		LostGrace:       cfg.Scheduler.LostGrace,
+		Placement:    types.Placement(cfg.Scheduler.Placement),
+		OfferTimeout: cfg.Scheduler.OfferTimeout,
+		LostGrace:    cfg.Scheduler.LostGrace,
+		BindTimeout:  cfg.Scheduler.BindTimeout,
+		PoolLimits: scheduler.PoolLimits{
+			MaxIdle: cfg.Scheduler.PoolMaxIdle, MaxAssigned: cfg.Scheduler.PoolMaxAssigned, MaxAge: cfg.Scheduler.PoolMaxAge,
+		},
 		SoftwareVersion: version,
 	}, log, st, instances, mem)
 	if err != nil {

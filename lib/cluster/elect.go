@@ -164,7 +164,7 @@ func (n *Node) feedClaim(c *types.MachineClaim) {
 		Claim:      c.Metadata.Name,
 		Request:    req,
 		Round:      c.Status.Round,
-		Deadline:   c.Metadata.CreatedAt.Add(c.EffectiveBindTimeout()),
+		Deadline:   c.Metadata.CreatedAt.Add(n.bindTimeout(c)),
 		AcceptedBy: c.Status.Node,
 	}})
 }
@@ -221,4 +221,12 @@ func (n *Node) offerRecords(claim string) []store.Record {
 		}
 	}
 	return out
+}
+
+// bindTimeout is the claim's bind timeout, or this node's default.
+func (n *Node) bindTimeout(c *types.MachineClaim) time.Duration {
+	if c.Spec.BindTimeout.Duration > 0 {
+		return c.Spec.BindTimeout.Duration
+	}
+	return n.cfg.BindTimeout
 }

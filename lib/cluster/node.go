@@ -11,6 +11,7 @@ import (
 
 	"github.com/hf-fleet/hf/lib/cluster/internal/queue"
 	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/scheduler"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -42,6 +43,12 @@ type Config struct {
 	// StatusInterval is how often the drivers are asked how running machines
 	// are (default 10s).
 	StatusInterval time.Duration
+	// PoolLimits are the machine-set reaping limits for sets that do not set
+	// their own (zero fields: scheduler defaults; MaxIdle 0: no idle reaping).
+	PoolLimits scheduler.PoolLimits
+	// BindTimeout is the bind timeout of claims that do not set one (default
+	// types.DefaultBindTimeout).
+	BindTimeout time.Duration
 	// Now is the clock (nil = time.Now).
 	Now func() time.Time
 }
@@ -67,6 +74,9 @@ func (c *Config) defaults() {
 	}
 	if c.StatusInterval <= 0 {
 		c.StatusInterval = 10 * time.Second
+	}
+	if c.BindTimeout <= 0 {
+		c.BindTimeout = types.DefaultBindTimeout
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -97,7 +97,7 @@ func (n *Node) tryPool(c *types.MachineClaim) bool {
 			mVals = append(mVals, *m)
 		}
 	}
-	d := scheduler.DecideBind(*c, setVals, mVals, n.cfg.Now(), poolLimits())
+	d := scheduler.DecideBind(*c, setVals, mVals, n.cfg.Now(), n.poolLimits())
 	switch d.Kind {
 	case scheduler.BindPool:
 		var host string
@@ -231,10 +231,12 @@ func (n *Node) take(m Message) error {
 	return nil
 }
 
-// poolLimits are the reaping limits: DESIGN's defaults, except idleness, which
-// needs an activity source hf does not have yet.
-func poolLimits() scheduler.PoolLimits {
-	l := scheduler.DefaultPoolLimits()
-	l.MaxIdle = 1 << 62
+// poolLimits are the reaping limits for sets that do not set their own: the
+// node's config over DESIGN's defaults; idle reaping is off unless configured.
+func (n *Node) poolLimits() scheduler.PoolLimits {
+	l := n.cfg.PoolLimits
+	if l.MaxIdle <= 0 {
+		l.MaxIdle = 1 << 62
+	}
 	return l
 }

@@ -84,7 +84,7 @@ func (n *Node) reconcileSets() bool {
 	activity := n.sessionActivity(claims)
 	now := n.cfg.Now()
 	for _, s := range mine {
-		plan := scheduler.PlanMachineSet(now, *s, mVals, cVals, activity, poolLimits())
+		plan := scheduler.PlanMachineSet(now, *s, mVals, cVals, activity, n.poolLimits())
 		for i := plan.Create - pending[s.Metadata.Name]; i > 0; i-- {
 			n.provision(s)
 		}

@@ -197,6 +197,16 @@ type SchedulerConfig struct {
 	// LostGrace is how long a dead node's machines are kept before they are marked
 	// lost and their claims re-bound or failed. Default: 30s.
 	LostGrace time.Duration `mapstructure:"lost_grace" yaml:"lost_grace"`
+	// PoolMaxIdle reaps a machine set's claimed machine with no activity (session
+	// keepalive) for this long, when the set does not say; 0 turns idle reaping
+	// off for such sets. Default: 0.
+	PoolMaxIdle time.Duration `mapstructure:"pool_max_idle" yaml:"pool_max_idle"`
+	// PoolMaxAssigned reaps a set's machine claimed longer than this, when the
+	// set does not say. Default: 8h.
+	PoolMaxAssigned time.Duration `mapstructure:"pool_max_assigned" yaml:"pool_max_assigned"`
+	// PoolMaxAge reaps a set's unclaimed machine older than this (a stale image),
+	// when the set does not say. Default: 24h.
+	PoolMaxAge time.Duration `mapstructure:"pool_max_age" yaml:"pool_max_age"`
 }
 
 // StoreConfig configures the local object store.
@@ -252,6 +262,8 @@ const (
 	DefaultBindTimeout         = 5 * time.Minute
 	DefaultOfferTimeout        = 2 * time.Second
 	DefaultLostGrace           = 30 * time.Second
+	DefaultPoolMaxAssigned     = 8 * time.Hour
+	DefaultPoolMaxAge          = 24 * time.Hour
 	DefaultGCInterval          = 5 * time.Minute
 	DefaultTombstoneTTL        = 24 * time.Hour
 	DefaultDriver              = "test"
@@ -277,10 +289,12 @@ func defaults(dataDir string) Config {
 			AntiEntropyInterval: DefaultAntiEntropyInterval,
 		},
 		Scheduler: SchedulerConfig{
-			Placement:    DefaultPlacement,
-			BindTimeout:  DefaultBindTimeout,
-			OfferTimeout: DefaultOfferTimeout,
-			LostGrace:    DefaultLostGrace,
+			Placement:       DefaultPlacement,
+			BindTimeout:     DefaultBindTimeout,
+			OfferTimeout:    DefaultOfferTimeout,
+			LostGrace:       DefaultLostGrace,
+			PoolMaxAssigned: DefaultPoolMaxAssigned,
+			PoolMaxAge:      DefaultPoolMaxAge,
 		},
 		Store:          StoreConfig{GCInterval: DefaultGCInterval, TombstoneTTL: DefaultTombstoneTTL},
 		Drivers:        defaultDrivers(),

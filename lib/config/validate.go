@@ -154,6 +154,11 @@ func (s *SchedulerConfig) validate(p *problems) {
 	positive(p, "scheduler.bind_timeout", s.BindTimeout)
 	positive(p, "scheduler.offer_timeout", s.OfferTimeout)
 	positive(p, "scheduler.lost_grace", s.LostGrace)
+	if s.PoolMaxIdle < 0 {
+		p.addf("scheduler.pool_max_idle", "must not be negative, got %s", s.PoolMaxIdle)
+	}
+	positive(p, "scheduler.pool_max_assigned", s.PoolMaxAssigned)
+	positive(p, "scheduler.pool_max_age", s.PoolMaxAge)
 	if s.OfferTimeout > 0 && s.BindTimeout > 0 && s.OfferTimeout >= s.BindTimeout {
 		p.addf("scheduler.offer_timeout", "must be less than scheduler.bind_timeout (%s)", s.BindTimeout)
 	}
