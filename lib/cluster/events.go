@@ -32,7 +32,7 @@ func (n *Node) reconcileEvents() {
 		if scheduler.Owner("event/"+ev.Metadata.Name, members) != n.cfg.Name {
 			continue
 		}
-		plan := scheduler.PlanEvent(now, *ev, 1, setVals)
+		plan := scheduler.PlanEvent(now, *ev, ev.Spec.ExpectedUsers, setVals)
 		for i := range plan.Create {
 			if _, err := n.st.Put(&plan.Create[i], store.PutOptions{Create: true}); err != nil && !errors.Is(err, store.ErrExists) {
 				n.log.Warn("create event set", "event", ev.Metadata.Name, "set", plan.Create[i].Metadata.Name, "err", err)

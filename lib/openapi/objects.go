@@ -253,12 +253,14 @@ func (s *Server) checkEventCapacity(o types.Object, mode string) (string, error)
 		return "", err
 	}
 	others := make([]types.ScheduledEvent, 0, len(evs))
+	users := map[string]int{ev.Metadata.Name: ev.Spec.ExpectedUsers}
 	for _, e := range evs {
 		if e.Metadata.Name != ev.Metadata.Name {
 			others = append(others, *e)
+			users[e.Metadata.Name] = e.Spec.ExpectedUsers
 		}
 	}
-	if ok, why := scheduler.EventFits(*ev, others, nil, templates, capacity); !ok {
+	if ok, why := scheduler.EventFits(*ev, others, users, templates, capacity); !ok {
 		if mode == "warn" {
 			return why, nil
 		}

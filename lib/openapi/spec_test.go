@@ -203,7 +203,7 @@ func fullObjects(t testing.TB) []types.Object {
 		&types.ScheduledEvent{TypeMeta: types.TypeMeta{Kind: types.KindScheduledEvent}, Metadata: meta("ev"),
 			Spec: types.ScheduledEventSpec{StartTime: ts, ProvisioningStartTime: ts.Add(-time.Hour), EndTime: ts.Add(time.Hour), ExpirationStrategy: types.ExpireSoft,
 				RequiredMachines: []types.RequiredMachines{{MachineTemplate: "small", Count: 2, MachineType: types.MachineTypeUser,
-					BindStrategy: types.BindAny, CreateMachineSet: true, MachineSets: []string{"pool"}}}},
+					BindStrategy: types.BindAny, CreateMachineSet: true, MachineSets: []string{"pool"}}}, ExpectedUsers: 3},
 			Status: types.ScheduledEventStatus{Phase: types.EventActive, CreatedMachineSets: []string{"pool"}}},
 		&types.AccessCode{TypeMeta: types.TypeMeta{Kind: types.KindAccessCode}, Metadata: meta("code"),
 			Spec:   types.AccessCodeSpec{Code: "let-me-in", MachineSets: []string{"pool"}, ScheduledEvents: []string{"ev"}, NotBefore: ts, NotAfter: ts.Add(time.Hour)},

@@ -50,6 +50,8 @@ type ScheduledEventSpec struct {
 	EndTime               time.Time          `json:"endTime"`
 	ExpirationStrategy    ExpirationStrategy `json:"expirationStrategy,omitempty"`
 	RequiredMachines      []RequiredMachines `json:"requiredMachines,omitempty"`
+	// ExpectedUsers multiplies the count of User machines (0 counts as 1).
+	ExpectedUsers int `json:"expectedUsers,omitempty"`
 }
 
 // ScheduledEventStatus is written by the event's owner.
@@ -89,6 +91,9 @@ func (o *ScheduledEvent) Validate() error {
 	}
 	if !s.ProvisioningStartTime.IsZero() && s.ProvisioningStartTime.After(s.StartTime) {
 		return Invalid("spec.provisioningStartTime", "must not be after spec.startTime")
+	}
+	if s.ExpectedUsers < 0 {
+		return Invalid("spec.expectedUsers", "must not be negative")
 	}
 	if s.ExpirationStrategy != "" {
 		if err := oneOf("spec.expirationStrategy", s.ExpirationStrategy, ExpireCutOff, ExpireSoft); err != nil {
