@@ -14,16 +14,7 @@ import (
 // machines are: one whose container died, whose entry process ended or that
 // the driver no longer holds is reported, not left showing Running.
 func (n *Node) healthLoop() {
-	tick := time.NewTicker(n.cfg.StatusInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-tick.C:
-			n.checkHealth(n.ctx)
-		}
-	}
+	n.every(n.cfg.StatusInterval, nil, func() { n.checkHealth(n.ctx) })
 }
 
 func (n *Node) checkHealth(ctx context.Context) {

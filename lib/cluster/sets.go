@@ -27,21 +27,13 @@ func (n *Node) kickSets() {
 // owner of "set/<name>" over live members, so a dead owner's sets move on by
 // themselves): level-triggered, idempotent, planned by scheduler.PlanMachineSet.
 func (n *Node) setLoop() {
-	tick := time.NewTicker(setReconcileEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-tick.C:
-		case <-n.setQ:
-		}
+	n.every(setReconcileEvery, n.setQ, func() {
 		n.reconcileEvents()
 		n.reconcileSessions()
 		if n.reconcileSets() {
 			n.retryPoolWaiters()
 		}
-	}
+	})
 }
 
 // reconcileSets reconciles the sets this node owns; it reports whether any
