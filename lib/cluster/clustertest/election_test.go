@@ -140,7 +140,7 @@ func TestOverbookWorkedExample(t *testing.T) {
 // Node loss: a killed node's machines are marked Lost after the grace and their
 // claims bound elsewhere (Rebind) or failed (Fail).
 func TestNodeLossRebindsOrFails(t *testing.T) {
-	f := Start(t, 3, Options{Driver: `{"cpus": 4, "ram_gb": 8}`, Node: func(_ int, c *cluster.Config) {
+	f := Start(t, 3, Options{Driver: `{"cpus": 4, "ram_gb": 8}`, LostGrace: 2 * time.Second, Node: func(_ int, c *cluster.Config) {
 		c.Placement = types.PlacementPack
 	}})
 	f.Put(0, Template("rebind", 1, 1))

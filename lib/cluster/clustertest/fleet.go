@@ -37,6 +37,10 @@ type Options struct {
 	Node func(i int, cfg *cluster.Config)
 	// Member is the base member config (membertest.FastConfig when zero).
 	Member member.Config
+	// LostGrace is the nodes' grace before a dead node's machines are lost
+	// (default 10s: long enough that a member wrongly suspected on a loaded
+	// machine under -race comes back first; node-loss tests set it short).
+	LostGrace time.Duration
 }
 
 // Host is one node of a fleet.
@@ -76,6 +80,9 @@ func Start(t testing.TB, n int, opts Options) *Fleet {
 	}
 	if opts.Member.Profile == "" {
 		opts.Member = membertest.FastConfig()
+	}
+	if opts.LostGrace == 0 {
+		opts.LostGrace = 10 * time.Second
 	}
 	f := &Fleet{T: t, Net: membertest.NewNetwork(), opts: opts, log: Logger()}
 	for i := range n {
@@ -124,7 +131,7 @@ func (f *Fleet) start(i int) {
 	mcfg.OnMembership = func() { node.MembershipChanged() }
 	mem, err := member.New(mcfg, log, st)
 	require.NoError(t, err)
-	ncfg := cluster.Config{Name: h.Name, OfferTimeout: time.Second, ResyncInterval: time.Second, DownAfter: time.Second, LostGrace: 2 * time.Second}
+	ncfg := cluster.Config{Name: h.Name, OfferTimeout: time.Second, ResyncInterval: time.Second, DownAfter: time.Second, LostGrace: f.opts.LostGrace}
 	if f.opts.Node != nil {
 		f.opts.Node(i, &ncfg)
 	}

@@ -16,7 +16,7 @@ import (
 // keeps two live machines, no machine is left without its claim, and every
 // driver's real holdings match the store.
 func TestPartitionDuringClaimStormConverges(t *testing.T) {
-	f := Start(t, 3, Options{Driver: `{"cpus": 100, "ram_gb": 1000}`})
+	f := Start(t, 3, Options{Driver: `{"cpus": 100, "ram_gb": 1000}`, LostGrace: 2 * time.Second})
 	f.Put(0, Template("one", 1, 1))
 	for i := range 6 {
 		f.Put(i%3, Claim(fmt.Sprintf("before-%d", i), "one", time.Minute))

@@ -166,7 +166,7 @@ func TestPoolRaceBindsEachMachineOnce(t *testing.T) {
 // Issue 7, acceptance 3: the owner of a set dies; another node takes over its
 // reconcile and the pool is back to min.
 func TestSetOwnerDiesPoolRecovers(t *testing.T) {
-	f := Start(t, 3, Options{Driver: `{"cpus": 100, "ram_gb": 1000}`})
+	f := Start(t, 3, Options{Driver: `{"cpus": 100, "ram_gb": 1000}`, LostGrace: 2 * time.Second})
 	f.Put(0, Template("one", 1, 1))
 	f.Put(0, machineSet("pool", "one", 3, 6))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
