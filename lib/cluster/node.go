@@ -120,8 +120,10 @@ type Node struct {
 	busy   map[string]bool
 	// failures counts failed allocations per claim, for back-off.
 	failures map[string]int
-	pool     pool
-	setQ     chan struct{}
+	// unassigned is when each Requested claim was first seen without a node.
+	unassigned map[string]time.Time
+	pool       pool
+	setQ       chan struct{}
 }
 
 // New builds a node. peers may be nil for a node that runs alone.

@@ -188,8 +188,44 @@ func (n *Node) resyncClaims() {
 		return
 	}
 	live := make(map[string]bool, len(claims))
+	now := n.cfg.Now()
+	n.busyMu.Lock()
+	if n.unassigned == nil {
+		n.unassigned = map[string]time.Time{}
+	}
+	stuck := map[string]bool{}
+	for _, c := range claims {
+		name := c.Metadata.Name
+		if !requested(c) || c.Status.Node != "" {
+			delete(n.unassigned, name)
+			continue
+		}
+		since, ok := n.unassigned[name]
+		if !ok {
+			n.unassigned[name] = now
+		} else if now.Sub(since) > 3*n.cfg.OfferTimeout {
+			stuck[name] = true
+			n.unassigned[name] = now
+		}
+	}
+	exists := make(map[string]bool, len(claims))
+	for _, c := range claims {
+		exists[c.Metadata.Name] = true
+	}
+	for name := range n.unassigned {
+		if !exists[name] {
+			delete(n.unassigned, name)
+		}
+	}
+	n.busyMu.Unlock()
 	for _, c := range claims {
 		live[c.Metadata.Name] = true
+		if stuck[c.Metadata.Name] && n.isElector(c.Metadata.Name) {
+			// Unassigned for several offer timeouts: whatever the elector
+			// believes (an acceptance that was undone elsewhere, say), start
+			// this claim's election afresh. Level-triggered safety net.
+			n.elect.Push(electEvent{in: scheduler.ClaimGone{Claim: c.Metadata.Name}})
+		}
 		n.onClaim(c)
 	}
 	for _, e := range n.ledger.all() {
