@@ -196,14 +196,16 @@ func (n *Node) resyncClaims() {
 	stuck := map[string]bool{}
 	for _, c := range claims {
 		name := c.Metadata.Name
-		if !requested(c) || c.Status.Node != "" {
+		// A claim that waits says why (its elector wrote the reason); one
+		// with neither a node nor a reason has nobody working on it.
+		if !requested(c) || c.Status.Node != "" || c.Status.Reason != "" {
 			delete(n.unassigned, name)
 			continue
 		}
 		since, ok := n.unassigned[name]
 		if !ok {
 			n.unassigned[name] = now
-		} else if now.Sub(since) > 3*n.cfg.OfferTimeout {
+		} else if now.Sub(since) > 5*n.cfg.OfferTimeout {
 			stuck[name] = true
 			n.unassigned[name] = now
 		}
@@ -221,9 +223,9 @@ func (n *Node) resyncClaims() {
 	for _, c := range claims {
 		live[c.Metadata.Name] = true
 		if stuck[c.Metadata.Name] && n.isElector(c.Metadata.Name) {
-			// Unassigned for several offer timeouts: whatever the elector
-			// believes (an acceptance that was undone elsewhere, say), start
-			// this claim's election afresh. Level-triggered safety net.
+			// Unassigned and unexplained for several offer timeouts: whatever
+			// the elector believes (an acceptance undone elsewhere, say),
+			// start this claim's election afresh. A level-triggered safety net.
 			n.elect.Push(electEvent{in: scheduler.ClaimGone{Claim: c.Metadata.Name}})
 		}
 		n.onClaim(c)
