@@ -179,19 +179,31 @@ func blame(data []byte, t reflect.Type) (string, error) {
 	return "", nil
 }
 
-// TemplateConfig returns the template's providerConfiguration entry for the
-// first of names it has (callers pass the instance name, then the driver type).
-// The entry may be empty; ok is false when the template has none of the names.
-func TemplateConfig(t types.MachineTemplate, names ...string) (json.RawMessage, bool) {
-	for _, n := range names {
-		if n == "" {
-			continue
-		}
-		if raw, ok := t.Spec.ProviderConfiguration[n]; ok {
-			return raw, true
+// TemplateEntry finds a template's providerConfiguration entry for a driver
+// instance (its instance name first, then its driver type) and decodes it with
+// parse. Errors name the field: the missing entry, or the bad key inside it
+// ("spec.providerConfiguration.docker.image"). It returns the entry's path.
+func TemplateEntry[T any](t types.MachineTemplate, instance, driverType string, parse func([]byte) (T, error)) (T, string, error) {
+	var zero T
+	key := ""
+	for _, n := range []string{instance, driverType} {
+		if _, ok := t.Spec.ProviderConfiguration[n]; ok && n != "" {
+			key = n
+			break
 		}
 	}
-	return nil, false
+	if key == "" {
+		if instance == "" || instance == driverType {
+			return zero, "", types.Invalid("spec.providerConfiguration", "has no entry for %q", driverType)
+		}
+		return zero, "", types.Invalid("spec.providerConfiguration", "has no entry for %q or %q", instance, driverType)
+	}
+	field := "spec.providerConfiguration." + key
+	v, err := parse(t.Spec.ProviderConfiguration[key])
+	if err != nil {
+		return zero, field, PrefixField(field, err)
+	}
+	return v, field, nil
 }
 
 // PrefixField puts prefix in front of the field a *types.FieldError names, so a

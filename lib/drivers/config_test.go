@@ -85,31 +85,47 @@ func TestDecodeConfigNeedsPointer(t *testing.T) {
 	require.Error(t, DecodeConfig([]byte(`{}`), nilPtr))
 }
 
-func TestTemplateConfig(t *testing.T) {
+func TestTemplateEntry(t *testing.T) {
 	tmpl := types.MachineTemplate{Spec: types.MachineTemplateSpec{ProviderConfiguration: map[string]json.RawMessage{
 		"docker":     json.RawMessage(`{"image": "a"}`),
 		"docker/gpu": json.RawMessage(`{"image": "b"}`),
 		"test":       nil,
 	}}}
+	type cfg struct {
+		Image string `json:"image"`
+	}
+	parse := func(b []byte) (cfg, error) {
+		var c cfg
+		return c, DecodeConfig(b, &c)
+	}
 	for _, tc := range []struct {
-		name   string
-		names  []string
-		want   string
-		wantOK bool
+		name, instance, typ, want, field, err string
 	}{
-		{"instance first", []string{"docker/gpu", "docker"}, `{"image": "b"}`, true},
-		{"falls back to type", []string{"docker/cpu", "docker"}, `{"image": "a"}`, true},
-		{"empty entry is present", []string{"test"}, ``, true},
-		{"empty names skipped", []string{"", "docker"}, `{"image": "a"}`, true},
-		{"missing", []string{"native"}, ``, false},
-		{"no names", nil, ``, false},
+		{"instance first", "docker/gpu", "docker", "b", "spec.providerConfiguration.docker/gpu", ""},
+		{"falls back to type", "docker/cpu", "docker", "a", "spec.providerConfiguration.docker", ""},
+		{"empty entry is present", "test", "test", "", "spec.providerConfiguration.test", ""},
+		{"empty instance", "", "docker", "a", "spec.providerConfiguration.docker", ""},
+		{"missing, one name", "native", "native", "", "", `spec.providerConfiguration: has no entry for "native"`},
+		{"missing, two names", "native/x", "native", "", "", `has no entry for "native/x" or "native"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			raw, ok := TemplateConfig(tmpl, tc.names...)
-			assert.Equal(t, tc.wantOK, ok)
-			assert.Equal(t, tc.want, string(raw))
+			got, field, err := TemplateEntry(tmpl, tc.instance, tc.typ, parse)
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				assert.ErrorIs(t, err, types.ErrInvalid)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got.Image)
+			assert.Equal(t, tc.field, field)
 		})
 	}
+	bad := types.MachineTemplate{Spec: types.MachineTemplateSpec{ProviderConfiguration: map[string]json.RawMessage{
+		"docker": json.RawMessage(`{"imag": "a"}`)}}}
+	_, _, err := TemplateEntry(bad, "docker", "docker", parse)
+	var fe *types.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Contains(t, fe.Field, "spec.providerConfiguration.docker", "the bad key is named under the entry")
 }
 
 func TestPrefixField(t *testing.T) {

@@ -241,21 +241,9 @@ func (d *Driver) ValidateTemplate(t types.MachineTemplate) error {
 }
 
 func (d *Driver) templateConfig(t types.MachineTemplate) (TemplateConfig, error) {
-	key := d.env.Instance
-	raw, ok := drivers.TemplateConfig(t, d.env.Instance, Type)
-	if !ok {
-		if d.env.Instance == Type {
-			return TemplateConfig{}, types.Invalid("spec.providerConfiguration", "has no entry for %q", Type)
-		}
-		return TemplateConfig{}, types.Invalid("spec.providerConfiguration", "has no entry for %q or %q", d.env.Instance, Type)
-	}
-	if _, ok := t.Spec.ProviderConfiguration[key]; !ok {
-		key = Type
-	}
-	prefix := "spec.providerConfiguration." + key
-	tc, err := ParseTemplateConfig(raw)
+	tc, prefix, err := drivers.TemplateEntry(t, d.env.Instance, Type, ParseTemplateConfig)
 	if err != nil {
-		return TemplateConfig{}, drivers.PrefixField(prefix, err)
+		return TemplateConfig{}, err
 	}
 	d.mu.Lock()
 	allow := d.cfg.AllowPrivileged

@@ -287,22 +287,8 @@ func (d *Driver) ValidateTemplate(t types.MachineTemplate) error {
 }
 
 func (d *Driver) templateConfig(t types.MachineTemplate) (TemplateConfig, error) {
-	raw, ok := drivers.TemplateConfig(t, d.env.Instance, Type)
-	if !ok {
-		if d.env.Instance == Type {
-			return TemplateConfig{}, types.Invalid("spec.providerConfiguration", "has no entry for %q", Type)
-		}
-		return TemplateConfig{}, types.Invalid("spec.providerConfiguration", "has no entry for %q or %q", d.env.Instance, Type)
-	}
-	key := d.env.Instance
-	if _, ok := t.Spec.ProviderConfiguration[key]; !ok {
-		key = Type
-	}
-	tc, err := parseTemplateConfig(raw)
-	if err != nil {
-		return TemplateConfig{}, drivers.PrefixField("spec.providerConfiguration."+key, err)
-	}
-	return tc, nil
+	tc, _, err := drivers.TemplateEntry(t, d.env.Instance, Type, parseTemplateConfig)
+	return tc, err
 }
 
 // HostCapacity implements drivers.Driver: the host's CPUs, RAM and the disk

@@ -121,22 +121,8 @@ func (d *Driver) ValidateTemplate(t types.MachineTemplate) error {
 }
 
 func (d *Driver) templateConfig(t types.MachineTemplate) (TemplateConfig, error) {
-	key := d.env.Instance
-	raw, ok := drivers.TemplateConfig(t, d.env.Instance, Type)
-	if !ok {
-		if d.env.Instance == Type {
-			return TemplateConfig{}, types.Invalid("spec.providerConfiguration", "has no entry for %q", Type)
-		}
-		return TemplateConfig{}, types.Invalid("spec.providerConfiguration", "has no entry for %q or %q", d.env.Instance, Type)
-	}
-	if _, ok := t.Spec.ProviderConfiguration[key]; !ok {
-		key = Type
-	}
-	tc, err := ParseTemplateConfig(raw)
-	if err != nil {
-		return TemplateConfig{}, drivers.PrefixField("spec.providerConfiguration."+key, err)
-	}
-	return tc, nil
+	tc, _, err := drivers.TemplateEntry(t, d.env.Instance, Type, ParseTemplateConfig)
+	return tc, err
 }
 
 // HostCapacity implements drivers.Driver from the configured cpus, ram_gb and
