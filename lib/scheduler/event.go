@@ -15,9 +15,9 @@ import (
 const (
 	// LabelScheduledEvent names the event that created a set.
 	LabelScheduledEvent = "hf/scheduled-event"
-	// AnnotationBindStrategy carries the requiredMachines line's bindStrategy,
-	// which claims under the event use (see EventClaimSets); a set has no
-	// bindStrategy of its own.
+	// AnnotationBindStrategy records the requiredMachines line's bindStrategy
+	// on the set it made (a set has no bindStrategy field); claims still bind
+	// by their own spec.bindStrategy.
 	AnnotationBindStrategy = "hf/bind-strategy"
 )
 
@@ -217,31 +217,6 @@ func isEventSetName(event, name string) bool {
 	}
 	i, err := strconv.Atoi(name[k+1:])
 	return err == nil && i >= 0 && EventSetName(event, i) == name
-}
-
-// EventClaimSets is what a claim for template under ev should ask: the sets
-// of the event's lines for that template (the event's own set first, then the
-// sets the line names) and the line's bindStrategy. ok is false when no line
-// asks for template.
-func EventClaimSets(ev types.ScheduledEvent, template string) (sets []string, strategy types.BindStrategy, ok bool) {
-	for i, line := range ev.Spec.RequiredMachines {
-		if line.MachineTemplate != template {
-			continue
-		}
-		ok = true
-		if line.CreateMachineSet || len(line.MachineSets) == 0 {
-			sets = append(sets, EventSetName(ev.Metadata.Name, i))
-		}
-		for _, s := range line.MachineSets {
-			if !slices.Contains(sets, s) {
-				sets = append(sets, s)
-			}
-		}
-		if strategy == "" {
-			strategy = line.BindStrategy
-		}
-	}
-	return sets, strategy, ok
 }
 
 // EventFits reports whether ev's required machines fit capacity (the

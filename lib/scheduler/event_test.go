@@ -263,32 +263,6 @@ func TestLineMachines(t *testing.T) {
 	}
 }
 
-func TestEventClaimSets(t *testing.T) {
-	useExisting := types.RequiredMachines{MachineTemplate: "web", Count: 1, MachineSets: []string{"p1", "p2"}, BindStrategy: types.BindPreferMachineSets}
-	both := types.RequiredMachines{MachineTemplate: "db", Count: 1, CreateMachineSet: true, MachineSets: []string{"p1"}, BindStrategy: types.BindRequireMachineSets}
-	again := types.RequiredMachines{MachineTemplate: "web", Count: 1, MachineSets: []string{"p2", "p3"}}
-	ev := event("ws", evStart, time.Hour, "", line("tpl", 1, ""), useExisting, both, again)
-	tests := []struct {
-		tpl   string
-		sets  []string
-		strat types.BindStrategy
-		ok    bool
-	}{
-		{"tpl", []string{"ws-0"}, "", true},
-		{"web", []string{"p1", "p2", "p3"}, types.BindPreferMachineSets, true},
-		{"db", []string{"ws-2", "p1"}, types.BindRequireMachineSets, true},
-		{"nope", nil, "", false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.tpl, func(t *testing.T) {
-			sets, strat, ok := EventClaimSets(ev, tc.tpl)
-			assert.Equal(t, tc.sets, sets)
-			assert.Equal(t, tc.strat, strat)
-			assert.Equal(t, tc.ok, ok)
-		})
-	}
-}
-
 func TestEventFits(t *testing.T) {
 	tpls := map[string]types.MachineTemplate{
 		"small": {Spec: types.MachineTemplateSpec{Resources: types.Resources{CPU: 2, RAMGB: 4}}},

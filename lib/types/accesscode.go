@@ -36,14 +36,6 @@ type AccessCodeStatus struct {
 // Meta returns the metadata.
 func (o *AccessCode) Meta() *ObjectMeta { return &o.Metadata }
 
-// ActiveAt reports whether the code is valid at now.
-func (o *AccessCode) ActiveAt(now time.Time) bool {
-	if !o.Spec.NotBefore.IsZero() && now.Before(o.Spec.NotBefore) {
-		return false
-	}
-	return o.Spec.NotAfter.IsZero() || now.Before(o.Spec.NotAfter)
-}
-
 // Validate checks the code.
 func (o *AccessCode) Validate() error {
 	if err := checkKind(o.Kind, KindAccessCode); err != nil {

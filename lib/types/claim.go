@@ -65,14 +65,6 @@ type MachineClaimStatus struct {
 // Meta returns the metadata.
 func (o *MachineClaim) Meta() *ObjectMeta { return &o.Metadata }
 
-// EffectiveBindTimeout is the claim's bind timeout or the default.
-func (o *MachineClaim) EffectiveBindTimeout() time.Duration {
-	if o.Spec.BindTimeout.Duration > 0 {
-		return o.Spec.BindTimeout.Duration
-	}
-	return DefaultBindTimeout
-}
-
 // Validate checks the claim.
 func (o *MachineClaim) Validate() error {
 	if err := checkKind(o.Kind, KindMachineClaim); err != nil {

@@ -228,13 +228,6 @@ func TestValidateMachineClaim(t *testing.T) {
 	})
 }
 
-func TestMachineClaimEffectiveBindTimeout(t *testing.T) {
-	c := &types.MachineClaim{}
-	assert.Equal(t, types.DefaultBindTimeout, c.EffectiveBindTimeout())
-	c.Spec.BindTimeout = types.D(90 * time.Second)
-	assert.Equal(t, 90*time.Second, c.EffectiveBindTimeout())
-}
-
 func TestValidateScheduledEvent(t *testing.T) {
 	start := time.Date(2025, 6, 1, 9, 0, 0, 0, time.UTC)
 	valid := func(f func(*types.ScheduledEvent)) *types.ScheduledEvent {
@@ -306,30 +299,6 @@ func TestValidateAccessCode(t *testing.T) {
 		{"bad event ref", valid(func(o *types.AccessCode) { o.Spec.ScheduledEvents = []string{""} }), "spec.scheduledEvents[0]"},
 		{"not after at not before", valid(func(o *types.AccessCode) { o.Spec.NotAfter = nb }), "spec.notAfter"},
 	})
-}
-
-func TestAccessCodeActiveAt(t *testing.T) {
-	nb := time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)
-	na := nb.Add(time.Hour)
-	tests := []struct {
-		name   string
-		nb, na time.Time
-		now    time.Time
-		want   bool
-	}{
-		{"no window", time.Time{}, time.Time{}, nb, true},
-		{"before", nb, na, nb.Add(-time.Second), false},
-		{"at not before", nb, na, nb, true},
-		{"inside", nb, na, nb.Add(time.Minute), true},
-		{"at not after", nb, na, na, false},
-		{"after, open start", time.Time{}, na, na.Add(time.Second), false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := &types.AccessCode{Spec: types.AccessCodeSpec{NotBefore: tt.nb, NotAfter: tt.na}}
-			assert.Equal(t, tt.want, c.ActiveAt(tt.now))
-		})
-	}
 }
 
 func TestValidateSession(t *testing.T) {
