@@ -224,28 +224,13 @@ func describeDecodeError(err error) string {
 
 // describeType names a Go type the way a config file author thinks of it.
 func describeType(t reflect.Type) string {
-	if t == durationType {
+	switch {
+	case t == durationType:
 		return `a duration such as "30s"`
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "a whole number"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Slice, reflect.Array:
-		if t.Elem().Kind() == reflect.String {
-			return "a list of strings"
-		}
-		return "a list"
-	case reflect.Map, reflect.Struct:
+	case t != nil && (t.Kind() == reflect.Map || t.Kind() == reflect.Struct):
 		return "a mapping"
 	}
-	return t.String()
+	return types.DescribeType(t)
 }
 
 // describeValue names the kind of a parsed value.

@@ -67,7 +67,7 @@ func describeJSONError(err error, t reflect.Type) error {
 	case errors.As(err, &syn):
 		return types.Invalid("", "not valid JSON at offset %d: %s", syn.Offset, syn.Error())
 	case errors.As(err, &typ):
-		return types.Invalid(jsonPath(t, typ.Field), "want %s, got %s", describeType(typ.Type), typ.Value)
+		return types.Invalid(jsonPath(t, typ.Field), "want %s, got %s", types.DescribeType(typ.Type), typ.Value)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return types.Invalid("", "not valid JSON: unexpected end")
 	}
@@ -123,29 +123,6 @@ func fieldByJSONName(t reflect.Type, name string) reflect.Type {
 		}
 	}
 	return nil
-}
-
-// describeType names what a Go type accepts in JSON, for error messages.
-func describeType(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "a whole number"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.String:
-		return "a string"
-	case reflect.Slice, reflect.Array:
-		return "a list"
-	case reflect.Map, reflect.Struct:
-		return "an object"
-	}
-	return t.String()
 }
 
 // blame decodes each top-level key of the object in data on its own into a fresh

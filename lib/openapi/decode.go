@@ -80,7 +80,7 @@ func decodeObject(kind string, body []byte) (types.Object, error) {
 			if field == "" {
 				field = te.Field
 			}
-			return nil, badRequest(field, "want %s, got JSON %s", typeName(te.Type), te.Value)
+			return nil, badRequest(field, "want %s, got JSON %s", types.DescribeType(te.Type), te.Value)
 		}
 		return nil, badRequest(field, "%s", strings.TrimPrefix(err.Error(), "json: "))
 	}
@@ -272,28 +272,6 @@ func roundTrips(v any, t reflect.Type) bool {
 	}
 	_, err = json.Marshal(p.Interface())
 	return err == nil
-}
-
-func typeName(t reflect.Type) string {
-	if t == nil {
-		return "another type"
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Map, reflect.Struct:
-		return "an object"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	}
-	return t.String()
 }
 
 func jsonType(v any) string {
