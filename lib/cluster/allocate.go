@@ -51,6 +51,11 @@ func (n *Node) allocate(ctx context.Context, name string) error {
 	if !ok {
 		return fmt.Errorf("no driver %q", mach.Spec.Driver)
 	}
+	if e, ok := n.ledger.get(name); !ok || e.Phase != types.MachinePending {
+		// Allocated already (a repeated offer), or released meanwhile: a
+		// second Allocate would leave the first resource held by nobody.
+		return nil
+	}
 	claim, err := store.Get[types.MachineClaim](n.st, types.KindMachineClaim, mach.Spec.Claim)
 	if err != nil {
 		n.release(ctx, name, "claim is gone")
@@ -200,9 +205,16 @@ func (n *Node) release(ctx context.Context, name, reason string) {
 		n.ledger.remove(name)
 		return
 	}
+	// What the driver holds: the record's word, or the ledger's when the
+	// record was overwritten from an older copy (a Lost verdict written by
+	// another node while it could not see this one).
+	res := mach.Status.Resource
+	if e, ok := n.ledger.get(name); ok && res == nil {
+		res = e.Resource
+	}
 	// From here on the machine is going: it must not be resumed for its claim.
 	n.ledger.setPhase(name, types.MachineTerminating, nil)
-	if mach.Status.Resource != nil {
+	if res != nil {
 		if in, ok := n.instances[mach.Spec.Driver]; ok {
 			if _, err := n.setMachine(name, func(m *types.Machine) {
 				m.Status.Phase = types.MachineTerminating
@@ -211,7 +223,7 @@ func (n *Node) release(ctx context.Context, name, reason string) {
 			}); err != nil {
 				n.log.Warn("release", "machine", name, "err", err)
 			}
-			if err := in.Driver.Deallocate(ctx, mach.Status.Resource); err != nil && !errors.Is(err, drivers.ErrNotFound) {
+			if err := in.Driver.Deallocate(ctx, res); err != nil && !errors.Is(err, drivers.ErrNotFound) {
 				// Keep the machine; the next resync tries again.
 				n.log.Warn("deallocate", "machine", name, "err", err)
 				return

@@ -140,8 +140,15 @@ func (n *Node) lostByOthers(e entry) {
 		return // an allocation under way writes the phase itself
 	}
 	if _, err := n.setMachine(e.Machine, func(m *types.Machine) {
+		// The verdict may have been written from a copy older than the
+		// allocation: put back what the driver holds, from the ledger.
 		m.Status.Phase = types.MachineRunning
 		m.Status.Reason = ""
+		if e.Resource != nil {
+			m.Status.Resource = e.Resource
+			m.Status.MachineInformation = e.Resource.Info
+			m.Status.ConnectEndpoints = e.Resource.Endpoints
+		}
 	}); err != nil {
 		n.log.Warn("restore machine", "machine", e.Machine, "err", err)
 		return

@@ -1,0 +1,64 @@
+package cluster
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/drivers/testdriver"
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// applyRemote stores obj as if another node had written it after everything
+// this node wrote: the way a duty owner's verdict, based on an older copy of
+// the record, reaches the node over replication.
+func (tn *testNode) applyRemote(obj types.Object, from string) {
+	tn.t.Helper()
+	obj.Meta().Version = types.Version{HLC: tn.st.Clock().HLC + 1<<20, Node: from}
+	data, err := json.Marshal(obj)
+	require.NoError(tn.t, err)
+	ok, err := tn.st.Apply(store.Record{Kind: obj.GetKind(), Name: obj.Meta().Name, Version: obj.Meta().Version, Data: data})
+	require.NoError(tn.t, err)
+	require.True(tn.t, ok)
+}
+
+// A node falsely thought dead has its machine marked Lost by the duty owner,
+// from a copy of the record older than the allocation (no resource in it).
+// The node keeps its word on its own machine (it is Running again, with its
+// resource) and, once the claim is deleted, still gives the resource back.
+func TestStaleLostVerdictNeitherLeaksNorForgetsTheResource(t *testing.T) {
+	tn := newTestNode(t, "n1", `{"cpus": 4, "ram_gb": 8}`)
+	tn.put(template("small", 1, 1, `{}`))
+	tn.put(claim("c1", "small", time.Minute))
+	c := tn.waitPhase("c1", types.ClaimBound)
+	m, err := store.Get[types.Machine](tn.st, types.KindMachine, c.Status.Machine)
+	require.NoError(t, err)
+	require.NotNil(t, m.Status.Resource)
+
+	stale := *m
+	stale.Status.Phase = types.MachineLost
+	stale.Status.Reason = "node n1 is gone for 10s"
+	stale.Status.Resource, stale.Status.MachineInformation, stale.Status.ConnectEndpoints = nil, nil, nil
+	tn.applyRemote(&stale, "n9")
+
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got, err := store.Get[types.Machine](tn.st, types.KindMachine, m.Metadata.Name)
+		require.NoError(c, err)
+		assert.Equal(c, types.MachineRunning, got.Status.Phase)
+		assert.Equal(c, m.Status.Resource, got.Status.Resource)
+		assert.Equal(c, m.Status.ConnectEndpoints, got.Status.ConnectEndpoints)
+	}, 5*time.Second, 5*time.Millisecond)
+
+	// The same verdict again, and this time the claim goes before the node
+	// has put the record right.
+	tn.applyRemote(&stale, "n9")
+	_, err = tn.st.Delete(types.KindMachineClaim, "c1", types.Version{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		return len(tn.machines()) == 0 && testdriver.Held(tn.drv) == 0
+	}, 5*time.Second, 5*time.Millisecond, "driver holds %d", testdriver.Held(tn.drv))
+}
