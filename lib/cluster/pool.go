@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/hf-fleet/hf/lib/scheduler"
@@ -64,27 +66,72 @@ func (n *Node) joinPool(ctx context.Context, in Instance, mach *types.Machine, c
 	return nil
 }
 
-// tryPool binds a user claim to a warm machine of a matching set when there is
-// one: the node hosting the machine is asked to take it for the claim. It
-// reports whether the claim is handled (a take is out, or it must wait for a
-// set); false means: elect a node as usual.
-func (n *Node) tryPool(c *types.MachineClaim) bool {
+// routeClaim decides how an unassigned claim binds and acts on the decision
+// where this node is the one to: a take of a warm machine, a waiting reason
+// or a direct election by the claim's elector; an election for an OnDemand
+// set by the set's owner, so that one node counts the set's machines and the
+// claims under way for it, and the set never passes its maxProvisioned.
+func (n *Node) routeClaim(c *types.MachineClaim) {
+	name := c.Metadata.Name
+	n.pool.mu.Lock()
+	_, out := n.pool.takes[name]
+	n.pool.mu.Unlock()
+	if out {
+		return // a take is under way; its answer routes the claim again
+	}
+	elector := n.isElector(name)
+	d, decided := n.bindDecision(c, elector)
+	if !decided {
+		if elector {
+			n.feedClaim(c)
+		}
+		return
+	}
+	switch d.Kind {
+	case scheduler.BindPool:
+		if elector {
+			n.startTake(c, d.Machine)
+		}
+	case scheduler.BindWait:
+		if elector {
+			n.setWaiting(name, d.Reason)
+		}
+	case scheduler.BindOnDemand:
+		if scheduler.Owner("set/"+d.Set, n.peers.Members()) != n.cfg.Name {
+			return // the set's owner elects it
+		}
+		// Elected as usual; the machine is made for (and counted in) the set.
+		n.pool.mu.Lock()
+		n.pool.onDemand[name] = d.Set
+		n.pool.mu.Unlock()
+		n.feedClaim(c)
+	default:
+		if elector {
+			n.feedClaim(c)
+		}
+	}
+}
+
+// bindDecision is scheduler.DecideBind from this node's view, with the claims
+// this node elects for OnDemand sets counted as the machines they will be.
+// decided is false when no set is involved (a provisioning claim, no sets, or
+// none this node needs to look at): the claim is elected as usual.
+func (n *Node) bindDecision(c *types.MachineClaim, elector bool) (d scheduler.BindDecision, decided bool) {
 	if c.Metadata.Labels[LabelProvisionFor] != "" {
-		return false
+		return d, false
 	}
 	sets, err := store.List[types.MachineSet](n.st, types.KindMachineSet)
 	if err != nil || len(sets) == 0 {
-		return false
+		return d, false
 	}
-	n.pool.mu.Lock()
-	_, out := n.pool.takes[c.Metadata.Name]
-	n.pool.mu.Unlock()
-	if out {
-		return true
+	if !elector && !slices.ContainsFunc(sets, func(s *types.MachineSet) bool {
+		return s.Spec.ProvisioningStrategy == types.ProvisionOnDemand
+	}) {
+		return d, false // only a set's owner acts on a claim it does not elect
 	}
 	machines, err := store.List[types.Machine](n.st, types.KindMachine)
 	if err != nil {
-		return false
+		return d, false
 	}
 	setVals := make([]types.MachineSet, 0, len(sets))
 	for _, s := range sets {
@@ -92,43 +139,65 @@ func (n *Node) tryPool(c *types.MachineClaim) bool {
 	}
 	mVals := make([]types.Machine, 0, len(machines))
 	taken := n.takenMachines()
+	claimed := map[string]bool{}
 	for _, m := range machines {
+		if m.Live() {
+			claimed[m.Spec.Claim] = true
+		}
 		if !taken[m.Metadata.Name] {
 			mVals = append(mVals, *m)
 		}
 	}
-	d := scheduler.DecideBind(*c, setVals, mVals, n.cfg.Now(), n.poolLimits())
-	switch d.Kind {
-	case scheduler.BindPool:
-		var host string
-		for _, m := range machines {
-			if m.Metadata.Name == d.Machine {
-				host = m.Spec.Node
-			}
+	mVals = append(mVals, n.onDemandUnderWay(c.Metadata.Name, claimed)...)
+	return scheduler.DecideBind(*c, setVals, mVals, n.cfg.Now(), n.poolLimits()), true
+}
+
+// onDemandUnderWay stands in for the machines of the OnDemand claims this
+// node elects (other than except) that have no live machine yet: Pending
+// machines of their sets, so they count against maxProvisioned. Claims that
+// ended or were bound elsewhere are forgotten.
+func (n *Node) onDemandUnderWay(except string, claimed map[string]bool) []types.Machine {
+	n.pool.mu.Lock()
+	pending := maps.Clone(n.pool.onDemand)
+	n.pool.mu.Unlock()
+	var out []types.Machine
+	for claim, set := range pending {
+		if claim == except || claimed[claim] {
+			continue
 		}
-		n.pool.mu.Lock()
-		n.pool.takes[c.Metadata.Name] = d.Machine
-		n.pool.mu.Unlock()
-		msg := Message{Type: MsgTake, From: n.cfg.Name, To: host, Claim: c.Metadata.Name, Machine: d.Machine, Round: c.Status.Round + 1}
-		if host != n.cfg.Name {
-			msg.Records = n.offerRecords(c.Metadata.Name)
+		if c, err := store.Get[types.MachineClaim](n.st, types.KindMachineClaim, claim); err != nil || !requested(c) {
+			n.pool.mu.Lock()
+			delete(n.pool.onDemand, claim)
+			n.pool.mu.Unlock()
+			continue
 		}
-		n.spawn(func() {
-			if err := n.peers.Send(n.ctx, msg); err != nil {
-				n.takeAnswered(Message{Type: MsgDecline, Claim: msg.Claim, Machine: msg.Machine, Reason: err.Error()})
-			}
+		out = append(out, types.Machine{
+			Metadata: types.ObjectMeta{Name: "under-way-" + claim},
+			Spec:     types.MachineSpec{Claim: claim, MachineSet: set},
+			Status:   types.MachineStatus{Phase: types.MachinePending},
 		})
-		return true
-	case scheduler.BindWait:
-		n.setWaiting(c.Metadata.Name, d.Reason)
-		return true
-	case scheduler.BindOnDemand:
-		// Elected as usual; the machine is made for (and counted in) the set.
-		n.pool.mu.Lock()
-		n.pool.onDemand[c.Metadata.Name] = d.Set
-		n.pool.mu.Unlock()
 	}
-	return false
+	return out
+}
+
+// startTake asks the node hosting a warm machine to bind it to the claim.
+func (n *Node) startTake(c *types.MachineClaim, machine string) {
+	host := ""
+	if m, err := store.Get[types.Machine](n.st, types.KindMachine, machine); err == nil {
+		host = m.Spec.Node
+	}
+	n.pool.mu.Lock()
+	n.pool.takes[c.Metadata.Name] = machine
+	n.pool.mu.Unlock()
+	msg := Message{Type: MsgTake, From: n.cfg.Name, To: host, Claim: c.Metadata.Name, Machine: machine, Round: c.Status.Round + 1}
+	if host != n.cfg.Name {
+		msg.Records = n.offerRecords(c.Metadata.Name)
+	}
+	n.spawn(func() {
+		if err := n.peers.Send(n.ctx, msg); err != nil {
+			n.takeAnswered(Message{Type: MsgDecline, Claim: msg.Claim, Machine: msg.Machine, Reason: err.Error()})
+		}
+	})
 }
 
 func (n *Node) takenMachines() map[string]bool {

@@ -107,7 +107,7 @@ func (n *Node) retryPoolWaiters() {
 		return
 	}
 	for _, c := range claims {
-		if requested(c) && c.Status.Node == "" && c.Spec.BindStrategy == types.BindRequireMachineSets && n.isElector(c.Metadata.Name) {
+		if requested(c) && c.Status.Node == "" && c.Spec.BindStrategy == types.BindRequireMachineSets {
 			n.onClaim(c)
 		}
 	}

@@ -97,9 +97,7 @@ func (n *Node) onClaim(c *types.MachineClaim) {
 		if n.resumeOwn(c) {
 			return
 		}
-		if n.isElector(name) && !n.tryPool(c) {
-			n.feedClaim(c)
-		}
+		n.routeClaim(c)
 	} else if requested(c) && !n.isMember(c.Status.Node) {
 		// Accepted by a node that died before binding: elect again.
 		if n.isElector(name) {

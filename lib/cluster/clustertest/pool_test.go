@@ -334,3 +334,85 @@ func TestPoolIdleReaping(t *testing.T) {
 		assert.Equal(c, 2, avail, "refilled to min")
 	}, 20*time.Second, 50*time.Millisecond)
 }
+
+// An OnDemand set's maxProvisioned holds cluster-wide when claims for it race
+// through every node: its owner elects them all and counts the ones under way.
+func TestOnDemandMaxHoldsUnderConcurrentClaims(t *testing.T) {
+	const limit, claims = 3, 12
+	f := Start(t, 3, Options{Driver: `{"cpus": 100, "ram_gb": 1000, "delay": "100ms"}`})
+	f.Put(0, Template("one", 1, 1))
+	od := machineSet("od", "one", 0, limit)
+	od.Spec.ProvisioningStrategy = types.ProvisionOnDemand
+	f.Put(0, od)
+	require.Eventually(t, func() bool {
+		for _, h := range f.Up() {
+			if _, err := h.Store.Get(types.KindMachineSet, "od"); err != nil {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 10*time.Millisecond)
+
+	stop := make(chan struct{})
+	peak := make(chan int, 1)
+	go func() {
+		most := 0
+		for {
+			for _, h := range f.Up() {
+				p, _ := poolCounts(h, "od")
+				most = max(most, p)
+			}
+			select {
+			case <-stop:
+				peak <- most
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for i := range claims {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := Claim(fmt.Sprintf("d%02d", i), "one", time.Minute)
+			c.Spec.BindStrategy = types.BindRequireMachineSets
+			c.Spec.MachineSets = []string{"od"}
+			f.Put(i%3, c)
+		}()
+	}
+	wg.Wait()
+	bound := func() (n int) {
+		for _, c := range f.Hosts[0].Claims() {
+			if c.Status.Phase == types.ClaimBound {
+				n++
+			}
+		}
+		return n
+	}
+	require.Eventually(t, func() bool { return bound() == limit }, 15*time.Second, 20*time.Millisecond)
+	// Nothing more binds while the set is full.
+	require.Never(t, func() bool { return bound() > limit }, time.Second, 20*time.Millisecond)
+	// One ends: exactly one more binds, still within the set.
+	for name, c := range f.Hosts[0].Claims() {
+		if c.Status.Phase == types.ClaimBound {
+			_, err := f.Hosts[0].Store.Delete(types.KindMachineClaim, name, types.Version{})
+			require.NoError(t, err)
+			break
+		}
+	}
+	require.Eventually(t, func() bool {
+		n := 0
+		for _, c := range f.Hosts[1].Claims() {
+			if c.Status.Phase == types.ClaimBound {
+				n++
+			}
+		}
+		return n == limit && len(f.Hosts[1].Claims()) == claims-1
+	}, 15*time.Second, 20*time.Millisecond)
+	close(stop)
+	assert.LessOrEqual(t, <-peak, limit, "live machines of the OnDemand set seen at once")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Empty(c, f.Audit(nil))
+	}, 10*time.Second, 50*time.Millisecond)
+}
