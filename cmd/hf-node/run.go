@@ -138,7 +138,8 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 		PoolLimits: scheduler.PoolLimits{
 			MaxIdle: cfg.Scheduler.PoolMaxIdle, MaxAssigned: cfg.Scheduler.PoolMaxAssigned, MaxAge: cfg.Scheduler.PoolMaxAge,
 		},
-		SoftwareVersion: version,
+		ActivityResolution: cfg.Scheduler.ActivityResolution,
+		SoftwareVersion:    version,
 	}, log, st, instances, mem)
 	if err != nil {
 		ln.Close()

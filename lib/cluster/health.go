@@ -14,7 +14,81 @@ import (
 // machines are: one whose container died, whose entry process ended or that
 // the driver no longer holds is reported, not left showing Running.
 func (n *Node) healthLoop() {
-	n.every(n.cfg.StatusInterval, nil, func() { n.checkHealth(n.ctx) })
+	meters := map[string]meterReading{}
+	n.every(n.cfg.StatusInterval, nil, func() {
+		n.checkHealth(n.ctx)
+		n.meterActivity(n.ctx, meters)
+	})
+}
+
+// activityThreshold is how much a machine's activity counter (CPU time in
+// nanoseconds) must grow between two readings to count as use: 10 ms, above
+// what an idle shell or sleeping entry costs.
+const activityThreshold = 10_000_000
+
+// meterReading is the last activity counter read for a machine.
+type meterReading struct {
+	count  uint64
+	active time.Time // when the counter was last seen to grow
+}
+
+// meterActivity reads the activity counters of this node's claimed, running
+// machines from drivers that have them, and records in a machine's status
+// when it was last in use, at most once per ActivityResolution per machine.
+// readings carries the counters from one call to the next.
+func (n *Node) meterActivity(ctx context.Context, readings map[string]meterReading) {
+	seen := map[string]bool{}
+	for _, e := range n.ledger.all() {
+		if e.Phase != types.MachineRunning || e.Resource == nil || e.Claim == "" || n.isBusy(e.Machine) {
+			continue
+		}
+		in, ok := n.instances[e.Driver]
+		if !ok {
+			continue
+		}
+		meter, ok := in.Driver.(drivers.ActivityMeter)
+		if !ok {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		count, err := meter.Activity(cctx, e.Resource)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			continue // checkHealth reports machines that are gone
+		}
+		seen[e.Machine] = true
+		prev, known := readings[e.Machine]
+		now := n.cfg.Now()
+		r := meterReading{count: count, active: prev.active}
+		// A counter that fell lost processes that ran (a native machine sums
+		// its live processes): that was use too.
+		if known && (count >= prev.count+activityThreshold || count < prev.count) {
+			r.active = now
+		}
+		readings[e.Machine] = r
+		if r.active.IsZero() {
+			continue
+		}
+		m, err := store.Get[types.Machine](n.st, types.KindMachine, e.Machine)
+		if err != nil || r.active.Sub(m.Status.LastActivity) < n.cfg.ActivityResolution {
+			continue
+		}
+		if _, err := n.setMachine(e.Machine, func(m *types.Machine) {
+			if r.active.After(m.Status.LastActivity) {
+				m.Status.LastActivity = r.active.UTC()
+			}
+		}); err != nil {
+			n.log.Warn("record activity", "machine", e.Machine, "err", err)
+		}
+	}
+	for name := range readings {
+		if !seen[name] {
+			delete(readings, name)
+		}
+	}
 }
 
 func (n *Node) checkHealth(ctx context.Context) {

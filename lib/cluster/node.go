@@ -46,6 +46,9 @@ type Config struct {
 	// PoolLimits are the machine-set reaping limits for sets that do not set
 	// their own (zero fields: scheduler defaults; MaxIdle 0: no idle reaping).
 	PoolLimits scheduler.PoolLimits
+	// ActivityResolution is how stale a machine's recorded LastActivity may get
+	// before a newer one is written (default 1m).
+	ActivityResolution time.Duration
 	// BindTimeout is the bind timeout of claims that do not set one (default
 	// types.DefaultBindTimeout).
 	BindTimeout time.Duration
@@ -74,6 +77,9 @@ func (c *Config) defaults() {
 	}
 	if c.StatusInterval <= 0 {
 		c.StatusInterval = 10 * time.Second
+	}
+	if c.ActivityResolution <= 0 {
+		c.ActivityResolution = time.Minute
 	}
 	if c.BindTimeout <= 0 {
 		c.BindTimeout = types.DefaultBindTimeout

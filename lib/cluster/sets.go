@@ -62,18 +62,25 @@ func (n *Node) reconcileSets() bool {
 		return true
 	}
 	mVals := make([]types.Machine, 0, len(machines))
+	holding := map[string]bool{} // claims with a live machine this node has seen
 	for _, m := range machines {
 		mVals = append(mVals, *m)
+		if m.Live() && m.Spec.Claim != "" {
+			holding[m.Spec.Claim] = true
+		}
 	}
 	cVals := make([]types.MachineClaim, 0, len(claims))
-	pending := map[string]int{} // set -> provisioning claims not yet holding a machine
+	// set -> provisioning claims whose machine this node has not seen yet:
+	// unassigned, or accepted by a node whose reservation has not reached us
+	// (the claim's update may arrive before the machine record).
+	pending := map[string]int{}
 	for _, c := range claims {
 		cVals = append(cVals, *c)
-		if set := c.Metadata.Labels[LabelProvisionFor]; set != "" && requested(c) && c.Status.Node == "" {
+		if set := c.Metadata.Labels[LabelProvisionFor]; set != "" && requested(c) && !holding[c.Metadata.Name] {
 			pending[set]++
 		}
 	}
-	activity := n.sessionActivity(claims)
+	activity := n.machineActivity(claims, machines)
 	now := n.cfg.Now()
 	for _, s := range mine {
 		plan := scheduler.PlanMachineSet(now, *s, mVals, cVals, activity, n.poolLimits())
@@ -165,13 +172,19 @@ func (n *Node) reap(d scheduler.Deletion) {
 	n.log.Info("pool machine reaped", "machine", d.Machine, "reason", d.Reason)
 }
 
-// sessionActivity is the last sign of use of each machine that a session's
-// claim holds: the session's last keepalive. (Idle reaping is off for sets
-// that do not set spec.maxIdle.)
-func (n *Node) sessionActivity(claims []*types.MachineClaim) map[string]time.Time {
+// machineActivity is the last sign of use of each machine: what its driver
+// saw (Status.LastActivity, written by its node) or, for a machine that a
+// session's claim holds, the session's last keepalive, whichever is later.
+func (n *Node) machineActivity(claims []*types.MachineClaim, machines []*types.Machine) map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, m := range machines {
+		if !m.Status.LastActivity.IsZero() {
+			out[m.Metadata.Name] = m.Status.LastActivity
+		}
+	}
 	sessions, err := store.List[types.Session](n.st, types.KindSession)
 	if err != nil || len(sessions) == 0 {
-		return nil
+		return out
 	}
 	machineOf := map[string]string{}
 	for _, c := range claims {
@@ -179,9 +192,8 @@ func (n *Node) sessionActivity(claims []*types.MachineClaim) map[string]time.Tim
 			machineOf[c.Metadata.Name] = c.Status.Machine
 		}
 	}
-	out := map[string]time.Time{}
 	for _, s := range sessions {
-		if m := machineOf[s.Status.MachineClaim]; m != "" {
+		if m := machineOf[s.Status.MachineClaim]; m != "" && s.LastSeen().After(out[m]) {
 			out[m] = s.LastSeen()
 		}
 	}

@@ -197,9 +197,9 @@ type SchedulerConfig struct {
 	// LostGrace is how long a dead node's machines are kept before they are marked
 	// lost and their claims re-bound or failed. Default: 30s.
 	LostGrace time.Duration `mapstructure:"lost_grace" yaml:"lost_grace"`
-	// PoolMaxIdle reaps a machine set's claimed machine with no activity (session
-	// keepalive) for this long, when the set does not say; 0 turns idle reaping
-	// off for such sets. Default: 0.
+	// PoolMaxIdle reaps a machine set's claimed machine with no activity (a
+	// session keepalive, or use seen by its driver) for this long, when the set
+	// does not say; 0 turns idle reaping off for such sets. Default: 0.
 	PoolMaxIdle time.Duration `mapstructure:"pool_max_idle" yaml:"pool_max_idle"`
 	// PoolMaxAssigned reaps a set's machine claimed longer than this, when the
 	// set does not say. Default: 8h.
@@ -207,6 +207,10 @@ type SchedulerConfig struct {
 	// PoolMaxAge reaps a set's unclaimed machine older than this (a stale image),
 	// when the set does not say. Default: 24h.
 	PoolMaxAge time.Duration `mapstructure:"pool_max_age" yaml:"pool_max_age"`
+	// ActivityResolution is how stale a machine's recorded last activity may
+	// get before its node writes a newer one: finer costs a replicated write
+	// per busy machine that often. Default: 1m.
+	ActivityResolution time.Duration `mapstructure:"activity_resolution" yaml:"activity_resolution"`
 }
 
 // StoreConfig configures the local object store.
@@ -264,6 +268,7 @@ const (
 	DefaultLostGrace           = 30 * time.Second
 	DefaultPoolMaxAssigned     = 8 * time.Hour
 	DefaultPoolMaxAge          = 24 * time.Hour
+	DefaultActivityResolution  = time.Minute
 	DefaultGCInterval          = 5 * time.Minute
 	DefaultTombstoneTTL        = 24 * time.Hour
 	DefaultDriver              = "test"
@@ -289,12 +294,13 @@ func defaults(dataDir string) Config {
 			AntiEntropyInterval: DefaultAntiEntropyInterval,
 		},
 		Scheduler: SchedulerConfig{
-			Placement:       DefaultPlacement,
-			BindTimeout:     DefaultBindTimeout,
-			OfferTimeout:    DefaultOfferTimeout,
-			LostGrace:       DefaultLostGrace,
-			PoolMaxAssigned: DefaultPoolMaxAssigned,
-			PoolMaxAge:      DefaultPoolMaxAge,
+			Placement:          DefaultPlacement,
+			BindTimeout:        DefaultBindTimeout,
+			OfferTimeout:       DefaultOfferTimeout,
+			LostGrace:          DefaultLostGrace,
+			PoolMaxAssigned:    DefaultPoolMaxAssigned,
+			PoolMaxAge:         DefaultPoolMaxAge,
+			ActivityResolution: DefaultActivityResolution,
 		},
 		Store:          StoreConfig{GCInterval: DefaultGCInterval, TombstoneTTL: DefaultTombstoneTTL},
 		Drivers:        defaultDrivers(),

@@ -159,6 +159,7 @@ func (s *SchedulerConfig) validate(p *problems) {
 	}
 	positive(p, "scheduler.pool_max_assigned", s.PoolMaxAssigned)
 	positive(p, "scheduler.pool_max_age", s.PoolMaxAge)
+	positive(p, "scheduler.activity_resolution", s.ActivityResolution)
 	if s.OfferTimeout > 0 && s.BindTimeout > 0 && s.OfferTimeout >= s.BindTimeout {
 		p.addf("scheduler.offer_timeout", "must be less than scheduler.bind_timeout (%s)", s.BindTimeout)
 	}

@@ -46,6 +46,15 @@ type Driver interface {
 	IsRemote() bool
 }
 
+// ActivityMeter is implemented by drivers that can tell whether a machine is in
+// use. Activity returns a counter that only grows with use (CPU time in
+// nanoseconds for the local drivers); the node compares successive readings
+// and records the machine as active when it grew, which idle reaping of
+// machine sets counts as activity. ErrNotFound when the resource is gone.
+type ActivityMeter interface {
+	Activity(ctx context.Context, r *types.Resource) (uint64, error)
+}
+
 // Env is what a driver instance gets from the node that runs it.
 type Env struct {
 	// Instance is the instance name, unique on the node ("test", "test/big").

@@ -1,5 +1,7 @@
 package types
 
+import "time"
+
 // MachinePhase is the phase of a Machine.
 type MachinePhase string
 
@@ -46,6 +48,9 @@ type MachineStatus struct {
 	ConnectEndpoints   []Endpoint        `json:"connectEndpoints,omitempty"`
 	Reason             string            `json:"reason,omitempty"`
 	PhaseTimes         PhaseTimes        `json:"phaseTimes,omitempty"`
+	// LastActivity is when the driver last saw the machine in use (see
+	// drivers.ActivityMeter), written by its node at a coarse resolution.
+	LastActivity time.Time `json:"lastActivity,omitzero"`
 }
 
 // Meta returns the metadata.

@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/cluster"
+	"github.com/hf-fleet/hf/lib/drivers/testdriver"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -291,18 +293,23 @@ func TestOnDemandSet(t *testing.T) {
 
 // Issue 7, acceptance 5 (idle): a claimed machine with no activity for the
 // set's maxIdle is destroyed, its claim terminated, and the pool refilled;
-// one whose session keeps sending keepalives stays.
+// one whose session keeps sending keepalives stays, and so does one whose
+// driver sees it in use.
 func TestPoolIdleReaping(t *testing.T) {
-	f := Start(t, 2, Options{Driver: `{"cpus": 100, "ram_gb": 1000}`})
+	f := Start(t, 2, Options{Driver: `{"cpus": 100, "ram_gb": 1000}`, Node: func(_ int, cfg *cluster.Config) {
+		cfg.StatusInterval = 200 * time.Millisecond
+		cfg.ActivityResolution = 300 * time.Millisecond
+	}})
 	f.Put(0, Template("one", 1, 1))
-	set := machineSet("pool", "one", 2, 10)
+	set := machineSet("pool", "one", 3, 10)
 	set.Spec.MaxIdle = types.D(2 * time.Second)
 	f.Put(0, set)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, avail := poolCounts(f.Hosts[0], "pool")
-		assert.Equal(c, 2, avail)
+		assert.Equal(c, 3, avail)
 	}, 20*time.Second, 20*time.Millisecond)
 	f.Put(0, Claim("idle", "one", time.Minute))
+	f.Put(1, Claim("used", "one", time.Minute))
 	f.Put(0, session("busy", time.Hour, ""))
 	var busyClaim string
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -313,9 +320,21 @@ func TestPoolIdleReaping(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond)
 	waitClaim(t, f.Hosts[0], "idle", types.ClaimBound)
 	waitClaim(t, f.Hosts[0], busyClaim, types.ClaimBound)
+	used := waitClaim(t, f.Hosts[0], "used", types.ClaimBound)
+	usedMachine := f.Hosts[0].Machines()[used.Status.Machine]
+	require.NotNil(t, usedMachine)
+	var usedHost *Host
+	for _, h := range f.Hosts {
+		if h.Name == usedMachine.Spec.Node {
+			usedHost = h
+		}
+	}
+	require.NotNil(t, usedHost)
 
 	deadline := time.Now().Add(6 * time.Second)
-	for time.Now().Before(deadline) { // keep "busy" alive for 3x maxIdle
+	for time.Now().Before(deadline) { // keep "busy" and "used" alive for 3x maxIdle
+		// 50 ms of CPU on "used" per half second, as its driver would see it.
+		require.True(t, testdriver.Use(usedHost.Driver, usedMachine.Status.Resource.ID, 50_000_000))
 		_, err := store.Update(f.Hosts[0].Store, types.KindSession, "busy", func(o *types.Session) error {
 			if o.Metadata.Annotations == nil {
 				o.Metadata.Annotations = map[string]string{}
@@ -329,9 +348,13 @@ func TestPoolIdleReaping(t *testing.T) {
 	idle := f.Hosts[0].Claims()["idle"]
 	assert.Equal(t, types.ClaimTerminated, idle.Status.Phase, "the idle claim was reaped: %q", idle.Status.Reason)
 	assert.Equal(t, types.ClaimBound, f.Hosts[0].Claims()[busyClaim].Status.Phase, "the busy session's claim stays")
+	assert.Equal(t, types.ClaimBound, f.Hosts[0].Claims()["used"].Status.Phase, "the claim whose machine is in use stays")
+	if m := f.Hosts[0].Machines()[used.Status.Machine]; assert.NotNil(t, m) {
+		assert.WithinDuration(t, time.Now(), m.Status.LastActivity, 2*time.Second, "the machine's last activity")
+	}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		_, avail := poolCounts(f.Hosts[0], "pool")
-		assert.Equal(c, 2, avail, "refilled to min")
+		assert.Equal(c, 3, avail, "refilled to min")
 	}, 20*time.Second, 50*time.Millisecond)
 }
 

@@ -72,8 +72,9 @@ type Driver struct {
 }
 
 var (
-	_ drivers.Driver = (*Driver)(nil)
-	_ io.Closer      = (*Driver)(nil)
+	_ drivers.Driver        = (*Driver)(nil)
+	_ drivers.ActivityMeter = (*Driver)(nil)
+	_ io.Closer             = (*Driver)(nil)
 )
 
 // New builds an unprepared docker driver; it is a drivers.Factory.

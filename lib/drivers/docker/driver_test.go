@@ -125,3 +125,35 @@ func TestRestartAdoptsContainers(t *testing.T) {
 	require.NoError(t, fresh.Deallocate(t.Context(), &list[0]))
 	f.assertNothingLeft(t)
 }
+
+// TestActivity: the CPU time the engine reports grows for a busy container
+// and stands still for an idle one; a removed container is ErrNotFound.
+func TestActivity(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	d := f.driver(t, "node-a", "docker", nil)
+	res := types.Resources{CPU: 0.5, RAMGB: 0.125}
+	idle, err := d.Allocate(t.Context(), f.template("idle", res, map[string]any{"entrypoint": []string{"/bin/sh", "-c"}, "command": []string{"trap 'exit 0' TERM; sleep 2147483647 & wait"}}), nil)
+	require.NoError(t, err)
+	deallocateLater(t, d, idle)
+	busy, err := d.Allocate(t.Context(), f.template("busy", res, map[string]any{"entrypoint": []string{"/bin/sh", "-c"}, "command": []string{"trap 'exit 0' TERM; while :; do :; done"}}), nil)
+	require.NoError(t, err)
+	deallocateLater(t, d, busy)
+
+	read := func(r *types.Resource) uint64 {
+		t.Helper()
+		n, err := d.Activity(t.Context(), r)
+		require.NoError(t, err)
+		return n
+	}
+	idle0, busy0 := read(idle), read(busy)
+	time.Sleep(time.Second)
+	idle1, busy1 := read(idle), read(busy)
+	t.Logf("cpu ns over 1s: idle %d, busy %d", idle1-idle0, busy1-busy0)
+	assert.GreaterOrEqual(t, busy1-busy0, uint64(100_000_000), "a busy loop at half a CPU burns well over 100 ms a second")
+	assert.Less(t, idle1-idle0, uint64(10_000_000), "a sleeping container burns next to nothing")
+
+	require.NoError(t, d.Deallocate(t.Context(), busy))
+	_, err = d.Activity(t.Context(), busy)
+	assert.ErrorIs(t, err, drivers.ErrNotFound)
+}

@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -34,6 +35,31 @@ func (d *Driver) Status(ctx context.Context, r *types.Resource) (types.MachinePh
 	}
 	o := fromInspect(c, st.cfg.Network)
 	return phaseOf(o.State, o.ExitCode), nil
+}
+
+// Activity implements drivers.ActivityMeter: the container's total CPU time
+// in nanoseconds, from the engine's one-shot stats.
+func (d *Driver) Activity(ctx context.Context, r *types.Resource) (uint64, error) {
+	if r == nil {
+		return 0, errors.New("activity: nil resource")
+	}
+	st, err := d.state()
+	if err != nil {
+		return 0, fmt.Errorf("activity %s: %w", r.ID, err)
+	}
+	if _, err := d.inspectOwn(ctx, st, r.ID); err != nil {
+		return 0, fmt.Errorf("activity %s: %w", r.ID, err)
+	}
+	rd, err := st.cli.ContainerStatsOneShot(ctx, r.ID)
+	if err != nil {
+		return 0, fmt.Errorf("activity %s: %w", r.ID, err)
+	}
+	defer rd.Body.Close()
+	var stats container.StatsResponse
+	if err := json.NewDecoder(rd.Body).Decode(&stats); err != nil {
+		return 0, fmt.Errorf("activity %s: decode stats: %w", r.ID, err)
+	}
+	return stats.CPUStats.CPUUsage.TotalUsage, nil
 }
 
 // inspectOwn inspects container id; one that is gone or not this driver's is

@@ -80,6 +80,25 @@ func createCgroup(setup cgroupSetup, id string, res types.Resources) (string, er
 	return dir, nil
 }
 
+// cgroupCPUUsec reads usage_usec from the cgroup v2 dir's cpu.stat; false
+// when there is no such dir or file.
+func cgroupCPUUsec(dir string) (uint64, bool) {
+	if dir == "" {
+		return 0, false
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "cpu.stat"))
+	if err != nil {
+		return 0, false
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
 // cgroupProcs lists the processes in the cgroup dir (none when it is gone).
 func cgroupProcs(dir string) []int {
 	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))

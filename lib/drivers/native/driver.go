@@ -98,7 +98,10 @@ type Driver struct {
 	machineLocks keyedMutex
 }
 
-var _ drivers.Driver = (*Driver)(nil)
+var (
+	_ drivers.Driver        = (*Driver)(nil)
+	_ drivers.ActivityMeter = (*Driver)(nil)
+)
 
 // New builds an unprepared native driver; it is a drivers.Factory.
 func New(env drivers.Env) drivers.Driver {

@@ -541,3 +541,48 @@ func TestCorruptState(t *testing.T) {
 		})
 	}
 }
+
+// TestActivity: the machine's CPU time grows while its entry is busy and
+// stands still while it sleeps; a released machine is ErrNotFound.
+func TestActivity(t *testing.T) {
+	for _, mode := range []struct {
+		name  string
+		root  bool
+		extra map[string]any
+	}{
+		{"privileged", true, nil},
+		{"unprivileged", false, map[string]any{"unprivileged": true}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			if mode.root {
+				needRoot(t)
+			}
+			h := newTestHost(t)
+			d := h.driver(t, t.TempDir(), mode.extra)
+			idle, err := d.Allocate(t.Context(), machineTemplate("idle", TemplateConfig{Entry: "exec sleep 600"}), nil)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = d.Deallocate(context.Background(), idle) })
+			busy, err := d.Allocate(t.Context(), machineTemplate("busy", TemplateConfig{Entry: "while :; do :; done"}), nil)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = d.Deallocate(context.Background(), busy) })
+
+			read := func(r *types.Resource) uint64 {
+				t.Helper()
+				n, err := d.Activity(t.Context(), r)
+				require.NoError(t, err)
+				return n
+			}
+			idle0, busy0 := read(idle), read(busy)
+			time.Sleep(time.Second)
+			idle1, busy1 := read(idle), read(busy)
+			t.Logf("cpu ns over 1s: idle %d, busy %d", idle1-idle0, busy1-busy0)
+			assert.GreaterOrEqual(t, busy1-busy0, uint64(100_000_000), "a busy loop burns well over 100 ms a second")
+			assert.Less(t, idle1-idle0, uint64(10_000_000), "a sleeping entry burns next to nothing")
+
+			require.NoError(t, d.Deallocate(t.Context(), busy))
+			_, err = d.Activity(t.Context(), busy)
+			assert.ErrorIs(t, err, drivers.ErrNotFound)
+			h.checkGone(t, *busy)
+		})
+	}
+}

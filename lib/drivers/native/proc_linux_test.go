@@ -16,7 +16,7 @@ func TestParseStat(t *testing.T) {
 	line := "4242 (my (odd) cmd) S 1 4240 4240 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 100 18446744073709551615\n"
 	p, err := parseStat([]byte(line))
 	require.NoError(t, err)
-	assert.Equal(t, procInfo{PPID: 1, PGID: 4240, State: 'S', Start: 987654}, p)
+	assert.Equal(t, procInfo{PPID: 1, PGID: 4240, State: 'S', Start: 987654, CPUTicks: 3}, p)
 	assert.True(t, p.live())
 
 	z, err := parseStat([]byte("7 (sh) Z 1 7 7 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 55 0 0 0"))

@@ -39,29 +39,9 @@ func (d *Driver) Status(ctx context.Context, r *types.Resource) (types.MachinePh
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("status %s: %w", r.ID, err)
 	}
-	d.mu.Lock()
-	if !d.prepared {
-		d.mu.Unlock()
-		return "", fmt.Errorf("status %s: %w", r.ID, drivers.ErrNotPrepared)
-	}
-	if d.reapLocked() {
-		d.saveLockedOrWarn()
-	}
-	var m machine
-	h, known := d.held[r.ID]
-	if known {
-		m = *h.m
-	}
-	d.mu.Unlock()
-	if !known {
-		orphan, err := d.findOrphan(r.ID)
-		if err != nil {
-			return "", fmt.Errorf("status %s: %w", r.ID, err)
-		}
-		if orphan == nil {
-			return "", fmt.Errorf("status %s: %w", r.ID, drivers.ErrNotFound)
-		}
-		m = *orphan
+	m, known, err := d.lookup(r.ID)
+	if err != nil {
+		return "", fmt.Errorf("status %s: %w", r.ID, err)
 	}
 	if m.Phase == phaseAllocating {
 		return types.MachineProvisioning, nil
@@ -94,6 +74,68 @@ func (d *Driver) Status(ctx context.Context, r *types.Resource) (types.MachinePh
 		return types.MachineFailed, nil
 	}
 	return types.MachineTerminated, nil
+}
+
+// lookup finds machine id in the state file or, as an orphan, on the host;
+// known tells which. ErrNotFound when it is in neither.
+func (d *Driver) lookup(id string) (m machine, known bool, err error) {
+	d.mu.Lock()
+	if !d.prepared {
+		d.mu.Unlock()
+		return m, false, drivers.ErrNotPrepared
+	}
+	if d.reapLocked() {
+		d.saveLockedOrWarn()
+	}
+	h, known := d.held[id]
+	if known {
+		m = *h.m
+	}
+	d.mu.Unlock()
+	if known {
+		return m, true, nil
+	}
+	orphan, err := d.findOrphan(id)
+	if err != nil {
+		return m, false, err
+	}
+	if orphan == nil {
+		return m, false, drivers.ErrNotFound
+	}
+	return *orphan, false, nil
+}
+
+// Activity implements drivers.ActivityMeter: the CPU time of the machine in
+// nanoseconds, from its cgroup's cpu.stat when it has a cgroup v2 one (which
+// counts processes that ended too), else summed over its live processes and
+// the children they waited for, from /proc (10 ms ticks).
+func (d *Driver) Activity(ctx context.Context, r *types.Resource) (uint64, error) {
+	if r == nil {
+		return 0, errors.New("activity: nil resource")
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("activity %s: %w", r.ID, err)
+	}
+	m, _, err := d.lookup(r.ID)
+	if err != nil {
+		return 0, fmt.Errorf("activity %s: %w", r.ID, err)
+	}
+	if usec, ok := cgroupCPUUsec(m.Cgroup); ok {
+		return usec * 1000, nil
+	}
+	match, err := d.matcher(&m)
+	if err != nil {
+		return 0, fmt.Errorf("activity %s: %w", r.ID, err)
+	}
+	procs, err := d.machineProcs(match)
+	if err != nil {
+		return 0, fmt.Errorf("activity %s: %w", r.ID, err)
+	}
+	var ticks uint64
+	for _, p := range procs {
+		ticks += p.CPUTicks
+	}
+	return ticks * nsPerTick, nil
 }
 
 // findOrphan returns the machine id as found on the host with this driver's

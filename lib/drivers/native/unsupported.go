@@ -38,6 +38,8 @@ func createCgroup(cgroupSetup, string, types.Resources) (string, error) { return
 
 func cgroupProcs(string) []int { return nil }
 
+func cgroupCPUUsec(string) (uint64, bool) { return 0, false }
+
 func killCgroup(string) bool { return false }
 
 func removeCgroup(context.Context, string) error { return nil }

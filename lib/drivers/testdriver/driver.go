@@ -39,12 +39,17 @@ type Driver struct {
 	cfg      Config
 	prepared bool
 	held     map[string]types.Resource
+	// used is each resource's activity counter (see Use).
+	used map[string]uint64
 	// roll returns a uniform number in [0, 1) for the failure rate; tests
 	// replace it to make failures deterministic. Called with mu held.
 	roll func() float64
 }
 
-var _ drivers.Driver = (*Driver)(nil)
+var (
+	_ drivers.Driver        = (*Driver)(nil)
+	_ drivers.ActivityMeter = (*Driver)(nil)
+)
 
 // New builds an unprepared test driver; it is a drivers.Factory.
 func New(env drivers.Env) drivers.Driver {
@@ -64,6 +69,7 @@ func newDriver(env drivers.Env) *Driver {
 		log:  log.With("driver", env.Instance),
 		cfg:  DefaultConfig(),
 		held: map[string]types.Resource{},
+		used: map[string]uint64{},
 		roll: mrand.Float64,
 	}
 }
@@ -242,6 +248,33 @@ func (d *Driver) Status(ctx context.Context, r *types.Resource) (types.MachinePh
 	return types.MachineRunning, nil
 }
 
+// Use adds n to the activity counter of resource id, as if its machine had
+// been used for n nanoseconds of CPU: for tests of idle reaping. It reports
+// whether d is a test driver holding id.
+func Use(d drivers.Driver, id string, n uint64) bool {
+	td, ok := d.(*Driver)
+	if !ok {
+		return false
+	}
+	td.mu.Lock()
+	defer td.mu.Unlock()
+	if _, held := td.held[id]; !held {
+		return false
+	}
+	td.used[id] += n
+	return true
+}
+
+// Activity implements drivers.ActivityMeter: the counter Use advances.
+func (d *Driver) Activity(ctx context.Context, r *types.Resource) (uint64, error) {
+	if _, err := d.Status(ctx, r); err != nil {
+		return 0, fmt.Errorf("activity: %w", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.used[r.ID], nil
+}
+
 // Deallocate implements drivers.Driver; a resource not held is not an error.
 func (d *Driver) Deallocate(ctx context.Context, r *types.Resource) error {
 	if r == nil {
@@ -264,6 +297,7 @@ func (d *Driver) Deallocate(ctx context.Context, r *types.Resource) error {
 		d.held[r.ID] = old
 		return fmt.Errorf("deallocate %s: %w", r.ID, err)
 	}
+	delete(d.used, r.ID)
 	d.log.Debug("test machine deallocated", "resource", r.ID)
 	return nil
 }
