@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/hf-fleet/hf/lib/scheduler"
 	"github.com/hf-fleet/hf/lib/store"
@@ -79,7 +80,8 @@ func (n *Node) handleOffer(m Message) {
 	mach, fresh, err := n.reserve(m)
 	if err != nil {
 		reply.Type = MsgDecline
-		reply.Reason = err.Error()
+		// The elector says "node X declined: ", so the marker goes.
+		reply.Reason = strings.TrimPrefix(err.Error(), errDecline.Error()+": ")
 		reply.Fresh = fresh
 		n.log.Debug("offer declined", "claim", m.Claim, "round", m.Round, "reason", reply.Reason)
 	} else {

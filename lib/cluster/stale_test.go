@@ -62,3 +62,34 @@ func TestStaleLostVerdictNeitherLeaksNorForgetsTheResource(t *testing.T) {
 		return len(tn.machines()) == 0 && testdriver.Held(tn.drv) == 0
 	}, 5*time.Second, 5*time.Millisecond, "driver holds %d", testdriver.Held(tn.drv))
 }
+
+// A member that wrongly thought this node dead marks its Node object Down
+// from an older copy (stale capacity). The node puts its own word back at
+// once, not at its next heartbeat report.
+func TestStaleDownVerdictIsCorrectedAtOnce(t *testing.T) {
+	tn := newTestNode(t, "n1", `{"cpus": 4, "ram_gb": 8}`)
+	tn.put(template("small", 1, 1, `{}`))
+	tn.put(claim("c1", "small", time.Minute))
+	tn.waitPhase("c1", types.ClaimBound)
+	var fresh *types.Node
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var err error
+		fresh, err = store.Get[types.Node](tn.st, types.KindNode, "n1")
+		require.NoError(c, err)
+		assert.Equal(c, 1.0, fresh.Spec.Drivers[0].Capacity.Used.CPU)
+	}, 5*time.Second, 5*time.Millisecond)
+
+	stale := *fresh
+	stale.Spec.Drivers = []types.NodeDriver{fresh.Spec.Drivers[0]}
+	stale.Spec.Drivers[0].Capacity.Used = types.Resources{}
+	stale.Status.Phase = types.NodeDown
+	tn.applyRemote(&stale, "n9")
+
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got, err := store.Get[types.Node](tn.st, types.KindNode, "n1")
+		require.NoError(c, err)
+		assert.Equal(c, "n1", got.Metadata.Version.Node)
+		assert.Equal(c, types.NodeUp, got.Status.Phase)
+		assert.Equal(c, 1.0, got.Spec.Drivers[0].Capacity.Used.CPU)
+	}, time.Second, 5*time.Millisecond)
+}

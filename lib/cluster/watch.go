@@ -52,17 +52,15 @@ func (n *Node) onEvent(ev store.Event) {
 		}
 		n.onClaim(obj.(*types.MachineClaim))
 	case types.KindNode:
-		if rec.Name == n.cfg.Name && ev.Type == store.EventPut {
-			// An operator drained or undrained this node: show it in our
-			// status, and let electors here see it at once.
-			if obj, err := store.Decode(rec); err == nil {
-				o := obj.(*types.Node)
-				if o.Spec.Maintenance != (o.Status.Phase == types.NodeDraining) {
-					select {
-					case n.reportQ <- struct{}{}:
-					default:
-					}
-				}
+		if rec.Name == n.cfg.Name && rec.Version.Node != n.cfg.Name && ev.Type == store.EventPut {
+			// Another node wrote this node's object: an operator drained or
+			// undrained it (show it in our status, and let electors see it at
+			// once), or a member that thought us dead marked us Down from an
+			// older copy, capacity and all. This node's word on itself wins:
+			// report again.
+			select {
+			case n.reportQ <- struct{}{}:
+			default:
 			}
 		}
 		n.elect.Push(electEvent{refresh: true})
