@@ -33,31 +33,41 @@ func (c *Client) WhoAmI(ctx context.Context) (map[string]any, error) {
 // Drain stops new placements on node name (POST /api/v1/nodes/{name}/drain). It
 // returns the node when the server answers with it, else nil.
 func (c *Client) Drain(ctx context.Context, name string) (*types.Node, error) {
-	return c.nodeAction(ctx, name, "drain")
+	return action[*types.Node](ctx, c, types.KindNode, name, "drain")
 }
 
 // Undrain lets node name take new placements again (POST .../undrain). It
 // returns the node when the server answers with it, else nil.
 func (c *Client) Undrain(ctx context.Context, name string) (*types.Node, error) {
-	return c.nodeAction(ctx, name, "undrain")
+	return action[*types.Node](ctx, c, types.KindNode, name, "undrain")
 }
 
-func (c *Client) nodeAction(ctx context.Context, name, action string) (*types.Node, error) {
-	path := collection(types.KindNode) + "/" + url.PathEscape(name) + "/" + action
+// Keepalive says session name is still in use (POST
+// /api/v1/sessions/{name}/keepalive); a Paused session becomes Active again.
+// It returns the session when the server answers with it, else nil.
+func (c *Client) Keepalive(ctx context.Context, name string) (*types.Session, error) {
+	return action[*types.Session](ctx, c, types.KindSession, name, "keepalive")
+}
+
+// action posts to an object's action endpoint (.../{name}/{verb}) and
+// returns the object when the server answers with one of kind, else nil.
+func action[T types.Object](ctx context.Context, c *Client, kind, name, verb string) (T, error) {
+	var zero T
+	path := collection(kind) + "/" + url.PathEscape(name) + "/" + verb
 	resp, err := c.send(ctx, request{method: http.MethodPost, path: path})
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, fmt.Errorf("post %s: read response: %w", path, err)
+		return zero, fmt.Errorf("post %s: read response: %w", path, err)
 	}
-	// An empty body or one that is not a node is a valid answer to an action.
-	if obj, err := DecodeObject(types.KindNode, raw); err == nil {
-		if n, ok := obj.(*types.Node); ok {
-			return n, nil
+	// An empty body or one that is not such an object is a valid answer.
+	if obj, err := DecodeObject(kind, raw); err == nil {
+		if o, ok := obj.(T); ok {
+			return o, nil
 		}
 	}
-	return nil, nil
+	return zero, nil
 }

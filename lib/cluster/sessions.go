@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 
+	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/scheduler"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
@@ -23,6 +24,7 @@ func (n *Node) reconcileSessions() {
 	if err != nil {
 		return
 	}
+	defer n.reconcilePauses(sessions)
 	claims, err := store.List[types.MachineClaim](n.st, types.KindMachineClaim)
 	if err != nil {
 		return
@@ -37,9 +39,19 @@ func (n *Node) reconcileSessions() {
 		if scheduler.Owner("session/"+s.Metadata.Name, members) != n.cfg.Name {
 			continue
 		}
+		idle := now.Sub(s.LastSeen()) >= s.EffectiveTimeout()
 		switch {
 		case s.Status.Phase == types.SessionPhaseEnded:
-		case now.Sub(s.LastSeen()) >= s.EffectiveTimeout():
+		case s.Status.Phase == types.SessionPhasePaused:
+			if !idle { // a keepalive came: the user is back
+				n.setSession(s.Metadata.Name, func(o *types.Session) { o.Status.Phase = types.SessionPhaseActive })
+				n.log.Info("session resumed", "session", s.Metadata.Name)
+			}
+		case idle && s.Spec.PersistenceStrategy == types.PersistPauseOnEnd && s.Status.MachineClaim != "":
+			// Its node pauses the machine (reconcilePauses) and keeps it.
+			n.setSession(s.Metadata.Name, func(o *types.Session) { o.Status.Phase = types.SessionPhasePaused })
+			n.log.Info("session paused", "session", s.Metadata.Name, "reason", "no keepalive for "+s.EffectiveTimeout().String())
+		case idle:
 			n.endSession(s, "no keepalive for "+s.EffectiveTimeout().String())
 		case s.Status.MachineClaim == "" && s.Spec.MachineTemplate != "":
 			n.startSession(s)
@@ -89,7 +101,7 @@ func (n *Node) startSession(s *types.Session) {
 }
 
 func (n *Node) endSession(s *types.Session, why string) {
-	if s.Status.MachineClaim != "" && s.Spec.PersistenceStrategy != types.PersistKeepOnEnd && s.Spec.PersistenceStrategy != types.PersistPauseOnEnd {
+	if s.Status.MachineClaim != "" && s.Spec.PersistenceStrategy != types.PersistKeepOnEnd {
 		if _, err := n.st.Delete(types.KindMachineClaim, s.Status.MachineClaim, types.Version{}); err != nil && !errors.Is(err, store.ErrNotFound) {
 			n.log.Warn("release session claim", "session", s.Metadata.Name, "err", err)
 			return
@@ -97,6 +109,54 @@ func (n *Node) endSession(s *types.Session, why string) {
 	}
 	n.setSession(s.Metadata.Name, func(o *types.Session) { o.Status.Phase = types.SessionPhaseEnded })
 	n.log.Info("session ended", "session", s.Metadata.Name, "reason", why)
+}
+
+// reconcilePauses holds this node's machines paused while the session whose
+// claim they serve is Paused, and running otherwise. Only this node writes
+// its machines' status, so the session's phase (its owner's word) is read and
+// the machine's Paused flag written here.
+func (n *Node) reconcilePauses(sessions []*types.Session) {
+	paused := map[string]bool{} // claim -> its session is Paused
+	for _, s := range sessions {
+		if s.Status.MachineClaim != "" && s.Status.Phase == types.SessionPhasePaused {
+			paused[s.Status.MachineClaim] = true
+		}
+	}
+	for _, e := range n.ledger.all() {
+		if e.Phase != types.MachineRunning || e.Resource == nil || e.Claim == "" {
+			continue
+		}
+		in, ok := n.instances[e.Driver]
+		if !ok {
+			continue
+		}
+		pauser, ok := in.Driver.(drivers.Pauser)
+		if !ok {
+			continue
+		}
+		m, err := store.Get[types.Machine](n.st, types.KindMachine, e.Machine)
+		if err != nil || m.Status.Paused == paused[e.Claim] {
+			continue
+		}
+		if !n.claimBusy(e.Machine) {
+			continue // allocating or releasing: look again next time
+		}
+		want := paused[e.Claim]
+		if want {
+			err = pauser.Pause(n.ctx, e.Resource)
+		} else {
+			err = pauser.Resume(n.ctx, e.Resource)
+		}
+		if err == nil {
+			_, err = n.setMachine(e.Machine, func(m *types.Machine) { m.Status.Paused = want })
+		}
+		n.doneBusy(e.Machine)
+		if err != nil {
+			n.log.Warn("pause machine", "machine", e.Machine, "paused", want, "err", err)
+			continue
+		}
+		n.log.Info("machine paused", "machine", e.Machine, "paused", want)
+	}
 }
 
 func (n *Node) setSession(name string, fn func(o *types.Session)) {

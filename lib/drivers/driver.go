@@ -55,6 +55,14 @@ type ActivityMeter interface {
 	Activity(ctx context.Context, r *types.Resource) (uint64, error)
 }
 
+// Pauser is implemented by drivers that can pause a machine and resume it
+// (freeze its processes, pause its container) without losing its state. Both
+// are idempotent; ErrNotFound when the resource is gone.
+type Pauser interface {
+	Pause(ctx context.Context, r *types.Resource) error
+	Resume(ctx context.Context, r *types.Resource) error
+}
+
 // Env is what a driver instance gets from the node that runs it.
 type Env struct {
 	// Instance is the instance name, unique on the node ("test", "test/big").

@@ -13,7 +13,8 @@ import (
 
 // keepalive extends a session: its owner (or an admin) says it is still in
 // use. A session without keepalives for its timeout ends and its claim is
-// released per its persistenceStrategy.
+// released per its persistenceStrategy, or pauses (PauseOnEnd); a keepalive
+// on a paused session resumes it. An ended session refuses keepalives.
 func (s *Server) keepalive(c *gin.Context) {
 	p := principal(c)
 	name := c.Param("name")

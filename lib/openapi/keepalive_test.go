@@ -30,6 +30,19 @@ func TestSessionKeepalive(t *testing.T) {
 	assert.Equal(t, http.StatusNotFound, e.do(http.MethodPost, "/api/v1/sessions/nope/keepalive", aliceTok, nil).code)
 	assert.Equal(t, http.StatusUnauthorized, e.do(http.MethodPost, "/api/v1/sessions/s1/keepalive", "", nil).code)
 
+	// A paused session takes keepalives (they resume it).
+	_, err = store.Update(e.st, types.KindSession, "s1", func(o *types.Session) error {
+		o.Status.Phase = types.SessionPhasePaused
+		return nil
+	})
+	require.NoError(t, err)
+	now = now.Add(time.Minute)
+	r = e.do(http.MethodPost, "/api/v1/sessions/s1/keepalive", aliceTok, nil)
+	require.Equal(t, http.StatusOK, r.code, string(r.body))
+	got, err = store.Get[types.Session](e.st, types.KindSession, "s1")
+	require.NoError(t, err)
+	assert.Equal(t, now, got.LastSeen().UTC())
+
 	_, err = store.Update(e.st, types.KindSession, "s1", func(o *types.Session) error {
 		o.Status.Phase = types.SessionPhaseEnded
 		return nil

@@ -194,7 +194,7 @@ func fullObjects(t testing.TB) []types.Object {
 		&types.Machine{TypeMeta: types.TypeMeta{Kind: types.KindMachine}, Metadata: meta("m1"),
 			Spec: types.MachineSpec{MachineSet: "pool", MachineTemplate: "small", Environment: "lab", Node: "n1", Driver: "test", Claim: "c1", Round: 2},
 			Status: types.MachineStatus{Phase: types.MachineRunning, MachineInformation: map[string]string{"ip": "10.0.0.1"},
-				ConnectEndpoints: ep, Reason: "r", PhaseTimes: pt, LastActivity: ts,
+				ConnectEndpoints: ep, Reason: "r", PhaseTimes: pt, LastActivity: ts, Paused: true,
 				Resource: &types.Resource{ID: "id", Driver: "test", Info: map[string]string{"a": "b"}, Endpoints: ep, Resources: res, Data: json.RawMessage(`{"pid":1}`)}}},
 		&types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim}, Metadata: meta("c1"),
 			Spec: types.MachineClaimSpec{MachineTemplate: "small", User: "alice", AccessCode: "code", ScheduledEvent: "ev", Environment: "lab",

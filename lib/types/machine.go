@@ -51,6 +51,9 @@ type MachineStatus struct {
 	// LastActivity is when the driver last saw the machine in use (see
 	// drivers.ActivityMeter), written by its node at a coarse resolution.
 	LastActivity time.Time `json:"lastActivity,omitzero"`
+	// Paused is set while the machine's node holds it paused (its session
+	// ended with PauseOnEnd); it is still Running for capacity and binding.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // Meta returns the metadata.

@@ -11,7 +11,10 @@ const (
 	PersistDeleteOnEnd PersistenceStrategy = "DeleteOnEnd"
 	PersistKeepOnEnd   PersistenceStrategy = "KeepOnEnd"
 	SessionPhaseActive                     = "Active"
-	SessionPhaseEnded                      = "Ended"
+	// SessionPhasePaused: a PauseOnEnd session that timed out; its machine
+	// is paused and kept, and a keepalive makes it Active again.
+	SessionPhasePaused = "Paused"
+	SessionPhaseEnded  = "Ended"
 )
 
 // Session is a user working with machines.

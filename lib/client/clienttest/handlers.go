@@ -283,6 +283,26 @@ func (s *Server) nodeAction(w http.ResponseWriter, r *http.Request) {
 	writeRaw(w, http.StatusOK, out)
 }
 
+// keepalive stamps the session's keepalive annotation, as lib/openapi's does.
+func (s *Server) keepalive(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	raw, ok := s.objects[types.KindSession][name]
+	if !ok {
+		writeNotFound(w, types.KindSession, name)
+		return
+	}
+	o := mustDecode(types.KindSession, raw).(*types.Session)
+	if o.Metadata.Annotations == nil {
+		o.Metadata.Annotations = map[string]string{}
+	}
+	o.Metadata.Annotations[types.AnnotationKeepalive] = time.Now().UTC().Format(time.RFC3339Nano)
+	raw, _ = json.Marshal(o)
+	_, out := s.store(types.KindSession, raw)
+	writeRaw(w, http.StatusOK, out)
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	raw, _ := json.Marshal(v)
 	writeRaw(w, status, raw)

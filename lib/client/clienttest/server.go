@@ -2,10 +2,10 @@
 // clients (lib/client, hf-cli): objects of every kind with versions and
 // If-Match, label selectors, the error body, bearer-token auth, server-sent
 // watch events with sequence numbers (a watch without ?since starts with every
-// current object, as lib/openapi's does), and node drain. Like the real
-// server it owns versions, times and status: a created claim is Requested and
-// an update keeps the stored status. Tests drive the "cluster" side through
-// Put, Remove and OnCreate.
+// current object, as lib/openapi's does), node drain and session keepalive.
+// Like the real server it owns versions, times and status: a created claim is
+// Requested and an update keeps the stored status. Tests drive the "cluster"
+// side through Put, Remove and OnCreate.
 package clienttest
 
 import (
@@ -92,6 +92,7 @@ func New(t testing.TB) *Server {
 	api.HandleFunc("PUT /api/v1/{plural}/{name}", s.update)
 	api.HandleFunc("DELETE /api/v1/{plural}/{name}", s.delete)
 	api.HandleFunc("POST /api/v1/nodes/{name}/{action}", s.nodeAction)
+	api.HandleFunc("POST /api/v1/sessions/{name}/keepalive", s.keepalive)
 	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path, "")
 	})

@@ -62,3 +62,15 @@ func (h *Host) Held() map[string]bool {
 	}
 	return out
 }
+
+// Host returns the host named name, failing the test when there is none.
+func (f *Fleet) Host(name string) *Host {
+	f.T.Helper()
+	for _, h := range f.Hosts {
+		if h.Name == name {
+			return h
+		}
+	}
+	f.T.Fatalf("no host %s in the fleet", name)
+	return nil
+}

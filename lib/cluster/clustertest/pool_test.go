@@ -323,13 +323,7 @@ func TestPoolIdleReaping(t *testing.T) {
 	used := waitClaim(t, f.Hosts[0], "used", types.ClaimBound)
 	usedMachine := f.Hosts[0].Machines()[used.Status.Machine]
 	require.NotNil(t, usedMachine)
-	var usedHost *Host
-	for _, h := range f.Hosts {
-		if h.Name == usedMachine.Spec.Node {
-			usedHost = h
-		}
-	}
-	require.NotNil(t, usedHost)
+	usedHost := f.Host(usedMachine.Spec.Node)
 
 	deadline := time.Now().Add(6 * time.Second)
 	for time.Now().Before(deadline) { // keep "busy" and "used" alive for 3x maxIdle

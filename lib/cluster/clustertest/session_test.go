@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/drivers/testdriver"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -28,16 +29,18 @@ func sessionState(t *testing.T, h *Host, name string) *types.Session {
 
 // Issue 7 (sessions): a session gets a claim for its user; keepalives keep it;
 // without them it ends and its claim is released (DeleteOnEnd) or kept
-// (KeepOnEnd); deleting a session releases its claim.
+// (KeepOnEnd), or it pauses with its machine paused (PauseOnEnd) until a
+// keepalive resumes both; deleting a session releases its claim.
 func TestSessionLifecycle(t *testing.T) {
 	f := Start(t, 2, Options{})
 	f.Put(0, Template("one", 1, 1))
 	f.Put(0, session("drop", 2*time.Second, types.PersistDeleteOnEnd))
 	f.Put(1, session("keep", 2*time.Second, types.PersistKeepOnEnd))
 	f.Put(1, session("gone", time.Hour, ""))
+	f.Put(0, session("nap", 2*time.Second, types.PersistPauseOnEnd))
 
 	claimOf := map[string]string{}
-	for _, name := range []string{"drop", "keep", "gone"} {
+	for _, name := range []string{"drop", "keep", "gone", "nap"} {
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			s, err := store.Get[types.Session](f.Hosts[0].Store, types.KindSession, name)
 			require.NoError(c, err)
@@ -77,7 +80,35 @@ func TestSessionLifecycle(t *testing.T) {
 		}
 	}, 15*time.Second, 50*time.Millisecond)
 
-	_, err := f.Hosts[0].Store.Delete(types.KindSession, "gone", types.Version{})
+	// "nap" paused: its claim and machine are kept, the machine paused by
+	// its node's driver.
+	napClaim := waitClaim(t, f.Hosts[0], claimOf["nap"], types.ClaimBound)
+	napHost := f.Host(napClaim.Status.Node)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, types.SessionPhasePaused, sessionState(t, f.Hosts[0], "nap").Status.Phase)
+		m := f.Hosts[0].Machines()[napClaim.Status.Machine]
+		if assert.NotNil(c, m) {
+			assert.True(c, m.Status.Paused, "machine shows paused")
+			assert.True(c, testdriver.Paused(napHost.Driver, m.Status.Resource.ID), "driver holds it paused")
+		}
+	}, 15*time.Second, 50*time.Millisecond)
+	assert.Equal(t, types.ClaimBound, f.Hosts[0].Claims()[claimOf["nap"]].Status.Phase)
+	// A keepalive resumes session and machine.
+	_, err := store.Update(f.Hosts[1].Store, types.KindSession, "nap", func(o *types.Session) error {
+		o.Metadata.Annotations = map[string]string{types.AnnotationKeepalive: time.Now().UTC().Format(time.RFC3339Nano)}
+		return nil
+	})
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Equal(c, types.SessionPhaseActive, sessionState(t, f.Hosts[0], "nap").Status.Phase)
+		m := f.Hosts[0].Machines()[napClaim.Status.Machine]
+		if assert.NotNil(c, m) {
+			assert.False(c, m.Status.Paused, "machine runs again")
+			assert.False(c, testdriver.Paused(napHost.Driver, m.Status.Resource.ID))
+		}
+	}, 10*time.Second, 50*time.Millisecond)
+
+	_, err = f.Hosts[0].Store.Delete(types.KindSession, "gone", types.Version{})
 	require.NoError(t, err)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Nil(c, f.Hosts[0].Claims()[claimOf["gone"]], "a deleted session's claim is released")

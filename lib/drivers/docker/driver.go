@@ -74,6 +74,7 @@ type Driver struct {
 var (
 	_ drivers.Driver        = (*Driver)(nil)
 	_ drivers.ActivityMeter = (*Driver)(nil)
+	_ drivers.Pauser        = (*Driver)(nil)
 	_ io.Closer             = (*Driver)(nil)
 )
 

@@ -157,3 +157,33 @@ func TestActivity(t *testing.T) {
 	_, err = d.Activity(t.Context(), busy)
 	assert.ErrorIs(t, err, drivers.ErrNotFound)
 }
+
+// TestPauseResume: the engine shows the container paused and running again;
+// both are idempotent, and a paused container is still removed cleanly.
+func TestPauseResume(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	d := f.driver(t, "node-a", "docker", nil)
+	r, err := d.Allocate(t.Context(), f.template("nap", types.Resources{CPU: 0.25, RAMGB: 0.125},
+		map[string]any{"entrypoint": []string{"/bin/sh", "-c"}, "command": []string{"trap 'exit 0' TERM; sleep 2147483647 & wait"}}), nil)
+	require.NoError(t, err)
+	deallocateLater(t, d, r)
+
+	require.NoError(t, d.Pause(t.Context(), r))
+	require.NoError(t, d.Pause(t.Context(), r))
+	assert.True(t, f.inspect(t, r.ID).State.Paused)
+	phase, err := d.Status(t.Context(), r)
+	require.NoError(t, err)
+	assert.Equal(t, types.MachineRunning, phase, "a paused machine is still held and running")
+
+	require.NoError(t, d.Resume(t.Context(), r))
+	require.NoError(t, d.Resume(t.Context(), r))
+	assert.False(t, f.inspect(t, r.ID).State.Paused)
+
+	require.NoError(t, d.Pause(t.Context(), r))
+	start := time.Now()
+	require.NoError(t, d.Deallocate(t.Context(), r))
+	t.Logf("deallocate of a paused container took %s", time.Since(start))
+	f.assertNothingLeft(t)
+	assert.ErrorIs(t, d.Pause(t.Context(), r), drivers.ErrNotFound)
+}

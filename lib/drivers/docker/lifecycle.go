@@ -62,6 +62,44 @@ func (d *Driver) Activity(ctx context.Context, r *types.Resource) (uint64, error
 	return stats.CPUStats.CPUUsage.TotalUsage, nil
 }
 
+// Pause implements drivers.Pauser: the engine freezes the container's
+// processes (docker pause); pausing a paused container is not an error.
+func (d *Driver) Pause(ctx context.Context, r *types.Resource) error {
+	return d.setPaused(ctx, r, true)
+}
+
+// Resume implements drivers.Pauser (docker unpause).
+func (d *Driver) Resume(ctx context.Context, r *types.Resource) error {
+	return d.setPaused(ctx, r, false)
+}
+
+func (d *Driver) setPaused(ctx context.Context, r *types.Resource, paused bool) error {
+	verb := map[bool]string{true: "pause", false: "resume"}[paused]
+	if r == nil {
+		return fmt.Errorf("%s: nil resource", verb)
+	}
+	st, err := d.state()
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", verb, r.ID, err)
+	}
+	c, err := d.inspectOwn(ctx, st, r.ID)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", verb, r.ID, err)
+	}
+	if c.State != nil && c.State.Paused == paused {
+		return nil
+	}
+	if paused {
+		err = st.cli.ContainerPause(ctx, r.ID)
+	} else {
+		err = st.cli.ContainerUnpause(ctx, r.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", verb, r.ID, err)
+	}
+	return nil
+}
+
 // inspectOwn inspects container id; one that is gone or not this driver's is
 // drivers.ErrNotFound.
 func (d *Driver) inspectOwn(ctx context.Context, st snapshot, id string) (container.InspectResponse, error) {

@@ -101,6 +101,7 @@ type Driver struct {
 var (
 	_ drivers.Driver        = (*Driver)(nil)
 	_ drivers.ActivityMeter = (*Driver)(nil)
+	_ drivers.Pauser        = (*Driver)(nil)
 )
 
 // New builds an unprepared native driver; it is a drivers.Factory.

@@ -586,3 +586,55 @@ func TestActivity(t *testing.T) {
 		})
 	}
 }
+
+// TestPauseResume: a paused machine's processes are stopped (its CPU time
+// stands still) and run again after Resume; a paused machine is still
+// released at once and completely.
+func TestPauseResume(t *testing.T) {
+	for _, mode := range []struct {
+		name  string
+		root  bool
+		extra map[string]any
+	}{
+		{"privileged", true, nil},
+		{"unprivileged", false, map[string]any{"unprivileged": true}},
+	} {
+		t.Run(mode.name, func(t *testing.T) {
+			if mode.root {
+				needRoot(t)
+			}
+			h := newTestHost(t)
+			d := h.driver(t, t.TempDir(), mode.extra)
+			r, err := d.Allocate(t.Context(), machineTemplate("busy", TemplateConfig{Entry: "sh -c 'while :; do :; done' & while :; do :; done"}), nil)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = d.Deallocate(context.Background(), r) })
+			cpu := func() uint64 {
+				t.Helper()
+				n, err := d.Activity(t.Context(), r)
+				require.NoError(t, err)
+				return n
+			}
+
+			require.NoError(t, d.Pause(t.Context(), r))
+			require.NoError(t, d.Pause(t.Context(), r))
+			phase, err := d.Status(t.Context(), r)
+			require.NoError(t, err)
+			assert.Equal(t, types.MachineRunning, phase, "a paused machine is still held")
+			a := cpu()
+			time.Sleep(500 * time.Millisecond)
+			assert.Equal(t, a, cpu(), "no CPU time while paused")
+
+			require.NoError(t, d.Resume(t.Context(), r))
+			b := cpu()
+			time.Sleep(500 * time.Millisecond)
+			assert.Greater(t, cpu(), b+uint64(50_000_000), "running again after Resume")
+
+			require.NoError(t, d.Pause(t.Context(), r))
+			start := time.Now()
+			require.NoError(t, d.Deallocate(t.Context(), r))
+			assert.Less(t, time.Since(start), 5*time.Second, "a paused machine needs no SIGKILL grace")
+			h.checkGone(t, *r)
+			assert.ErrorIs(t, d.Pause(t.Context(), r), drivers.ErrNotFound)
+		})
+	}
+}

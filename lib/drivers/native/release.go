@@ -138,6 +138,59 @@ func (d *Driver) Activity(ctx context.Context, r *types.Resource) (uint64, error
 	return ticks * nsPerTick, nil
 }
 
+// Pause implements drivers.Pauser: every process of the machine is stopped
+// (SIGSTOP), looking again until none is left running, since a process may
+// fork meanwhile.
+func (d *Driver) Pause(ctx context.Context, r *types.Resource) error {
+	return d.signalMachine(ctx, r, "pause", syscall.SIGSTOP, func(p procInfo) bool { return p.State != 'T' })
+}
+
+// Resume implements drivers.Pauser: every stopped process of the machine
+// continues (SIGCONT).
+func (d *Driver) Resume(ctx context.Context, r *types.Resource) error {
+	return d.signalMachine(ctx, r, "resume", syscall.SIGCONT, func(p procInfo) bool { return p.State == 'T' })
+}
+
+// signalMachine sends sig to the machine's processes for which want holds,
+// until none is left (at most a few rounds).
+func (d *Driver) signalMachine(ctx context.Context, r *types.Resource, verb string, sig syscall.Signal, want func(procInfo) bool) error {
+	if r == nil {
+		return fmt.Errorf("%s: nil resource", verb)
+	}
+	m, _, err := d.lookup(r.ID)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", verb, r.ID, err)
+	}
+	match, err := d.matcher(&m)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", verb, r.ID, err)
+	}
+	for range 5 {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%s %s: %w", verb, r.ID, err)
+		}
+		procs, err := d.machineProcs(match)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", verb, r.ID, err)
+		}
+		left := 0
+		for _, p := range procs {
+			if !want(p) {
+				continue
+			}
+			left++
+			if err := signalProc(p.PID, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+				return fmt.Errorf("%s %s: process %d: %w", verb, r.ID, p.PID, err)
+			}
+		}
+		if left == 0 {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond) // the signal takes effect asynchronously
+	}
+	return nil
+}
+
 // findOrphan returns the machine id as found on the host with this driver's
 // marker, or nil.
 func (d *Driver) findOrphan(id string) (*machine, error) {
@@ -368,6 +421,10 @@ func (d *Driver) killAll(ctx context.Context, cfg Config, pm procMatch) error {
 			case !termed[p.PID]:
 				termed[p.PID] = true
 				err = signalProc(p.PID, syscall.SIGTERM)
+				if err == nil && p.State == 'T' {
+					// A paused machine: let it see the SIGTERM.
+					err = signalProc(p.PID, syscall.SIGCONT)
+				}
 			}
 			if err != nil {
 				return fmt.Errorf("signal process %d: %w", p.PID, err)

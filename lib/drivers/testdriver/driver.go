@@ -41,6 +41,8 @@ type Driver struct {
 	held     map[string]types.Resource
 	// used is each resource's activity counter (see Use).
 	used map[string]uint64
+	// paused holds the resources paused by Pause.
+	paused map[string]bool
 	// roll returns a uniform number in [0, 1) for the failure rate; tests
 	// replace it to make failures deterministic. Called with mu held.
 	roll func() float64
@@ -49,6 +51,7 @@ type Driver struct {
 var (
 	_ drivers.Driver        = (*Driver)(nil)
 	_ drivers.ActivityMeter = (*Driver)(nil)
+	_ drivers.Pauser        = (*Driver)(nil)
 )
 
 // New builds an unprepared test driver; it is a drivers.Factory.
@@ -65,12 +68,13 @@ func newDriver(env drivers.Env) *Driver {
 		env.Instance = Type
 	}
 	return &Driver{
-		env:  env,
-		log:  log.With("driver", env.Instance),
-		cfg:  DefaultConfig(),
-		held: map[string]types.Resource{},
-		used: map[string]uint64{},
-		roll: mrand.Float64,
+		env:    env,
+		log:    log.With("driver", env.Instance),
+		cfg:    DefaultConfig(),
+		held:   map[string]types.Resource{},
+		used:   map[string]uint64{},
+		paused: map[string]bool{},
+		roll:   mrand.Float64,
 	}
 }
 
@@ -275,6 +279,41 @@ func (d *Driver) Activity(ctx context.Context, r *types.Resource) (uint64, error
 	return d.used[r.ID], nil
 }
 
+// Pause implements drivers.Pauser: it marks the resource paused.
+func (d *Driver) Pause(ctx context.Context, r *types.Resource) error {
+	return d.setPaused(ctx, r, true)
+}
+
+// Resume implements drivers.Pauser.
+func (d *Driver) Resume(ctx context.Context, r *types.Resource) error {
+	return d.setPaused(ctx, r, false)
+}
+
+func (d *Driver) setPaused(ctx context.Context, r *types.Resource, paused bool) error {
+	if _, err := d.Status(ctx, r); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if paused {
+		d.paused[r.ID] = true
+	} else {
+		delete(d.paused, r.ID)
+	}
+	return nil
+}
+
+// Paused reports whether d is a test driver that holds resource id paused.
+func Paused(d drivers.Driver, id string) bool {
+	td, ok := d.(*Driver)
+	if !ok {
+		return false
+	}
+	td.mu.Lock()
+	defer td.mu.Unlock()
+	return td.paused[id]
+}
+
 // Deallocate implements drivers.Driver; a resource not held is not an error.
 func (d *Driver) Deallocate(ctx context.Context, r *types.Resource) error {
 	if r == nil {
@@ -298,6 +337,7 @@ func (d *Driver) Deallocate(ctx context.Context, r *types.Resource) error {
 		return fmt.Errorf("deallocate %s: %w", r.ID, err)
 	}
 	delete(d.used, r.ID)
+	delete(d.paused, r.ID)
 	d.log.Debug("test machine deallocated", "resource", r.ID)
 	return nil
 }

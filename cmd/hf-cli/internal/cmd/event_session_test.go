@@ -139,3 +139,26 @@ func TestSessionListGet(t *testing.T) {
 	assert.Equal(t, "hf-cli: not_found: session \"s9\" not found\n", r.err)
 	assert.Len(t, lines(r.out), 2, "the session found is still shown")
 }
+
+func TestSessionKeepalive(t *testing.T) {
+	c := newCLI(t)
+	c.srv.Put(&types.Session{TypeMeta: types.TypeMeta{Kind: types.KindSession}, Metadata: types.ObjectMeta{Name: "s1"},
+		Spec: types.SessionSpec{User: "alice", PersistenceStrategy: types.PersistPauseOnEnd}})
+	r := c.run("session", "keepalive", "s1")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Equal(t, "session/s1 kept alive\n", r.out)
+	o, _ := c.srv.Object(types.KindSession, "s1")
+	assert.WithinDuration(t, time.Now(), o.(*types.Session).LastSeen(), 5*time.Second)
+
+	r = c.run("session", "keepalive", "s1", "-o", "json")
+	require.Equal(t, 0, r.code, r.err)
+	var got types.Session
+	require.NoError(t, json.Unmarshal([]byte(r.out), &got))
+	assert.NotEmpty(t, got.Metadata.Annotations[types.AnnotationKeepalive])
+
+	r = c.run("session", "keepalive", "ghost")
+	assert.Equal(t, ExitNotFound, r.code)
+	reqs := c.srv.Requests()
+	assert.Equal(t, "/api/v1/sessions/s1/keepalive", reqs[0].Path)
+	assert.Equal(t, "POST", reqs[0].Method)
+}

@@ -33,7 +33,9 @@ func newResourceCmd(f *Factory, res *resource) *cobra.Command {
 	case types.KindMachineClaim:
 		c.AddCommand(newClaimCreateCmd(f, res))
 	case types.KindNode:
-		c.AddCommand(newDrainCmd(f, true), newDrainCmd(f, false), newKindFileCmd(f, res, fileCreate))
+		c.AddCommand(newActionCmd(f, drainAction), newActionCmd(f, undrainAction), newKindFileCmd(f, res, fileCreate))
+	case types.KindSession:
+		c.AddCommand(newActionCmd(f, keepaliveAction), newKindFileCmd(f, res, fileCreate))
 	case types.KindMachineSet:
 		c.AddCommand(newScaleCmd(f), newPoolStatusCmd(f), newKindFileCmd(f, res, fileCreate))
 	case types.KindAccessCode:
