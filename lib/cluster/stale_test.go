@@ -93,3 +93,29 @@ func TestStaleDownVerdictIsCorrectedAtOnce(t *testing.T) {
 		assert.Equal(c, 1.0, got.Spec.Drivers[0].Capacity.Used.CPU)
 	}, time.Second, 5*time.Millisecond)
 }
+
+// A write from another node based on an older copy of a bound claim (an API
+// update of its labels that raced with the binding, say) sets it back to
+// Requested on this node while this node runs its machine: the node puts the
+// binding back, with the same machine, instead of leaving it in limbo.
+func TestStaleClaimWriteIsRebound(t *testing.T) {
+	tn := newTestNode(t, "n1", `{"cpus": 4, "ram_gb": 8}`)
+	tn.put(template("small", 1, 1, `{}`))
+	tn.put(claim("c1", "small", time.Minute))
+	bound := tn.waitPhase("c1", types.ClaimBound)
+
+	stale := *bound
+	stale.Status.Phase = types.ClaimRequested
+	stale.Metadata.Labels = map[string]string{"team": "edu"}
+	tn.applyRemote(&stale, "n9")
+
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got, err := store.Get[types.MachineClaim](tn.st, types.KindMachineClaim, "c1")
+		require.NoError(c, err)
+		assert.Equal(c, types.ClaimBound, got.Status.Phase)
+		assert.Equal(c, bound.Status.Machine, got.Status.Machine)
+		assert.Equal(c, bound.Status.Round, got.Status.Round)
+		assert.Equal(c, "edu", got.Metadata.Labels["team"], "the other write's change is kept")
+	}, 5*time.Second, 5*time.Millisecond)
+	assert.Equal(t, 1, testdriver.Held(tn.drv))
+}

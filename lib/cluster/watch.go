@@ -96,6 +96,10 @@ func (n *Node) onClaim(c *types.MachineClaim) {
 			return
 		}
 		n.routeClaim(c)
+	} else if requested(c) && c.Status.Node == n.cfg.Name && !n.isBusy(c.Status.Machine) {
+		// Accepted here with nothing under way: if the machine runs, a
+		// write from an older copy undid its binding; put it back.
+		n.resumeOwn(c)
 	} else if requested(c) && !n.isMember(c.Status.Node) {
 		// Accepted by a node that died before binding: elect again.
 		if n.isElector(name) {
@@ -275,11 +279,14 @@ func (n *Node) unassign(claim, node string, round uint64) {
 // still holds a reservation or machine for it in the claim's current round
 // (the claim was handed back while this node was thought dead, say): the
 // machine is not wasted and the capacity not stranded. A higher round offered
-// meanwhile overrides it as usual.
+// meanwhile overrides it as usual. For a claim accepted here in its current
+// round whose machine runs, it puts back the binding that a write from an
+// older copy of the claim undid.
 func (n *Node) resumeOwn(c *types.MachineClaim) bool {
+	mine := c.Status.Node == n.cfg.Name
 	var best *entry
 	for _, e := range n.ledger.byClaim(c.Metadata.Name) {
-		if e.Phase == types.MachineTerminating {
+		if e.Phase == types.MachineTerminating || (mine && (e.Round != c.Status.Round || e.Phase != types.MachineRunning)) {
 			continue
 		}
 		if e.Round >= c.Status.Round && (best == nil || e.Round > best.Round) {
@@ -292,7 +299,8 @@ func (n *Node) resumeOwn(c *types.MachineClaim) bool {
 	e := *best
 	now := n.cfg.Now()
 	_, err := store.Update(n.st, types.KindMachineClaim, c.Metadata.Name, func(c *types.MachineClaim) error {
-		if !requested(c) || c.Status.Node != "" || c.Status.Round > e.Round {
+		ours := c.Status.Node == n.cfg.Name && c.Status.Round == e.Round
+		if !requested(c) || (c.Status.Node != "" && !ours) || c.Status.Round > e.Round {
 			return store.ErrNoChange
 		}
 		c.Status.Node, c.Status.Driver, c.Status.Round, c.Status.Machine = n.cfg.Name, e.Driver, e.Round, e.Machine
