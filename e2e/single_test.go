@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
@@ -48,6 +50,15 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 	assert.Contains(t, list, machine)
 	assert.Contains(t, list, "Running")
 
+	// /metrics shows the fleet as this node sees it.
+	metrics := httpGet(t, n.API+"/metrics")
+	for _, line := range []string{`hf_claims{phase="Bound"} 1`, `hf_machines{phase="Running"} 1`,
+		`hf_claims_bound_total{how="allocated"} 1`, `hf_cluster_members 1`, `hf_node_machines{driver="test"} 1`,
+		`hf_claim_bind_seconds_count 1`} {
+		assert.Contains(t, metrics, line+"\n")
+	}
+	assert.Regexp(t, `hf_node_cpus\{driver="test",kind="used"\} 1\n`, metrics)
+
 	// Restart: everything is still there.
 	n.stop()
 	n = startNode(t, n.dataDir)
@@ -72,4 +83,16 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 	bad.Token = "wrong-token-wrong-token"
 	_, errOut, code = bad.cli(ctx, nil, "claim", "list")
 	assert.Equal(t, 4, code, errOut)
+}
+
+// httpGet returns the body of a 200 answer to GET url.
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	return string(body)
 }

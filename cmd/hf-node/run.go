@@ -15,6 +15,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
 	"github.com/hf-fleet/hf/lib/cluster"
@@ -155,8 +157,11 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 		_ = mem.Stop(context.Background())
 		return err
 	}
+	// One registry for /metrics: the process, the API and the node.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), node.Collector())
 	api, err := openapi.New(openapi.Config{
-		AdminToken: token, Tokens: apiTokens(cfg.API.Tokens), NodeName: name, Ready: node.Ready,
+		AdminToken: token, Tokens: apiTokens(cfg.API.Tokens), NodeName: name, Ready: node.Ready, Metrics: reg,
 	}, log, st)
 	if err != nil {
 		ln.Close()

@@ -112,10 +112,12 @@ func (n *Node) allocate(ctx context.Context, name string) error {
 		return err
 	}
 	n.ledger.setPhase(name, types.MachineRunning, res)
-	_, err = store.Update(n.st, types.KindMachineClaim, mach.Spec.Claim, func(c *types.MachineClaim) error {
+	bound := false
+	bc, err := store.Update(n.st, types.KindMachineClaim, mach.Spec.Claim, func(c *types.MachineClaim) error {
 		if c.Status.Node != n.cfg.Name || c.Status.Round != mach.Spec.Round || !requested(c) {
 			return store.ErrNoChange
 		}
+		bound = true
 		c.Status.Phase = types.ClaimBound
 		c.Status.Machine = name
 		c.Status.Reason = ""
@@ -124,6 +126,10 @@ func (n *Node) allocate(ctx context.Context, name string) error {
 	})
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("bind claim: %w", err)
+	}
+	if bound && err == nil {
+		n.metrics.bound.WithLabelValues("allocated").Inc()
+		n.metrics.bindLatency.Observe(now.Sub(bc.Metadata.CreatedAt).Seconds())
 	}
 	n.forgetFailures(mach.Spec.Claim)
 	n.log.Debug("claim bound", "claim", mach.Spec.Claim, "machine", name)
@@ -134,6 +140,7 @@ func (n *Node) allocate(ctx context.Context, name string) error {
 // which offers it again in a higher round.
 func (n *Node) allocFailed(mach *types.Machine, cause error) error {
 	reason := fmt.Sprintf("allocation on %s (driver %s) failed: %v", n.cfg.Name, mach.Spec.Driver, cause)
+	n.metrics.allocFailed.WithLabelValues(mach.Spec.Driver).Inc()
 	n.dropMachine(mach.Metadata.Name)
 	// Back off before handing the claim back, so a driver that keeps failing
 	// (a bad image, a broken engine) is not hammered in a tight loop.
@@ -200,6 +207,7 @@ func (n *Node) release(ctx context.Context, name, reason string) {
 					n.log.Warn("deallocate", "machine", name, "err", err)
 					return
 				}
+				n.metrics.released.WithLabelValues(e.Driver).Inc()
 			}
 		}
 		n.ledger.remove(name)
@@ -228,6 +236,7 @@ func (n *Node) release(ctx context.Context, name, reason string) {
 				n.log.Warn("deallocate", "machine", name, "err", err)
 				return
 			}
+			n.metrics.released.WithLabelValues(mach.Spec.Driver).Inc()
 		}
 	}
 	n.dropMachine(name)

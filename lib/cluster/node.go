@@ -130,6 +130,7 @@ type Node struct {
 	unassigned map[string]time.Time
 	pool       pool
 	setQ       chan struct{}
+	metrics    *metrics
 }
 
 // New builds a node. peers may be nil for a node that runs alone.
@@ -153,6 +154,7 @@ func New(cfg Config, log *slog.Logger, st *store.Store, instances []Instance, pe
 		setQ:      make(chan struct{}, 1),
 		pool:      pool{takes: map[string]string{}, onDemand: map[string]string{}},
 		busy:      map[string]bool{},
+		metrics:   newMetrics(),
 	}
 	for _, in := range instances {
 		if _, dup := n.instances[in.Name]; dup {

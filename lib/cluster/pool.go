@@ -296,6 +296,8 @@ func (n *Node) take(m Message) error {
 		}
 		return err
 	}
+	n.metrics.bound.WithLabelValues("pool").Inc()
+	n.metrics.bindLatency.Observe(now.Sub(claim.Metadata.CreatedAt).Seconds())
 	n.log.Debug("pool machine taken", "claim", m.Claim, "machine", m.Machine)
 	return nil
 }

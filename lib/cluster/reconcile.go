@@ -78,6 +78,7 @@ func (n *Node) reconcileStart(ctx context.Context) error {
 // machineLost marks a machine Lost and applies its template's policy to its claim.
 func (n *Node) machineLost(m *types.Machine, reason string) {
 	name := m.Metadata.Name
+	n.metrics.lost.Inc()
 	n.ledger.remove(name)
 	if _, err := n.setMachine(name, func(mm *types.Machine) {
 		mm.Status.Phase = types.MachineLost

@@ -1,0 +1,125 @@
+package cluster
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// metrics are the node's own counters; the gauges (claims and machines by
+// phase, capacity, members) are read at scrape time by Collector.
+type metrics struct {
+	bound       *prometheus.CounterVec
+	bindLatency prometheus.Histogram
+	allocFailed *prometheus.CounterVec
+	released    *prometheus.CounterVec
+	lost        prometheus.Counter
+}
+
+func newMetrics() *metrics {
+	return &metrics{
+		bound: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hf_claims_bound_total",
+			Help: "Claims this node bound to one of its machines, by how: allocated (a new machine) or pool (a warm machine).",
+		}, []string{"how"}),
+		bindLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hf_claim_bind_seconds",
+			Help:    "Time from a claim's creation to its binding, for claims this node bound.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}),
+		allocFailed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hf_allocation_failures_total",
+			Help: "Allocations that failed on this node, by driver instance.",
+		}, []string{"driver"}),
+		released: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hf_machines_released_total",
+			Help: "Machines this node deallocated, by driver instance.",
+		}, []string{"driver"}),
+		lost: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hf_machines_lost_total",
+			Help: "Machines this node marked Lost (its own that its driver lost, or those of a dead node it looked after).",
+		}),
+	}
+}
+
+var (
+	descClaims = prometheus.NewDesc("hf_claims",
+		"Claims in the cluster by phase, as this node's store has them.", []string{"phase"}, nil)
+	descMachines = prometheus.NewDesc("hf_machines",
+		"Machines in the cluster by phase, as this node's store has them.", []string{"phase"}, nil)
+	descMembers = prometheus.NewDesc("hf_cluster_members",
+		"Live members of the cluster as this node sees them.", nil, nil)
+	descCPU = prometheus.NewDesc("hf_node_cpus",
+		"This node's CPUs per driver instance: usable (host + alter), used (running machines), reserved (accepted, not yet running), free.", []string{"driver", "kind"}, nil)
+	descRAM = prometheus.NewDesc("hf_node_ram_gb",
+		"This node's RAM in GB per driver instance: usable, used, reserved, free.", []string{"driver", "kind"}, nil)
+	descHeld = prometheus.NewDesc("hf_node_machines",
+		"Machines this node holds per driver instance (reserved and running).", []string{"driver"}, nil)
+)
+
+// Collector returns the node's Prometheus collector: its counters and, read at
+// each scrape, claims and machines by phase, its capacity and the members.
+func (n *Node) Collector() prometheus.Collector { return collector{n} }
+
+type collector struct{ n *Node }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	m := c.n.metrics
+	for _, col := range []prometheus.Collector{m.bound, m.bindLatency, m.allocFailed, m.released, m.lost} {
+		col.Describe(ch)
+	}
+	for _, d := range []*prometheus.Desc{descClaims, descMachines, descMembers, descCPU, descRAM, descHeld} {
+		ch <- d
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	n, m := c.n, c.n.metrics
+	m.bound.Collect(ch)
+	m.bindLatency.Collect(ch)
+	m.allocFailed.Collect(ch)
+	m.released.Collect(ch)
+	m.lost.Collect(ch)
+
+	claimPhases := map[string]float64{}
+	for _, p := range []types.ClaimPhase{types.ClaimRequested, types.ClaimBound, types.ClaimFailed, types.ClaimTerminated} {
+		claimPhases[string(p)] = 0
+	}
+	if claims, err := store.List[types.MachineClaim](n.st, types.KindMachineClaim); err == nil {
+		for _, cl := range claims {
+			p := cl.Status.Phase
+			if p == "" {
+				p = types.ClaimRequested
+			}
+			claimPhases[string(p)]++
+		}
+	}
+	for p, v := range claimPhases {
+		ch <- prometheus.MustNewConstMetric(descClaims, prometheus.GaugeValue, v, p)
+	}
+	machinePhases := map[string]float64{}
+	for _, p := range []types.MachinePhase{types.MachinePending, types.MachineProvisioning, types.MachineRunning,
+		types.MachineTerminating, types.MachineTerminated, types.MachineFailed, types.MachineLost} {
+		machinePhases[string(p)] = 0
+	}
+	if machines, err := store.List[types.Machine](n.st, types.KindMachine); err == nil {
+		for _, mm := range machines {
+			machinePhases[string(mm.Status.Phase)]++
+		}
+	}
+	for p, v := range machinePhases {
+		ch <- prometheus.MustNewConstMetric(descMachines, prometheus.GaugeValue, v, p)
+	}
+	ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(len(n.peers.Members())))
+	for _, name := range n.order {
+		in := n.instances[name]
+		capa := n.capacityOf(in)
+		_, _, count := n.ledger.usage(name)
+		ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, float64(count), name)
+		for kind, r := range map[string]types.Resources{"usable": capa.Usable, "used": capa.Used, "reserved": capa.Reserved, "free": capa.Free} {
+			ch <- prometheus.MustNewConstMetric(descCPU, prometheus.GaugeValue, r.CPU, name, kind)
+			ch <- prometheus.MustNewConstMetric(descRAM, prometheus.GaugeValue, r.RAMGB, name, kind)
+		}
+	}
+}
