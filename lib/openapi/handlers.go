@@ -21,8 +21,28 @@ const contentJSON = "application/json; charset=utf-8"
 
 // listBody is the JSON of a list response.
 type listBody struct {
-	Kind  string            `json:"kind"`
-	Items []json.RawMessage `json:"items"`
+	Kind     string            `json:"kind"`
+	Continue string            `json:"continue,omitempty"`
+	Items    []json.RawMessage `json:"items"`
+}
+
+// maxListLimit is the largest page a list may ask for.
+const maxListLimit = 10000
+
+// pageParams reads ?limit= and ?continue=: limit 0 means no limit; after is
+// the name the page starts after ("" from the start).
+func pageParams(c *gin.Context) (limit int, after string, err error) {
+	if v := c.Query("limit"); v != "" {
+		limit, err = strconv.Atoi(v)
+		if err != nil || limit < 1 || limit > maxListLimit {
+			return 0, "", badRequest("limit", "want a whole number from 1 to %d, got %q", maxListLimit, v)
+		}
+	}
+	after = c.Query("continue")
+	if after != "" && types.ValidateName("continue", after) != nil {
+		return 0, "", badRequest("continue", "not a continue token of this API: %q", after)
+	}
+	return limit, after, nil
 }
 
 func (k kindRoutes) list(c *gin.Context) {
@@ -47,13 +67,26 @@ func (k kindRoutes) list(c *gin.Context) {
 		s.writeErr(c, err)
 		return
 	}
+	limit, after, err := pageParams(c)
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
 	recs, err := s.st.List(k.kind)
 	if err != nil {
 		s.writeErr(c, err)
 		return
 	}
 	items := make([]json.RawMessage, 0, len(recs))
+	next, lastName := "", ""
 	for _, rec := range recs {
+		if after != "" && rec.Name <= after {
+			continue // the store lists in name order
+		}
+		if limit > 0 && len(items) == limit {
+			next = lastName
+			break
+		}
 		obj, err := store.Decode(rec)
 		if err != nil {
 			// One unreadable record must not take the whole list down.
@@ -62,9 +95,10 @@ func (k kindRoutes) list(c *gin.Context) {
 		}
 		if visible(p, obj) && types.MatchLabels(sel, obj.Meta().Labels) {
 			items = append(items, rec.Data)
+			lastName = rec.Name
 		}
 	}
-	c.JSON(http.StatusOK, listBody{Kind: k.kind + "List", Items: items})
+	c.JSON(http.StatusOK, listBody{Kind: k.kind + "List", Continue: next, Items: items})
 }
 
 // load reads kind/name as p may see it: 404 for what does not exist and for the

@@ -160,6 +160,44 @@ func TestLabelSelector(t *testing.T) {
 	assert.Nil(t, names("team=nobody"))
 }
 
+// TestListPages: ?limit pages through a list in name order, with the label
+// selector applied before the limit, and continue ends on the last page.
+func TestListPages(t *testing.T) {
+	e := newTestEnv(t)
+	for i := range 7 {
+		o := minimal(types.KindMachineTemplate, fmt.Sprintf("t%d", i))
+		if i != 3 {
+			o["metadata"].(map[string]any)["labels"] = map[string]any{"team": "ci"}
+		}
+		require.Equal(t, http.StatusCreated, e.do("POST", path(types.KindMachineTemplate), adminTok, o).code)
+	}
+	page := func(query string) (names []string, next string) {
+		r := e.do("GET", path(types.KindMachineTemplate)+"?"+query, adminTok, nil)
+		require.Equal(t, http.StatusOK, r.code, "%s", r.body)
+		body := r.obj(t)
+		for _, it := range body["items"].([]any) {
+			names = append(names, it.(map[string]any)["metadata"].(map[string]any)["name"].(string))
+		}
+		next, _ = body["continue"].(string)
+		return names, next
+	}
+	var all []string
+	for cont, pages := "", 0; ; pages++ {
+		require.Less(t, pages, 5, "paging does not end")
+		names, next := page("labelSelector=team=ci&limit=2&continue=" + cont)
+		assert.LessOrEqual(t, len(names), 2)
+		all = append(all, names...)
+		if next == "" {
+			break
+		}
+		cont = next
+	}
+	assert.Equal(t, []string{"t0", "t1", "t2", "t4", "t5", "t6"}, all)
+	names, next := page("limit=10")
+	assert.Len(t, names, 7)
+	assert.Empty(t, next, "no continue when everything fit")
+}
+
 // TestBadInput: every bad request is a 4xx in the error shape, naming the field
 // when there is one; none reaches the panic recovery (checked by the env).
 func TestBadInput(t *testing.T) {
@@ -230,6 +268,10 @@ func TestBadInput(t *testing.T) {
 		{"bad if-match on delete", "DELETE", path(types.KindMachineTemplate, "small"), nil, []string{"If-Match", "12"}, 400, CodeBadRequest, "If-Match"},
 		{"bad label selector", "GET", path(types.KindMachineTemplate) + "?labelSelector=team", nil, nil, 400, CodeBadRequest, "labelSelector"},
 		{"bad watch", "GET", path(types.KindMachineTemplate) + "?watch=maybe", nil, nil, 400, CodeBadRequest, "watch"},
+		{"zero limit", "GET", path(types.KindMachineTemplate) + "?limit=0", nil, nil, 400, CodeBadRequest, "limit"},
+		{"huge limit", "GET", path(types.KindMachineTemplate) + "?limit=10001", nil, nil, 400, CodeBadRequest, "limit"},
+		{"limit not a number", "GET", path(types.KindMachineTemplate) + "?limit=ten", nil, nil, 400, CodeBadRequest, "limit"},
+		{"bad continue", "GET", path(types.KindMachineTemplate) + "?continue=%2F..%2F", nil, nil, 400, CodeBadRequest, "continue"},
 		{"bad since", "GET", path(types.KindMachineTemplate) + "?watch=true&since=-1", nil, nil, 400, CodeBadRequest, "since"},
 		{"bad kinds", "GET", "/api/v1/events?kinds=Gizmo", nil, nil, 400, CodeBadRequest, "kinds"},
 		{"unknown name", "GET", path(types.KindMachineTemplate, "nope"), nil, nil, 404, CodeNotFound, ""},
