@@ -53,7 +53,7 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 	// /metrics shows the fleet as this node sees it.
 	metrics := httpGet(t, n.API+"/metrics")
 	for _, line := range []string{`hf_claims{phase="Bound"} 1`, `hf_machines{phase="Running"} 1`,
-		`hf_claims_bound_total{how="allocated"} 1`, `hf_cluster_members 1`, `hf_node_machines{driver="test"} 1`,
+		`hf_claims_bound_total{how="allocated"} 1`, `hf_cluster_members 1`, `hf_gossip_members 1`, `hf_node_machines{driver="test"} 1`,
 		`hf_claim_bind_seconds_count 1`} {
 		assert.Contains(t, metrics, line+"\n")
 	}

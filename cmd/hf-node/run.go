@@ -159,7 +159,8 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 	}
 	// One registry for /metrics: the process, the API and the node.
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), node.Collector())
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		node.Collector(), mem.Collector())
 	api, err := openapi.New(openapi.Config{
 		AdminToken: token, Tokens: apiTokens(cfg.API.Tokens), NodeName: name, Ready: node.Ready, Metrics: reg,
 	}, log, st)

@@ -193,6 +193,7 @@ func (a *antiEntropy) run(ctx context.Context, t target) {
 		req.InFlight = store.HLCFromTime(time.Now().Add(-inFlightGrace))
 	}
 	if err := m.sendNow(t.peer, encodeDigestReq(req)); err != nil {
+		m.metrics.rounds.WithLabelValues("failed").Inc()
 		m.log.Debug("anti-entropy round failed", "peer", t.peer, "err", err)
 		return
 	}
@@ -203,11 +204,13 @@ func (a *antiEntropy) run(ctx context.Context, t target) {
 	case <-ctx.Done():
 		return
 	case <-timer.C:
+		m.metrics.rounds.WithLabelValues("failed").Inc()
 		m.log.Debug("anti-entropy round timed out", "peer", t.peer)
 		return
 	}
 	buckets, theirs := a.result(id)
 	if len(buckets) == 0 {
+		m.metrics.rounds.WithLabelValues("in_sync").Inc()
 		m.log.Debug("anti-entropy round", "peer", t.peer, "buckets", 0, "took", time.Since(start))
 		return
 	}
@@ -225,6 +228,8 @@ func (a *antiEntropy) run(ctx context.Context, t target) {
 			break
 		}
 	}
+	m.metrics.rounds.WithLabelValues("repaired").Inc()
+	m.metrics.repaired.WithLabelValues("requested").Add(float64(len(pull)))
 	m.log.Debug("anti-entropy round", "peer", t.peer, "buckets", len(buckets),
 		"pushed", pushed, "pulled", len(pull), "took", time.Since(start))
 }
@@ -404,6 +409,7 @@ func (a *antiEntropy) sendKeys(ctx context.Context, peer string, t msgType, snap
 			return err
 		}
 		sent += len(batch)
+		m.metrics.repaired.WithLabelValues("sent").Add(float64(len(batch)))
 		batch, size = batch[:0], 0
 		return nil
 	}

@@ -57,6 +57,7 @@ type Member struct {
 	aeQ     *queue.Queue[[]byte]
 	ae      *antiEntropy
 	senders *senders
+	metrics *metrics
 
 	mu    sync.Mutex // guards the fields below and Adds to ioWG
 	state int
@@ -103,6 +104,7 @@ func New(cfg Config, log *slog.Logger, st *store.Store) (*Member, error) {
 		applyQ:  queue.New[[]byte](),
 		aeQ:     queue.New[[]byte](),
 	}
+	m.metrics = newMetrics(m)
 	m.ae = newAntiEntropy(m)
 	m.senders = newSenders(m)
 	m.table = newMembers(cfg.Name, cfg.ForgetAfter, m.signalChanged, m.ae.joined)

@@ -200,9 +200,11 @@ func (s *senders) run(ctx context.Context, peer string, q *peerQueue) {
 		buf := encodeRecords(msgRecords, s.m.cfg.Name, batch)
 		err := s.m.sendNow(peer, buf)
 		if err == nil {
+			s.m.metrics.pushed.Add(float64(len(batch)))
 			s.m.log.Debug("records pushed", "peer", peer, "records", len(batch), "bytes", len(buf))
 			continue
 		}
+		s.m.metrics.pushFailed.Inc()
 		s.mu.Lock()
 		dropped := len(q.recs)
 		q.recs, q.bytes = nil, 0
@@ -265,5 +267,7 @@ func (m *Member) applyMessage(buf []byte) {
 			applied++
 		}
 	}
+	m.metrics.received.Add(float64(len(msg.Records)))
+	m.metrics.applied.Add(float64(applied))
 	m.log.Debug("records received", "type", t, "peer", msg.From, "records", len(msg.Records), "applied", applied)
 }

@@ -1,0 +1,68 @@
+package member
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics count replication work: what was pushed and to whom it failed,
+// what arrived and was applied, and what anti-entropy had to repair.
+type metrics struct {
+	pushed      prometheus.Counter
+	pushFailed  prometheus.Counter
+	received    prometheus.Counter
+	applied     prometheus.Counter
+	rounds      *prometheus.CounterVec
+	repaired    *prometheus.CounterVec
+	all         []prometheus.Collector
+	liveMembers prometheus.GaugeFunc
+}
+
+func newMetrics(m *Member) *metrics {
+	x := &metrics{
+		pushed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hf_replication_records_pushed_total",
+			Help: "Records this node pushed to peers (each peer counts), its own writes only.",
+		}),
+		pushFailed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hf_replication_push_failures_total",
+			Help: "Pushes to a peer that failed; anti-entropy repairs that peer.",
+		}),
+		received: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hf_replication_records_received_total",
+			Help: "Records received from peers (pushes and anti-entropy).",
+		}),
+		applied: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hf_replication_records_applied_total",
+			Help: "Received records that were newer than the stored ones and were applied.",
+		}),
+		rounds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hf_anti_entropy_rounds_total",
+			Help: "Anti-entropy rounds this node started, by result: in_sync, repaired or failed.",
+		}, []string{"result"}),
+		repaired: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hf_anti_entropy_records_total",
+			Help: "Records anti-entropy repaired: sent to a peer that lacked them or had them older, and requested from a peer.",
+		}, []string{"direction"}),
+		liveMembers: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "hf_gossip_members",
+			Help: "Members memberlist reports alive, this node included.",
+		}, func() float64 { return float64(len(m.Members())) }),
+	}
+	x.all = []prometheus.Collector{x.pushed, x.pushFailed, x.received, x.applied, x.rounds, x.repaired, x.liveMembers}
+	return x
+}
+
+// Collector returns the member's Prometheus collector.
+func (m *Member) Collector() prometheus.Collector { return collector{m.metrics} }
+
+type collector struct{ m *metrics }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, col := range c.m.all {
+		col.Describe(ch)
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	for _, col := range c.m.all {
+		col.Collect(ch)
+	}
+}
