@@ -18,11 +18,13 @@ import (
 const LabelProvisionFor = "hf/provision-for"
 
 // pool holds the takes this node (as elector) has asked for (claim ->
-// machine) and the OnDemand set chosen for claims it elects (claim -> set).
+// machine), the OnDemand set chosen for claims it elects (claim -> set) and
+// the environment caps of claims it elects (claim -> capKey).
 type pool struct {
 	mu       sync.Mutex
 	takes    map[string]string
 	onDemand map[string]string
+	capped   map[string]string
 }
 
 // onDemandSet is the OnDemand set chosen for a claim, if any.
@@ -82,9 +84,7 @@ func (n *Node) routeClaim(c *types.MachineClaim) {
 	elector := n.isElector(name)
 	d, decided := n.bindDecision(c, elector)
 	if !decided {
-		if elector {
-			n.feedClaim(c)
-		}
+		n.electDirect(c, elector)
 		return
 	}
 	switch d.Kind {
@@ -106,9 +106,7 @@ func (n *Node) routeClaim(c *types.MachineClaim) {
 		n.pool.mu.Unlock()
 		n.feedClaim(c)
 	default:
-		if elector {
-			n.feedClaim(c)
-		}
+		n.electDirect(c, elector)
 	}
 }
 
@@ -154,23 +152,10 @@ func (n *Node) bindDecision(c *types.MachineClaim, elector bool) (d scheduler.Bi
 
 // onDemandUnderWay stands in for the machines of the OnDemand claims this
 // node elects (other than except) that have no live machine yet: Pending
-// machines of their sets, so they count against maxProvisioned. Claims that
-// ended or were bound elsewhere are forgotten.
+// machines of their sets, so they count against maxProvisioned.
 func (n *Node) onDemandUnderWay(except string, claimed map[string]bool) []types.Machine {
-	n.pool.mu.Lock()
-	pending := maps.Clone(n.pool.onDemand)
-	n.pool.mu.Unlock()
 	var out []types.Machine
-	for claim, set := range pending {
-		if claim == except || claimed[claim] {
-			continue
-		}
-		if c, err := store.Get[types.MachineClaim](n.st, types.KindMachineClaim, claim); err != nil || !requested(c) {
-			n.pool.mu.Lock()
-			delete(n.pool.onDemand, claim)
-			n.pool.mu.Unlock()
-			continue
-		}
+	for claim, set := range n.underWay(n.pool.onDemand, except, claimed) {
 		out = append(out, types.Machine{
 			Metadata: types.ObjectMeta{Name: "under-way-" + claim},
 			Spec:     types.MachineSpec{Claim: claim, MachineSet: set},
@@ -178,6 +163,28 @@ func (n *Node) onDemandUnderWay(except string, claimed map[string]bool) []types.
 		})
 	}
 	return out
+}
+
+// underWay returns the entries of m (claim -> key, one of pool's maps) other
+// than except whose claims have no live machine (claimed) yet and still wait
+// for one; claims that ended or were bound elsewhere are dropped from m.
+func (n *Node) underWay(m map[string]string, except string, claimed map[string]bool) map[string]string {
+	n.pool.mu.Lock()
+	pending := maps.Clone(m)
+	n.pool.mu.Unlock()
+	for claim := range pending {
+		if claim == except || claimed[claim] {
+			delete(pending, claim)
+			continue
+		}
+		if c, err := store.Get[types.MachineClaim](n.st, types.KindMachineClaim, claim); err != nil || !requested(c) {
+			delete(pending, claim)
+			n.pool.mu.Lock()
+			delete(m, claim)
+			n.pool.mu.Unlock()
+		}
+	}
+	return pending
 }
 
 // startTake asks the node hosting a warm machine to bind it to the claim.

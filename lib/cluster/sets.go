@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -30,18 +31,16 @@ func (n *Node) setLoop() {
 	n.every(setReconcileEvery, n.setQ, func() {
 		n.reconcileEvents()
 		n.reconcileSessions()
-		if n.reconcileSets() {
-			n.retryPoolWaiters()
-		}
+		n.reconcileSets()
+		n.reviewWaiting()
 	})
 }
 
-// reconcileSets reconciles the sets this node owns; it reports whether any
-// set exists at all.
-func (n *Node) reconcileSets() bool {
+// reconcileSets reconciles the sets this node owns.
+func (n *Node) reconcileSets() {
 	sets, err := store.List[types.MachineSet](n.st, types.KindMachineSet)
 	if err != nil || len(sets) == 0 {
-		return false
+		return
 	}
 	members := n.peers.Members()
 	var mine []*types.MachineSet
@@ -51,15 +50,15 @@ func (n *Node) reconcileSets() bool {
 		}
 	}
 	if len(mine) == 0 {
-		return true
+		return
 	}
 	machines, err := store.List[types.Machine](n.st, types.KindMachine)
 	if err != nil {
-		return true
+		return
 	}
 	claims, err := store.List[types.MachineClaim](n.st, types.KindMachineClaim)
 	if err != nil {
-		return true
+		return
 	}
 	mVals := make([]types.Machine, 0, len(machines))
 	holding := map[string]bool{} // claims with a live machine this node has seen
@@ -103,20 +102,53 @@ func (n *Node) reconcileSets() bool {
 			}
 		}
 	}
-	return true
 }
 
-// retryPoolWaiters looks again at claims that wait for a set (required sets
-// full or empty): a machine may have been released or become ready since.
-func (n *Node) retryPoolWaiters() {
+// reviewWaiting looks again at claims that wait outside the elector: for a
+// set (required sets full or empty) or under an environment cap, since a
+// machine may have been released or become ready since; and fails those of
+// them whose bind timeout passed, as the elector does for its own. Without
+// sets or environment caps there are none, and it costs two short lists.
+func (n *Node) reviewWaiting() {
+	sets, err := store.List[types.MachineSet](n.st, types.KindMachineSet)
+	if err != nil {
+		return
+	}
+	envs, err := store.List[types.Environment](n.st, types.KindEnvironment)
+	if err != nil {
+		return
+	}
+	capped := map[string]bool{} // env/template
+	for _, e := range envs {
+		for t := range e.Spec.Capacity {
+			capped[capKey(e.Metadata.Name, t)] = true
+		}
+	}
+	if len(sets) == 0 && len(capped) == 0 {
+		return
+	}
 	claims, err := store.List[types.MachineClaim](n.st, types.KindMachineClaim)
 	if err != nil {
 		return
 	}
+	now := n.cfg.Now()
 	for _, c := range claims {
-		if requested(c) && c.Status.Node == "" && c.Spec.BindStrategy == types.BindRequireMachineSets {
-			n.onClaim(c)
+		if !requested(c) || c.Status.Node != "" {
+			continue
 		}
+		waits := c.Spec.BindStrategy == types.BindRequireMachineSets || capped[capKey(c.Spec.Environment, c.Spec.MachineTemplate)]
+		if !waits {
+			continue
+		}
+		// A grace of one offer timeout lets an elector that has the claim
+		// fail it itself, with its own reason.
+		if now.After(c.Metadata.CreatedAt.Add(n.bindTimeout(c) + n.cfg.OfferTimeout)) {
+			if n.isElector(c.Metadata.Name) {
+				n.failClaim(c.Metadata.Name, "not bound within its bind timeout of "+n.bindTimeout(c).String()+": "+cmp.Or(c.Status.Reason, "nothing could take it"))
+			}
+			continue
+		}
+		n.onClaim(c)
 	}
 }
 

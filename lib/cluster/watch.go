@@ -175,6 +175,7 @@ func (n *Node) onClaimGone(name string) {
 	n.forgetFailures(name)
 	n.pool.mu.Lock()
 	delete(n.pool.onDemand, name)
+	delete(n.pool.capped, name)
 	n.pool.mu.Unlock()
 	n.elect.Push(electEvent{in: scheduler.ClaimGone{Claim: name}})
 	for _, e := range n.ledger.byClaim(name) {
