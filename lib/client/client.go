@@ -26,6 +26,21 @@ type Client struct {
 	token     string
 	http      *http.Client
 	userAgent string
+	page      int // objects per list request (0: DefaultListPage)
+}
+
+// DefaultListPage is how many objects List asks for per request; it follows
+// the server's continue tokens until it has them all.
+const DefaultListPage = 500
+
+// WithListPage sets how many objects List asks for per request.
+func WithListPage(n int) Option { return func(c *Client) { c.page = n } }
+
+func (c *Client) listPage() int {
+	if c.page > 0 {
+		return c.page
+	}
+	return DefaultListPage
 }
 
 // Option configures a Client.

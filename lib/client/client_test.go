@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"fmt"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -93,7 +94,29 @@ func TestCRUD(t *testing.T) {
 		require.Len(t, sel, 1)
 		assert.Equal(t, "c2", sel[0].Meta().Name)
 		reqs := srv.Requests()
-		assert.Equal(t, "labelSelector=team%3Db", reqs[len(reqs)-1].Query)
+		assert.Equal(t, "labelSelector=team%3Db&limit=500", reqs[len(reqs)-1].Query)
+	})
+	t.Run("list follows pages", func(t *testing.T) {
+		for i := range 5 {
+			_, err := c.Create(ctx, claim(fmt.Sprintf("p%d", i), "small", nil))
+			require.NoError(t, err)
+		}
+		paged, err := client.New(srv.URL, clienttest.Token, client.WithListPage(2))
+		require.NoError(t, err)
+		before := len(srv.Requests())
+		all, err := paged.List(ctx, types.KindMachineClaim, nil)
+		require.NoError(t, err)
+		var names []string
+		for _, o := range all {
+			names = append(names, o.Meta().Name)
+		}
+		assert.Equal(t, []string{"c1", "c2", "p0", "p1", "p2", "p3", "p4"}, names)
+		reqs := srv.Requests()[before:]
+		require.Len(t, reqs, 4, "7 objects in pages of 2")
+		assert.Equal(t, "continue=c2&limit=2", reqs[1].Query)
+		for _, name := range []string{"p0", "p1", "p2", "p3", "p4"} {
+			require.NoError(t, c.Delete(ctx, types.KindMachineClaim, name))
+		}
 	})
 	t.Run("update sends If-Match", func(t *testing.T) {
 		cl := got.(*types.MachineClaim)

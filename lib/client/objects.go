@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/hf-fleet/hf/lib/types"
@@ -48,25 +49,31 @@ func (c *Client) List(ctx context.Context, kind string, selector map[string]stri
 	if err != nil {
 		return nil, err
 	}
-	r := request{method: http.MethodGet, path: collection(kind)}
+	query := url.Values{"limit": {strconv.Itoa(c.listPage())}}
 	if sel := FormatSelector(selector); sel != "" {
-		r.query = url.Values{"labelSelector": {sel}}
+		query.Set("labelSelector", sel)
 	}
-	var list struct {
-		Items []json.RawMessage `json:"items"`
-	}
-	if err := c.call(ctx, r, &list); err != nil {
-		return nil, err
-	}
-	out := make([]types.Object, 0, len(list.Items))
-	for i, raw := range list.Items {
-		o, err := DecodeObject(kind, raw)
-		if err != nil {
-			return nil, fmt.Errorf("list %s: item %d: %w", types.Plural(kind), i, err)
+	var out []types.Object
+	for {
+		var page struct {
+			Continue string            `json:"continue"`
+			Items    []json.RawMessage `json:"items"`
 		}
-		out = append(out, o)
+		if err := c.call(ctx, request{method: http.MethodGet, path: collection(kind), query: query}, &page); err != nil {
+			return nil, err
+		}
+		for _, raw := range page.Items {
+			o, err := DecodeObject(kind, raw)
+			if err != nil {
+				return nil, fmt.Errorf("list %s: item %d: %w", types.Plural(kind), len(out), err)
+			}
+			out = append(out, o)
+		}
+		if page.Continue == "" {
+			return out, nil
+		}
+		query.Set("continue", page.Continue)
 	}
-	return out, nil
 }
 
 // Create creates obj and returns it as the server stored it (with metadata

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -81,6 +82,8 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		}
 		sel[k] = v
 	}
+	limit, _ := strconv.Atoi(r.URL.Query().Get("limit")) // 0: no limit
+	after := r.URL.Query().Get("continue")
 	s.mu.Lock()
 	names := make([]string, 0, len(s.objects[kind]))
 	for n := range s.objects[kind] {
@@ -88,14 +91,25 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	}
 	sort.Strings(names)
 	items := make([]json.RawMessage, 0, len(names))
+	body := map[string]any{"kind": kind + "List"}
+	last := ""
 	for _, n := range names {
+		if n <= after {
+			continue
+		}
+		if limit > 0 && len(items) == limit {
+			body["continue"] = last
+			break
+		}
 		raw := s.objects[kind][n]
 		if types.MatchLabels(sel, mustDecode(kind, raw).Meta().Labels) {
 			items = append(items, raw)
+			last = n
 		}
 	}
 	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, map[string]any{"kind": kind + "List", "items": items})
+	body["items"] = items
+	writeJSON(w, http.StatusOK, body)
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
