@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
@@ -16,9 +17,11 @@ import (
 //
 // Several nodes sharing one engine may create the network at the same moment,
 // and the engine's duplicate check does not stop that (seen on 20.10): each
-// then lists the networks of that name, all pick the same one (the oldest, ties
-// by id) and each removes its own if it lost, so every container ends up on
-// one network.
+// creator waits a moment for the others' creates to land, then lists the
+// networks of that name; all pick the same one (the oldest, ties by id) and
+// each removes its own if it lost, so every container ends up on one network.
+// (Under load, listing at once could miss an older duplicate still being
+// created, and two networks stayed: seen once in CI.)
 func ensureNetwork(ctx context.Context, cli *client.Client, name string, lbl labels) (string, error) {
 	found, err := networksNamed(ctx, cli, name)
 	if err != nil {
@@ -31,6 +34,15 @@ func ensureNetwork(ctx context.Context, cli *client.Client, name string, lbl lab
 		Driver: "bridge",
 		Labels: map[string]string{lbl.key(labelNetwork): name, lbl.key(labelNode): lbl.node},
 	})
+	if err == nil {
+		// Let racing creates land before judging: a network older than ours
+		// that a list made at once would miss must win here too.
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(networkSettle):
+		}
+	}
 	// A refusal may mean another node won the race: what is there now counts.
 	found, lerr := networksNamed(ctx, cli, name)
 	if lerr != nil {
@@ -44,12 +56,17 @@ func ensureNetwork(ctx context.Context, cli *client.Client, name string, lbl lab
 	}
 	winner := pickNetwork(found)
 	if err == nil && created.ID != winner.ID {
-		// Best effort: a loser left behind costs nothing but a name clash
-		// that pickNetwork already resolves.
+		// Ours lost: remove it, so every container ends up on the winner.
+		// Best effort: should a node have attached to ours meanwhile, a
+		// leftover costs nothing but a name clash that pickNetwork resolves.
 		_ = cli.NetworkRemove(ctx, created.ID)
 	}
 	return winner.ID, nil
 }
+
+// networkSettle is how long a node that created the network waits before it
+// looks for racing duplicates.
+const networkSettle = 100 * time.Millisecond
 
 // networksNamed lists the networks called exactly name (the engine's name
 // filter also matches parts of names).
