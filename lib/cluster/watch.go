@@ -91,21 +91,23 @@ func (n *Node) onEvent(ev store.Event) {
 // fencing this node's machines that the claim no longer wants.
 func (n *Node) onClaim(c *types.MachineClaim) {
 	name := c.Metadata.Name
-	if requested(c) && c.Status.Node == "" {
+	switch {
+	case requested(c) && c.Status.Node == "":
 		if n.resumeOwn(c) {
 			return
 		}
 		n.routeClaim(c)
-	} else if requested(c) && c.Status.Node == n.cfg.Name && !n.isBusy(c.Status.Machine) {
-		// Accepted here with nothing under way: if the machine runs, a
-		// write from an older copy undid its binding; put it back.
-		n.resumeOwn(c)
-	} else if requested(c) && !n.isMember(c.Status.Node) {
+	case requested(c) && c.Status.Node == n.cfg.Name && !n.isBusy(c.Status.Machine) && n.resumeOwn(c):
+		// Accepted here with nothing under way and its machine running: a
+		// write from an older copy had undone its binding, now put back.
+	case requested(c) && !n.isMember(c.Status.Node):
 		// Accepted by a node that died before binding: elect again.
 		if n.isElector(name) {
 			n.unassign(name, c.Status.Node, c.Status.Round)
 		}
-	} else if n.isElector(name) {
+	case n.isElector(name):
+		// Accepted (or over): the elector is done with it; a claim handed
+		// back later comes to it afresh.
 		n.elect.Push(electEvent{in: scheduler.ClaimGone{Claim: name}})
 	}
 	if c.Status.Phase == types.ClaimBound && c.Status.Node == n.cfg.Name && !n.isBusy(c.Status.Machine) {
