@@ -105,8 +105,9 @@ func (n *Node) onClaim(c *types.MachineClaim) {
 		if n.isElector(name) {
 			n.unassign(name, c.Status.Node, c.Status.Round)
 		}
-	case n.isElector(name):
-		// Accepted (or over): the elector is done with it; a claim handed
+	default:
+		// Accepted (or over): whichever elector here has it (the claim's, or
+		// a set's or environment's owner) is done with it; a claim handed
 		// back later comes to it afresh.
 		n.elect.Push(electEvent{in: scheduler.ClaimGone{Claim: name}})
 	}

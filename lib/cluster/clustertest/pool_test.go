@@ -434,3 +434,34 @@ func TestOnDemandMaxHoldsUnderConcurrentClaims(t *testing.T) {
 		assert.Empty(c, f.Audit(nil))
 	}, 10*time.Second, 50*time.Millisecond)
 }
+
+// A claim for an OnDemand set is elected by the set's owner; when an
+// allocation fails and the node hands the claim back, that owner elects it
+// again (it used to wait for the claim's own elector, which had never had it).
+func TestOnDemandClaimHandedBackIsElectedAgain(t *testing.T) {
+	f := Start(t, 3, Options{Driver: `{"cpus": 100, "ram_gb": 1000, "failure_rate": 0.7}`})
+	f.Put(0, Template("one", 1, 1))
+	od := machineSet("od", "one", 0, 4)
+	od.Spec.ProvisioningStrategy = types.ProvisionOnDemand
+	f.Put(0, od)
+	require.Eventually(t, func() bool {
+		for _, h := range f.Up() {
+			if _, err := h.Store.Get(types.KindMachineSet, "od"); err != nil {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 10*time.Millisecond)
+	for i := range 4 {
+		c := Claim(fmt.Sprintf("h%d", i), "one", time.Minute)
+		c.Spec.BindStrategy = types.BindRequireMachineSets
+		c.Spec.MachineSets = []string{"od"}
+		f.Put(i%3, c)
+	}
+	for i := range 4 {
+		waitClaim(t, f.Hosts[0], fmt.Sprintf("h%d", i), types.ClaimBound)
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Empty(c, f.Audit(nil))
+	}, 10*time.Second, 50*time.Millisecond)
+}
