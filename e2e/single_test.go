@@ -76,6 +76,26 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 	n.mustCLI("claim", "delete", "c1", "--wait")
 	assert.NotContains(t, n.mustCLI("machine", "list"), machine)
 
+	// The load command measures the node and cleans up after itself (30
+	// claims of a tenth of a CPU fit the default test driver's 4 CPUs).
+	out, errOut, code = n.cli(ctx, strings.NewReader(strings.ReplaceAll(strings.ReplaceAll(smallTemplate, "small", "tiny"), "cpu: 1, ramGB: 1", "cpu: 0.1, ramGB: 0.1")),
+		"template", "create", "-f", "-")
+	require.Equal(t, 0, code, out+errOut)
+	out, errOut, code = n.cli(ctx, nil, "bench", "claims", "--template", "tiny", "--count", "30", "--concurrency", "5", "-o", "json")
+	require.Equal(t, 0, code, out+errOut)
+	var bench struct {
+		Claims, Bound, Failed int
+		PerSecond             float64
+		LatencyMs             struct{ P50, P99 float64 }
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &bench), out)
+	assert.Equal(t, 30, bench.Bound, errOut)
+	assert.Zero(t, bench.Failed)
+	t.Logf("hf-cli bench claims: %.0f claims/s, p50 %.1f ms, p99 %.1f ms", bench.PerSecond, bench.LatencyMs.P50, bench.LatencyMs.P99)
+	require.Eventually(t, func() bool {
+		return !strings.Contains(n.mustCLI("claim", "list"), "bench-") && !strings.Contains(n.mustCLI("machine", "list"), "Running")
+	}, 30*time.Second, 100*time.Millisecond, "the bench claims and their machines are gone")
+
 	// Errors: wrong token and unknown names give the documented exit codes.
 	_, _, code = n.cli(ctx, nil, "claim", "get", "nope")
 	assert.Equal(t, 3, code)

@@ -180,6 +180,22 @@ func (s *Server) Object(kind, name string) (types.Object, bool) {
 	return mustDecode(kind, raw), true
 }
 
+// Objects returns copies of every stored object of kind, in name order.
+func (s *Server) Objects(kind string) []types.Object {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	names := make([]string, 0, len(s.objects[kind]))
+	for n := range s.objects[kind] {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	out := make([]types.Object, 0, len(names))
+	for _, n := range names {
+		out = append(out, mustDecode(kind, s.objects[kind][n]))
+	}
+	return out
+}
+
 // Remove deletes kind/name as the cluster would and streams a delete event.
 func (s *Server) Remove(kind, name string) {
 	s.mu.Lock()

@@ -126,6 +126,7 @@ func NewRootCmd(env Env) *cobra.Command {
 		newClusterCmd(f),
 		newWhoAmICmd(f),
 		newPoolCmd(f),
+		newBenchCmd(f),
 		newFileCmd(f, fileCreate),
 		newFileCmd(f, fileApply),
 		newFileCmd(f, fileDelete),

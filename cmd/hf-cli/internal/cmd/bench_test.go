@@ -1,0 +1,86 @@
+package cmd
+
+import (
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// playCluster binds every created claim of template "small" after a delay
+// that grows with its number (1 ms, 2 ms, ...) and fails those of "bad".
+func playCluster(c *cli) {
+	var created atomic.Int64
+	c.srv.OnCreate(func(o types.Object) {
+		cl, ok := o.(*types.MachineClaim)
+		if !ok {
+			return
+		}
+		n := created.Add(1)
+		t0 := cl.Metadata.CreatedAt
+		cl.Status = types.MachineClaimStatus{Phase: types.ClaimBound, Node: "n1", Machine: "m-" + cl.Metadata.Name,
+			PhaseTimes: types.PhaseTimes{"Requested": t0, "Bound": t0.Add(time.Duration(n) * time.Millisecond)}}
+		if cl.Spec.MachineTemplate == "bad" {
+			cl.Status = types.MachineClaimStatus{Phase: types.ClaimFailed, Reason: "no capacity"}
+		}
+		c.srv.Put(cl)
+	})
+}
+
+func TestBenchClaims(t *testing.T) {
+	c := newCLI(t)
+	playCluster(c)
+	r := c.run("bench", "claims", "--template", "small", "--count", "20", "--concurrency", "4", "-o", "json")
+	require.Equal(t, 0, r.code, r.err)
+	var got benchResult
+	require.NoError(t, json.Unmarshal([]byte(r.out), &got), r.out)
+	assert.Equal(t, 20, got.Claims)
+	assert.Equal(t, 20, got.Bound)
+	assert.Equal(t, 0, got.Failed)
+	assert.Equal(t, "small", got.Template)
+	assert.Equal(t, 10.0, got.Latency.P50, "nearest rank of 1..20 ms")
+	assert.Equal(t, 18.0, got.Latency.P90)
+	assert.Equal(t, 20.0, got.Latency.P99)
+	assert.Equal(t, 20.0, got.Latency.Max)
+	assert.Positive(t, got.PerSecond)
+	assert.Contains(t, r.err, "deleted 20 claims")
+	assert.Empty(t, c.srv.Objects(types.KindMachineClaim), "the run's claims are deleted")
+
+	// Failures are counted with their reason; --keep keeps the claims.
+	r = c.run("bench", "claims", "--template", "bad", "--count", "3", "--keep")
+	require.Equal(t, 0, r.code, r.err)
+	lines := strings.Split(strings.TrimSpace(r.out), "\n")
+	require.Len(t, lines, 2, r.out)
+	assert.Equal(t, "CLAIMS\tBOUND\tFAILED\tSECONDS\tCLAIMS/S\tP50-MS\tP90-MS\tP99-MS\tMAX-MS", lines[0])
+	assert.True(t, strings.HasPrefix(lines[1], "3\t0\t3\t"), lines[1])
+	assert.Contains(t, r.err, "failed (3): no capacity")
+	assert.Contains(t, r.err, "kept the claims labelled hf/bench=")
+	assert.Len(t, c.srv.Objects(types.KindMachineClaim), 3)
+
+	assert.Equal(t, ExitUsage, c.run("bench", "claims").code, "--template is required")
+	assert.Equal(t, ExitUsage, c.run("bench", "claims", "--template", "small", "--count", "0").code)
+}
+
+// A claim that never settles ends the wait with the timeout exit code, and
+// the claims are still deleted.
+func TestBenchClaimsTimeout(t *testing.T) {
+	c := newCLI(t)
+	r := c.run("bench", "claims", "--template", "small", "--count", "2", "--wait-timeout", "300ms")
+	assert.Equal(t, ExitTimeout, r.code, r.err)
+	assert.Contains(t, r.err, "0 of 2 claims settled")
+	assert.Contains(t, r.err, "deleted 2 claims")
+	assert.Empty(t, c.srv.Objects(types.KindMachineClaim))
+}
+
+func TestPercentile(t *testing.T) {
+	assert.Equal(t, 0.0, percentile(nil, 0.5))
+	assert.Equal(t, 7.0, percentile([]float64{7}, 0.99))
+	assert.Equal(t, 2.0, percentile([]float64{1, 2, 3, 4}, 0.5))
+	assert.Equal(t, 4.0, percentile([]float64{1, 2, 3, 4}, 0.99))
+}
