@@ -79,8 +79,8 @@ func (n *Node) reconcileSets() {
 			pending[set]++
 		}
 	}
-	activity := n.machineActivity(claims, machines)
 	now := n.cfg.Now()
+	activity := n.machineActivity(now, claims, machines)
 	for _, s := range mine {
 		plan := scheduler.PlanMachineSet(now, *s, mVals, cVals, activity, n.poolLimits())
 		for i := plan.Create - pending[s.Metadata.Name]; i > 0; i-- {
@@ -206,11 +206,16 @@ func (n *Node) reap(d scheduler.Deletion) {
 
 // machineActivity is the last sign of use of each machine: what its driver
 // saw (Status.LastActivity, written by its node) or, for a machine that a
-// session's claim holds, the session's last keepalive, whichever is later.
-func (n *Node) machineActivity(claims []*types.MachineClaim, machines []*types.Machine) map[string]time.Time {
+// session's claim holds, the session's last keepalive, whichever is later. A
+// paused machine counts as in use now: its session asked to keep it, and idle
+// reaping would undo that (maxAssigned still applies).
+func (n *Node) machineActivity(now time.Time, claims []*types.MachineClaim, machines []*types.Machine) map[string]time.Time {
 	out := map[string]time.Time{}
 	for _, m := range machines {
-		if !m.Status.LastActivity.IsZero() {
+		switch {
+		case m.Status.Paused:
+			out[m.Metadata.Name] = now
+		case !m.Status.LastActivity.IsZero():
 			out[m.Metadata.Name] = m.Status.LastActivity
 		}
 	}

@@ -119,3 +119,23 @@ func TestStaleClaimWriteIsRebound(t *testing.T) {
 	}, 5*time.Second, 5*time.Millisecond)
 	assert.Equal(t, 1, testdriver.Held(tn.drv))
 }
+
+// Idle reaping sees a paused machine as in use, the later of a driver's
+// report and a session keepalive otherwise.
+func TestMachineActivity(t *testing.T) {
+	tn := newTestNode(t, "n1", `{"cpus": 4, "ram_gb": 8}`)
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	seen := now.Add(-time.Hour)
+	mach := func(name string, paused bool, last time.Time) *types.Machine {
+		return &types.Machine{Metadata: types.ObjectMeta{Name: name}, Status: types.MachineStatus{Paused: paused, LastActivity: last}}
+	}
+	s := &types.Session{TypeMeta: types.TypeMeta{Kind: types.KindSession},
+		Metadata: types.ObjectMeta{Name: "s1", Annotations: map[string]string{types.AnnotationKeepalive: now.Add(-time.Minute).Format(time.RFC3339Nano)}},
+		Spec:     types.SessionSpec{User: "alice"}, Status: types.SessionStatus{MachineClaim: "c3"}}
+	tn.put(s)
+	claims := []*types.MachineClaim{{Metadata: types.ObjectMeta{Name: "c3"}, Status: types.MachineClaimStatus{Machine: "m3"}}}
+	got := tn.node.machineActivity(now, claims, []*types.Machine{
+		mach("m1", true, seen), mach("m2", false, seen), mach("m3", false, seen), mach("m4", false, time.Time{}),
+	})
+	assert.Equal(t, map[string]time.Time{"m1": now, "m2": seen, "m3": now.Add(-time.Minute)}, got)
+}
