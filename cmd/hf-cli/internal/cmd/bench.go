@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -67,10 +68,11 @@ func newBenchClaimsCmd(f *Factory) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "claims --template T [--count N] [--concurrency C]",
 		Short: "Create claims, wait until they are bound, print latency and claims/s, delete them",
-		Long: "Creates --count claims for --template through the API, --concurrency at a time,\n" +
-			"waits until every one is Bound or Failed, and prints claims/s and the\n" +
-			"Requested -> Bound latency percentiles from the claims' phase times. The claims\n" +
-			"carry the label " + LabelBench + "=<run> and are deleted at the end unless --keep.",
+		Long: "Creates --count claims for --template through the API, keeping --concurrency of\n" +
+			"them in flight (a claim is in flight from its create until it is Bound or\n" +
+			"Failed), and prints claims/s and the Requested -> Bound latency percentiles from\n" +
+			"the claims' phase times. --concurrency 1 measures latency without load. The\n" +
+			"claims carry the label " + LabelBench + "=<run> and are deleted at the end unless --keep.",
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if opts.template == "" {
@@ -85,7 +87,7 @@ func newBenchClaimsCmd(f *Factory) *cobra.Command {
 	fl := c.Flags()
 	fl.StringVar(&opts.template, "template", "", "machine template of the claims (required)")
 	fl.IntVar(&opts.count, "count", 100, "claims to create")
-	fl.IntVar(&opts.concurrency, "concurrency", 10, "creates in flight at once")
+	fl.IntVar(&opts.concurrency, "concurrency", 10, "claims in flight (created, not yet settled) at once")
 	fl.DurationVar(&opts.waitTimeout, "wait-timeout", 5*time.Minute, "give up waiting for the claims after this long (exit 6)")
 	fl.BoolVar(&opts.keep, "keep", false, "keep the claims (and their machines) instead of deleting them")
 	return c
@@ -106,86 +108,161 @@ func runBench(ctx context.Context, opts *benchOptions) error {
 	for i := range names {
 		names[i] = run + "-" + strconv.Itoa(i)
 	}
-	fmt.Fprintf(f.Err, "creating %d claims for template %s (run %s)\n", opts.count, opts.template, run)
+	fmt.Fprintf(f.Err, "%d claims for template %s, %d in flight at a time (run %s)\n", opts.count, opts.template, opts.concurrency, run)
+	wctx, cancel := context.WithTimeout(ctx, opts.waitTimeout)
+	defer cancel()
+	tr := watchSettled(wctx, c, run)
+	var settled atomic.Int64
 	start := time.Now()
-	if err := benchEach(ctx, names, opts.concurrency, func(ctx context.Context, name string) error {
+	err = benchEach(wctx, names, opts.concurrency, func(ctx context.Context, name string) error {
+		ch := tr.wait(name)
 		cl := &types.MachineClaim{
 			TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim},
 			Metadata: types.ObjectMeta{Name: name, Labels: map[string]string{LabelBench: run}},
 			Spec:     types.MachineClaimSpec{MachineTemplate: opts.template},
 		}
-		rctx, cancel := f.requestContext(ctx)
-		defer cancel()
+		rctx, rcancel := f.requestContext(ctx)
 		_, err := c.Create(rctx, cl)
-		return err
-	}); err != nil {
-		benchCleanup(ctx, f, c, run, opts.keep)
-		return err
-	}
-	claims, err := benchWait(ctx, f, c, run, opts)
+		rcancel()
+		if err != nil {
+			return err
+		}
+		if err := benchSettle(ctx, f, c, tr, name, ch); err != nil {
+			return err
+		}
+		settled.Add(1)
+		return nil
+	})
 	elapsed := time.Since(start)
+	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+		err = fmt.Errorf("%w after %s: %d of %d claims settled", errTimeout, opts.waitTimeout, settled.Load(), opts.count)
+	}
 	if err == nil {
-		err = f.printBench(benchSummary(run, opts.template, claims, elapsed))
+		var claims []*types.MachineClaim
+		if claims, err = benchClaims(ctx, f, c, run); err == nil {
+			err = f.printBench(benchSummary(run, opts.template, claims, elapsed))
+		}
 	}
 	benchCleanup(ctx, f, c, run, opts.keep)
 	return err
 }
 
-// benchWait waits until every claim of the run is Bound or Failed.
-func benchWait(ctx context.Context, f *Factory, c *client.Client, run string, opts *benchOptions) ([]*types.MachineClaim, error) {
-	wctx, cancel := context.WithTimeout(ctx, opts.waitTimeout)
-	defer cancel()
-	var (
-		claims   []*types.MachineClaim
-		settled  int
-		last     time.Time
-		reported time.Time
-	)
-	err := waitLoop(wctx, c, []string{types.KindMachineClaim},
-		func(ev client.WatchEvent) bool { return ev.Kind == types.KindMachineClaim },
-		func(ctx context.Context) (bool, error) {
-			// Every claim event wakes the wait: list at most every
-			// benchRecheck, so the measuring does not load the node much.
-			select {
-			case <-ctx.Done():
-				return false, ctx.Err()
-			case <-time.After(benchRecheck - time.Since(last)):
-			}
-			last = time.Now()
-			rctx, cancel := f.requestContext(ctx)
-			defer cancel()
-			objs, err := c.List(rctx, types.KindMachineClaim, map[string]string{LabelBench: run})
-			if err != nil {
-				if retryable(err) {
-					return false, nil
-				}
-				return false, err
-			}
-			claims, settled = claims[:0], 0
-			for _, o := range objs {
-				cl := o.(*types.MachineClaim)
-				claims = append(claims, cl)
-				if cl.Status.Phase == types.ClaimBound || cl.Status.Phase == types.ClaimFailed {
-					settled++
-				}
-			}
-			if settled < opts.count && time.Since(reported) >= benchProgress {
-				reported = time.Now()
-				fmt.Fprintf(f.Err, "%d of %d claims settled\n", settled, opts.count)
-			}
-			return settled == opts.count, nil
-		})
-	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
-		err = fmt.Errorf("%w after %s: %d of %d claims settled", errTimeout, opts.waitTimeout, settled, opts.count)
+// settleTracker learns from a watch stream which claims of a run settled
+// (Bound or Failed) and wakes whoever waits for one.
+type settleTracker struct {
+	mu      sync.Mutex
+	waiting map[string]chan struct{}
+	settled map[string]bool
+	// live is closed when the stream ends (or never started): waits poll then.
+	live chan struct{}
+}
+
+// watchSettled starts tracking the run's claims; without a watch stream the
+// waits poll.
+func watchSettled(ctx context.Context, c *client.Client, run string) *settleTracker {
+	tr := &settleTracker{waiting: map[string]chan struct{}{}, settled: map[string]bool{}, live: make(chan struct{})}
+	events, err := c.Watch(ctx, []string{types.KindMachineClaim}, 0)
+	if err != nil {
+		close(tr.live)
+		return tr
 	}
-	return claims, err
+	go func() {
+		defer close(tr.live)
+		for ev := range events {
+			if ev.Type == client.EventError {
+				return
+			}
+			if cl, ok := ev.Object.(*types.MachineClaim); ok && cl.Metadata.Labels[LabelBench] == run && settledPhase(cl) {
+				tr.settle(cl.Metadata.Name)
+			}
+		}
+	}()
+	return tr
+}
+
+func settledPhase(cl *types.MachineClaim) bool {
+	return cl.Status.Phase == types.ClaimBound || cl.Status.Phase == types.ClaimFailed
+}
+
+// wait returns the channel closed when name settles.
+func (t *settleTracker) wait(name string) chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ch, ok := t.waiting[name]
+	if !ok {
+		ch = make(chan struct{})
+		t.waiting[name] = ch
+		if t.settled[name] {
+			close(ch)
+		}
+	}
+	return ch
+}
+
+func (t *settleTracker) settle(name string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.settled[name] {
+		return
+	}
+	t.settled[name] = true
+	if ch, ok := t.waiting[name]; ok {
+		close(ch)
+	}
+}
+
+// benchSettle waits until claim name settles: told by the watch, or seen by
+// a look of its own every benchRecheck while the stream is up (an event may
+// go missing) and every benchPoll when there is none.
+func benchSettle(ctx context.Context, f *Factory, c *client.Client, tr *settleTracker, name string, ch chan struct{}) error {
+	for {
+		every := benchRecheck
+		select {
+		case <-tr.live:
+			every = benchPoll
+		default:
+		}
+		select {
+		case <-ch:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(every):
+		}
+		rctx, cancel := f.requestContext(ctx)
+		o, err := c.Get(rctx, types.KindMachineClaim, name)
+		cancel()
+		switch {
+		case err == nil && settledPhase(o.(*types.MachineClaim)):
+			tr.settle(name)
+			return nil
+		case err != nil && !retryable(err):
+			return err
+		}
+	}
+}
+
+// benchClaims lists the run's claims.
+func benchClaims(ctx context.Context, f *Factory, c *client.Client, run string) ([]*types.MachineClaim, error) {
+	rctx, cancel := f.requestContext(ctx)
+	defer cancel()
+	objs, err := c.List(rctx, types.KindMachineClaim, map[string]string{LabelBench: run})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*types.MachineClaim, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.(*types.MachineClaim))
+	}
+	return out, nil
 }
 
 const (
-	// benchRecheck is the least time between two looks at the run's claims.
-	benchRecheck = 200 * time.Millisecond
-	// benchProgress is the least time between two progress lines.
-	benchProgress = 2 * time.Second
+	// benchRecheck is how long a claim waits for the watch to tell it
+	// settled before it looks itself.
+	benchRecheck = 2 * time.Second
+	// benchPoll is how often a claim is looked at without a watch stream.
+	benchPoll = 100 * time.Millisecond
 )
 
 // benchSummary computes the result from the settled claims.
