@@ -80,6 +80,31 @@ func TestClaimStormNeverOvercommits(t *testing.T) {
 		}
 		return true
 	}, 5*time.Second, 10*time.Millisecond)
+	// "Never above its capacity": sampled all through the storm, from each
+	// node's own records (its live machines) and its driver's holdings.
+	stop := make(chan struct{})
+	sampled := make(chan map[string]int, 1)
+	go func() {
+		most := map[string]int{}
+		for {
+			for _, h := range f.Up() {
+				own := 0
+				for _, m := range h.Machines() {
+					if m.Spec.Node == h.Name && m.Live() {
+						own++
+					}
+				}
+				most[h.Name+" records"] = max(most[h.Name+" records"], own)
+				most[h.Name+" driver"] = max(most[h.Name+" driver"], len(h.Held()))
+			}
+			select {
+			case <-stop:
+				sampled <- most
+				return
+			case <-time.After(25 * time.Millisecond):
+			}
+		}
+	}()
 	var wg sync.WaitGroup
 	for i := range claims {
 		wg.Add(1)
@@ -95,9 +120,16 @@ func TestClaimStormNeverOvercommits(t *testing.T) {
 			assert.Equal(c, want, h.Count()[types.ClaimBound], "bound as seen from %s", h.Name)
 		}
 	}, 3*time.Minute, 100*time.Millisecond) {
+		close(stop)
 		f.Dump(t)
 		t.FailNow()
 	}
+	close(stop)
+	most := <-sampled
+	for what, n := range most {
+		assert.LessOrEqual(t, n, perNode, "most machines ever seen in %s", what)
+	}
+	assert.Len(t, most, 2*nodes)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Empty(c, f.Audit(func(string) int { return perNode }))
 	}, 10*time.Second, 50*time.Millisecond)
