@@ -43,7 +43,9 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 	machine := m[1]
 	lat, err := time.ParseDuration(m[2])
 	require.NoError(t, err)
-	assert.Positive(t, lat, "claim->Bound latency from the claim's phase times")
+	// Issue 2's acceptance: "reaches Bound in well under a second" (it takes
+	// a few milliseconds; the margin is for a loaded CI machine).
+	assert.Less(t, lat, time.Second, "claim->Bound latency from the claim's phase times")
 	t.Logf("claim bound in %s (hf-cli round trip %s)", lat, elapsed)
 
 	list := n.mustCLI("machine", "list")
