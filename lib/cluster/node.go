@@ -152,7 +152,7 @@ func New(cfg Config, log *slog.Logger, st *store.Store, instances []Instance, pe
 		reportQ:   make(chan struct{}, 1),
 		memberQ:   make(chan struct{}, 1),
 		setQ:      make(chan struct{}, 1),
-		pool:      pool{takes: map[string]string{}, onDemand: map[string]string{}, capped: map[string]string{}},
+		pool:      pool{takes: map[string]string{}, onDemand: map[string]string{}, capped: map[string]string{}, waiting: map[string]bool{}},
 		busy:      map[string]bool{},
 		metrics:   newMetrics(),
 	}

@@ -18,13 +18,15 @@ import (
 const LabelProvisionFor = "hf/provision-for"
 
 // pool holds the takes this node (as elector) has asked for (claim ->
-// machine), the OnDemand set chosen for claims it elects (claim -> set) and
-// the environment caps of claims it elects (claim -> capKey).
+// machine), the OnDemand set chosen for claims it elects (claim -> set), the
+// environment caps of claims it elects (claim -> capKey) and the claims it
+// made wait for a set.
 type pool struct {
 	mu       sync.Mutex
 	takes    map[string]string
 	onDemand map[string]string
 	capped   map[string]string
+	waiting  map[string]bool
 }
 
 // onDemandSet is the OnDemand set chosen for a claim, if any.
@@ -94,6 +96,9 @@ func (n *Node) routeClaim(c *types.MachineClaim) {
 		}
 	case scheduler.BindWait:
 		if elector {
+			n.pool.mu.Lock()
+			n.pool.waiting[name] = true
+			n.pool.mu.Unlock()
 			n.setWaiting(name, d.Reason)
 		}
 	case scheduler.BindOnDemand:
@@ -119,8 +124,8 @@ func (n *Node) bindDecision(c *types.MachineClaim, elector bool) (d scheduler.Bi
 		return d, false
 	}
 	sets, err := store.List[types.MachineSet](n.st, types.KindMachineSet)
-	if err != nil || len(sets) == 0 {
-		return d, false
+	if err != nil || (len(sets) == 0 && c.Spec.BindStrategy != types.BindRequireMachineSets) {
+		return d, false // (a claim that requires sets waits for one, below)
 	}
 	if !elector && !slices.ContainsFunc(sets, func(s *types.MachineSet) bool {
 		return s.Spec.ProvisioningStrategy == types.ProvisionOnDemand

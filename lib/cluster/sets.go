@@ -124,7 +124,10 @@ func (n *Node) reviewWaiting() {
 			capped[capKey(e.Metadata.Name, t)] = true
 		}
 	}
-	if len(sets) == 0 && len(capped) == 0 {
+	n.pool.mu.Lock()
+	waiting := len(n.pool.waiting) > 0
+	n.pool.mu.Unlock()
+	if len(sets) == 0 && len(capped) == 0 && !waiting {
 		return
 	}
 	claims, err := store.List[types.MachineClaim](n.st, types.KindMachineClaim)
@@ -134,6 +137,9 @@ func (n *Node) reviewWaiting() {
 	now := n.cfg.Now()
 	for _, c := range claims {
 		if !requested(c) || c.Status.Node != "" {
+			n.pool.mu.Lock()
+			delete(n.pool.waiting, c.Metadata.Name)
+			n.pool.mu.Unlock()
 			continue
 		}
 		waits := c.Spec.BindStrategy == types.BindRequireMachineSets || capped[capKey(c.Spec.Environment, c.Spec.MachineTemplate)]

@@ -139,3 +139,24 @@ func TestMachineActivity(t *testing.T) {
 	})
 	assert.Equal(t, map[string]time.Time{"m1": now, "m2": seen, "m3": now.Add(-time.Minute)}, got)
 }
+
+// A claim that requires machine sets waits when there is none at all (it used
+// to be elected directly), says why, and fails at its bind timeout.
+func TestRequiredSetsWithoutAnySetWait(t *testing.T) {
+	tn := newTestNode(t, "n1", `{"cpus": 4, "ram_gb": 8}`)
+	tn.put(template("small", 1, 1, `{}`))
+	c := claim("c1", "small", 1500*time.Millisecond)
+	c.Spec.BindStrategy = types.BindRequireMachineSets
+	c.Spec.MachineSets = []string{"pool"}
+	tn.put(c)
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		got := tn.claim("c1")
+		assert.Equal(ct, types.ClaimRequested, got.Status.Phase)
+		assert.Contains(ct, got.Status.Reason, "machine set pool does not exist")
+	}, 5*time.Second, 10*time.Millisecond)
+	got := tn.waitPhase("c1", types.ClaimFailed)
+	assert.Contains(t, got.Status.Reason, "bind timeout")
+	assert.Contains(t, got.Status.Reason, "machine set pool does not exist")
+	assert.Empty(t, tn.machines())
+	assert.Equal(t, 0, testdriver.Held(tn.drv))
+}

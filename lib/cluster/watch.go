@@ -179,6 +179,7 @@ func (n *Node) onClaimGone(name string) {
 	n.pool.mu.Lock()
 	delete(n.pool.onDemand, name)
 	delete(n.pool.capped, name)
+	delete(n.pool.waiting, name)
 	n.pool.mu.Unlock()
 	n.elect.Push(electEvent{in: scheduler.ClaimGone{Claim: name}})
 	for _, e := range n.ledger.byClaim(name) {
