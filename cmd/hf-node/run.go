@@ -88,7 +88,7 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 
 	st, err := store.Open(store.Config{
 		Dir: filepath.Join(cfg.DataDir, "store"), NodeID: name,
-		GCInterval: cfg.Store.GCInterval, TombstoneTTL: cfg.Store.TombstoneTTL,
+		GCInterval: cfg.Store.GCInterval, TombstoneTTL: cfg.Store.TombstoneTTL, SyncWrites: cfg.Store.SyncWrites,
 	}, log)
 	if err != nil {
 		return err

@@ -163,7 +163,7 @@ func TestLoadFileRoundTrip(t *testing.T) {
 			PoolMaxAge:         3 * time.Hour,
 			ActivityResolution: 30 * time.Second,
 		},
-		Store: config.StoreConfig{GCInterval: time.Hour, TombstoneTTL: 48 * time.Hour},
+		Store: config.StoreConfig{GCInterval: time.Hour, TombstoneTTL: 48 * time.Hour, SyncWrites: true},
 		Drivers: []config.DriverConfig{
 			{Name: "test", Config: map[string]any{"cpus": 4, "ram_gb": 8}},
 			{Name: "docker", Instance: "docker/gpu", Config: map[string]any{"cpu_alter": -1, "Images_Path": "/x", "nested": map[string]any{"a.b": []any{1, "two"}}}},
