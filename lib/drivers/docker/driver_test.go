@@ -12,6 +12,7 @@ import (
 
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/drivers/docker/dockertest"
+	"github.com/hf-fleet/hf/lib/drivers/drivertest"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -132,58 +133,32 @@ func TestActivity(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	d := f.driver(t, "node-a", "docker", nil)
-	res := types.Resources{CPU: 0.5, RAMGB: 0.125}
-	idle, err := d.Allocate(t.Context(), f.template("idle", res, map[string]any{"entrypoint": []string{"/bin/sh", "-c"}, "command": []string{"trap 'exit 0' TERM; sleep 2147483647 & wait"}}), nil)
-	require.NoError(t, err)
-	deallocateLater(t, d, idle)
-	busy, err := d.Allocate(t.Context(), f.template("busy", res, map[string]any{"entrypoint": []string{"/bin/sh", "-c"}, "command": []string{"trap 'exit 0' TERM; while :; do :; done"}}), nil)
-	require.NoError(t, err)
-	deallocateLater(t, d, busy)
-
-	read := func(r *types.Resource) uint64 {
-		t.Helper()
-		n, err := d.Activity(t.Context(), r)
-		require.NoError(t, err)
-		return n
-	}
-	idle0, busy0 := read(idle), read(busy)
-	require.Eventually(t, func() bool { return read(busy) >= busy0+100_000_000 }, 30*time.Second, 100*time.Millisecond,
-		"a busy loop's CPU time grows")
-	idle1 := read(idle)
-	t.Logf("cpu ns: idle %d, busy %d", idle1-idle0, read(busy)-busy0)
-	assert.Less(t, idle1-idle0, uint64(10_000_000), "a sleeping container burns next to nothing")
-
-	require.NoError(t, d.Deallocate(t.Context(), busy))
-	_, err = d.Activity(t.Context(), busy)
-	assert.ErrorIs(t, err, drivers.ErrNotFound)
+	idle := f.allocateShell(t, d, "idle", "trap 'exit 0' TERM; sleep 2147483647 & wait")
+	busy := f.allocateShell(t, d, "busy", "trap 'exit 0' TERM; while :; do :; done")
+	drivertest.CheckActivity(t, d, d, idle, busy)
 }
 
-// TestPauseResume: the engine shows the container paused and running again;
-// both are idempotent, and a paused container is still removed cleanly.
+// TestPauseResume: the engine shows the container paused and running again,
+// its CPU time stands still while paused, and a paused container is still
+// removed at once and completely.
 func TestPauseResume(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	d := f.driver(t, "node-a", "docker", nil)
-	r, err := d.Allocate(t.Context(), f.template("nap", types.Resources{CPU: 0.25, RAMGB: 0.125},
-		map[string]any{"entrypoint": []string{"/bin/sh", "-c"}, "command": []string{"trap 'exit 0' TERM; sleep 2147483647 & wait"}}), nil)
+	r := f.allocateShell(t, d, "nap", "trap 'exit 0' TERM; while :; do :; done")
+	drivertest.CheckPauseResume(t, d, r, func(want bool) {
+		assert.Equal(t, want, f.inspect(t, r.ID).State.Paused, "the engine's view")
+	})
+	f.assertNothingLeft(t)
+}
+
+// allocateShell allocates a container of half a CPU that runs script with
+// /bin/sh -c, removed when the test ends.
+func (f *fixture) allocateShell(t *testing.T, d *Driver, name, script string) *types.Resource {
+	t.Helper()
+	r, err := d.Allocate(t.Context(), f.template(name, types.Resources{CPU: 0.5, RAMGB: 0.125},
+		map[string]any{"entrypoint": []string{"/bin/sh", "-c"}, "command": []string{script}}), nil)
 	require.NoError(t, err)
 	deallocateLater(t, d, r)
-
-	require.NoError(t, d.Pause(t.Context(), r))
-	require.NoError(t, d.Pause(t.Context(), r))
-	assert.True(t, f.inspect(t, r.ID).State.Paused)
-	phase, err := d.Status(t.Context(), r)
-	require.NoError(t, err)
-	assert.Equal(t, types.MachineRunning, phase, "a paused machine is still held and running")
-
-	require.NoError(t, d.Resume(t.Context(), r))
-	require.NoError(t, d.Resume(t.Context(), r))
-	assert.False(t, f.inspect(t, r.ID).State.Paused)
-
-	require.NoError(t, d.Pause(t.Context(), r))
-	start := time.Now()
-	require.NoError(t, d.Deallocate(t.Context(), r))
-	t.Logf("deallocate of a paused container took %s", time.Since(start))
-	f.assertNothingLeft(t)
-	assert.ErrorIs(t, d.Pause(t.Context(), r), drivers.ErrNotFound)
+	return r
 }

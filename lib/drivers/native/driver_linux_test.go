@@ -204,56 +204,43 @@ func waitPhase(t *testing.T, d *Driver, r *types.Resource, want types.MachinePha
 }
 
 func TestEntryExitStatus(t *testing.T) {
-	for _, mode := range []struct {
-		name  string
-		root  bool
-		extra map[string]any
-	}{
-		{"privileged", true, nil},
-		{"unprivileged", false, map[string]any{"unprivileged": true}},
-	} {
-		t.Run(mode.name, func(t *testing.T) {
-			if mode.root {
-				needRoot(t)
-			}
-			h := newTestHost(t)
-			d := h.driver(t, t.TempDir(), mode.extra)
-			for _, tc := range []struct {
-				entry string
-				want  types.MachinePhase
-				exit  string
-			}{
-				{"exit 0", types.MachineTerminated, "exit status 0"},
-				{"exit 3", types.MachineFailed, "exit status 3"},
-				{"kill -KILL $$", types.MachineFailed, "killed by signal killed"},
-				// The entry ends, but a process it started lives on.
-				{"sleep 600 & exit 0", types.MachineRunning, ""},
-			} {
-				t.Run(tc.entry, func(t *testing.T) {
-					r, err := d.Allocate(t.Context(), machineTemplate("exit", TemplateConfig{Entry: tc.entry}), nil)
+	inModes(t, func(t *testing.T, h *testHost, extra map[string]any) {
+		d := h.driver(t, t.TempDir(), extra)
+		for _, tc := range []struct {
+			entry string
+			want  types.MachinePhase
+			exit  string
+		}{
+			{"exit 0", types.MachineTerminated, "exit status 0"},
+			{"exit 3", types.MachineFailed, "exit status 3"},
+			{"kill -KILL $$", types.MachineFailed, "killed by signal killed"},
+			// The entry ends, but a process it started lives on.
+			{"sleep 600 & exit 0", types.MachineRunning, ""},
+		} {
+			t.Run(tc.entry, func(t *testing.T) {
+				r, err := d.Allocate(t.Context(), machineTemplate("exit", TemplateConfig{Entry: tc.entry}), nil)
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = d.Deallocate(context.Background(), r) })
+				waitPhase(t, d, r, tc.want)
+				if tc.exit != "" {
+					list, err := d.List(t.Context())
 					require.NoError(t, err)
-					t.Cleanup(func() { _ = d.Deallocate(context.Background(), r) })
-					waitPhase(t, d, r, tc.want)
-					if tc.exit != "" {
-						list, err := d.List(t.Context())
-						require.NoError(t, err)
-						require.Len(t, list, 1)
-						assert.Equal(t, tc.exit, machineOf(t, list[0]).Exit)
-						// The exit status is in the state file: a restarted
-						// driver reports the same phase.
-						again := h.driver(t, d.env.DataDir, mode.extra)
-						phase, err := again.Status(t.Context(), r)
-						require.NoError(t, err)
-						assert.Equal(t, tc.want, phase)
-					}
-					require.NoError(t, d.Deallocate(t.Context(), r))
-					_, err = d.Status(t.Context(), r)
-					assert.ErrorIs(t, err, drivers.ErrNotFound)
-					h.checkGone(t, *r)
-				})
-			}
-		})
-	}
+					require.Len(t, list, 1)
+					assert.Equal(t, tc.exit, machineOf(t, list[0]).Exit)
+					// The exit status is in the state file: a restarted
+					// driver reports the same phase.
+					again := h.driver(t, d.env.DataDir, extra)
+					phase, err := again.Status(t.Context(), r)
+					require.NoError(t, err)
+					assert.Equal(t, tc.want, phase)
+				}
+				require.NoError(t, d.Deallocate(t.Context(), r))
+				_, err = d.Status(t.Context(), r)
+				assert.ErrorIs(t, err, drivers.ErrNotFound)
+				h.checkGone(t, *r)
+			})
+		}
+	})
 }
 
 func TestEntryEnvironment(t *testing.T) {
@@ -545,52 +532,40 @@ func TestCorruptState(t *testing.T) {
 // TestActivity: the machine's CPU time grows while its entry is busy and
 // stands still while it sleeps; a released machine is ErrNotFound.
 func TestActivity(t *testing.T) {
-	for _, mode := range []struct {
-		name  string
-		root  bool
-		extra map[string]any
-	}{
-		{"privileged", true, nil},
-		{"unprivileged", false, map[string]any{"unprivileged": true}},
-	} {
-		t.Run(mode.name, func(t *testing.T) {
-			if mode.root {
-				needRoot(t)
-			}
-			h := newTestHost(t)
-			d := h.driver(t, t.TempDir(), mode.extra)
-			idle, err := d.Allocate(t.Context(), machineTemplate("idle", TemplateConfig{Entry: "exec sleep 600"}), nil)
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = d.Deallocate(context.Background(), idle) })
-			busy, err := d.Allocate(t.Context(), machineTemplate("busy", TemplateConfig{Entry: "while :; do :; done"}), nil)
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = d.Deallocate(context.Background(), busy) })
-
-			read := func(r *types.Resource) uint64 {
-				t.Helper()
-				n, err := d.Activity(t.Context(), r)
-				require.NoError(t, err)
-				return n
-			}
-			idle0, busy0 := read(idle), read(busy)
-			require.Eventually(t, func() bool { return read(busy) >= busy0+100_000_000 }, 30*time.Second, 100*time.Millisecond,
-				"a busy loop's CPU time grows")
-			idle1 := read(idle)
-			t.Logf("cpu ns: idle %d, busy %d", idle1-idle0, read(busy)-busy0)
-			assert.Less(t, idle1-idle0, uint64(10_000_000), "a sleeping entry burns next to nothing")
-
-			require.NoError(t, d.Deallocate(t.Context(), busy))
-			_, err = d.Activity(t.Context(), busy)
-			assert.ErrorIs(t, err, drivers.ErrNotFound)
-			h.checkGone(t, *busy)
-		})
-	}
+	inModes(t, func(t *testing.T, h *testHost, extra map[string]any) {
+		d := h.driver(t, t.TempDir(), extra)
+		idle := allocateEntry(t, d, "idle", "exec sleep 600")
+		busy := allocateEntry(t, d, "busy", "while :; do :; done")
+		drivertest.CheckActivity(t, d, d, idle, busy)
+		h.checkGone(t, *busy)
+	})
 }
 
 // TestPauseResume: a paused machine's processes are stopped (its CPU time
 // stands still) and run again after Resume; a paused machine is still
-// released at once and completely.
+// released at once (no SIGKILL grace) and completely.
 func TestPauseResume(t *testing.T) {
+	inModes(t, func(t *testing.T, h *testHost, extra map[string]any) {
+		d := h.driver(t, t.TempDir(), extra)
+		r := allocateEntry(t, d, "busy", "sh -c 'while :; do :; done' & while :; do :; done")
+		drivertest.CheckPauseResume(t, d, r, nil)
+		h.checkGone(t, *r)
+	})
+}
+
+// allocateEntry allocates a machine running entry, released when the test ends.
+func allocateEntry(t *testing.T, d *Driver, name, entry string) *types.Resource {
+	t.Helper()
+	r, err := d.Allocate(t.Context(), machineTemplate(name, TemplateConfig{Entry: entry}), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Deallocate(context.Background(), r) })
+	return r
+}
+
+// inModes runs fn as a subtest in each mode of the driver: privileged (as
+// root; skipped elsewhere, failing under CI) and unprivileged, with the extra
+// driver config of the mode.
+func inModes(t *testing.T, fn func(t *testing.T, h *testHost, extra map[string]any)) {
 	for _, mode := range []struct {
 		name  string
 		root  bool
@@ -603,38 +578,7 @@ func TestPauseResume(t *testing.T) {
 			if mode.root {
 				needRoot(t)
 			}
-			h := newTestHost(t)
-			d := h.driver(t, t.TempDir(), mode.extra)
-			r, err := d.Allocate(t.Context(), machineTemplate("busy", TemplateConfig{Entry: "sh -c 'while :; do :; done' & while :; do :; done"}), nil)
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = d.Deallocate(context.Background(), r) })
-			cpu := func() uint64 {
-				t.Helper()
-				n, err := d.Activity(t.Context(), r)
-				require.NoError(t, err)
-				return n
-			}
-
-			require.NoError(t, d.Pause(t.Context(), r))
-			require.NoError(t, d.Pause(t.Context(), r))
-			phase, err := d.Status(t.Context(), r)
-			require.NoError(t, err)
-			assert.Equal(t, types.MachineRunning, phase, "a paused machine is still held")
-			a := cpu()
-			time.Sleep(500 * time.Millisecond)
-			assert.Equal(t, a, cpu(), "no CPU time while paused")
-
-			require.NoError(t, d.Resume(t.Context(), r))
-			b := cpu()
-			require.Eventually(t, func() bool { return cpu() > b+50_000_000 }, 30*time.Second, 50*time.Millisecond,
-				"running again after Resume")
-
-			require.NoError(t, d.Pause(t.Context(), r))
-			start := time.Now()
-			require.NoError(t, d.Deallocate(t.Context(), r))
-			assert.Less(t, time.Since(start), 5*time.Second, "a paused machine needs no SIGKILL grace")
-			h.checkGone(t, *r)
-			assert.ErrorIs(t, d.Pause(t.Context(), r), drivers.ErrNotFound)
+			fn(t, newTestHost(t), mode.extra)
 		})
 	}
 }
