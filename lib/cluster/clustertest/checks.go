@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"sort"
 	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/hf-fleet/hf/lib/cluster/member"
 	"github.com/hf-fleet/hf/lib/cluster/member/membertest"
@@ -131,3 +134,45 @@ func (f *Fleet) Dump(t testing.TB) {
 
 // ownerOf is the rendezvous owner of a duty key among members.
 func ownerOf(key string, members []string) string { return scheduler.Owner(key, members) }
+
+// WaitEverywhere waits until every running host's store has kind/name.
+func (f *Fleet) WaitEverywhere(kind, name string) {
+	f.T.Helper()
+	require.Eventually(f.T, func() bool {
+		for _, h := range f.Up() {
+			if _, err := h.Store.Get(kind, name); err != nil {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Second, 10*time.Millisecond, "%s/%s did not reach every host", kind, name)
+}
+
+// Peak calls measure on each host running now, every interval, until the
+// function it returns is called; that returns the largest value seen for each
+// key of measure's answers. For "never above" checks while the fleet works;
+// the hosts must not be restarted meanwhile.
+func (f *Fleet) Peak(every time.Duration, measure func(h *Host) map[string]int) func() map[string]int {
+	hosts := f.Up()
+	stop, result := make(chan struct{}), make(chan map[string]int, 1)
+	go func() {
+		most := map[string]int{}
+		for {
+			for _, h := range hosts {
+				for k, v := range measure(h) {
+					most[k] = max(most[k], v)
+				}
+			}
+			select {
+			case <-stop:
+				result <- most
+				return
+			case <-time.After(every):
+			}
+		}
+	}()
+	return func() map[string]int {
+		close(stop)
+		return <-result
+	}
+}

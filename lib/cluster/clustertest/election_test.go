@@ -72,39 +72,18 @@ func TestClaimStormNeverOvercommits(t *testing.T) {
 	const nodes, perNode, claims = 5, 50, 300
 	f := Start(t, nodes, Options{Driver: fmt.Sprintf(`{"cpus": %d, "ram_gb": 1000}`, perNode)})
 	f.Put(0, Template("one", 1, 1))
-	require.Eventually(t, func() bool {
-		for _, h := range f.Up() {
-			if _, err := h.Store.Get(types.KindMachineTemplate, "one"); err != nil {
-				return false
-			}
-		}
-		return true
-	}, 5*time.Second, 10*time.Millisecond)
+	f.WaitEverywhere(types.KindMachineTemplate, "one")
 	// "Never above its capacity": sampled all through the storm, from each
 	// node's own records (its live machines) and its driver's holdings.
-	stop := make(chan struct{})
-	sampled := make(chan map[string]int, 1)
-	go func() {
-		most := map[string]int{}
-		for {
-			for _, h := range f.Up() {
-				own := 0
-				for _, m := range h.Machines() {
-					if m.Spec.Node == h.Name && m.Live() {
-						own++
-					}
-				}
-				most[h.Name+" records"] = max(most[h.Name+" records"], own)
-				most[h.Name+" driver"] = max(most[h.Name+" driver"], len(h.Held()))
-			}
-			select {
-			case <-stop:
-				sampled <- most
-				return
-			case <-time.After(25 * time.Millisecond):
+	peak := f.Peak(25*time.Millisecond, func(h *Host) map[string]int {
+		own := 0
+		for _, m := range h.Machines() {
+			if m.Spec.Node == h.Name && m.Live() {
+				own++
 			}
 		}
-	}()
+		return map[string]int{h.Name + " records": own, h.Name + " driver": len(h.Held())}
+	})
 	var wg sync.WaitGroup
 	for i := range claims {
 		wg.Add(1)
@@ -120,12 +99,11 @@ func TestClaimStormNeverOvercommits(t *testing.T) {
 			assert.Equal(c, want, h.Count()[types.ClaimBound], "bound as seen from %s", h.Name)
 		}
 	}, 3*time.Minute, 100*time.Millisecond) {
-		close(stop)
+		peak()
 		f.Dump(t)
 		t.FailNow()
 	}
-	close(stop)
-	most := <-sampled
+	most := peak()
 	for what, n := range most {
 		assert.LessOrEqual(t, n, perNode, "most machines ever seen in %s", what)
 	}

@@ -254,10 +254,7 @@ func TestOnDemandSet(t *testing.T) {
 	od := machineSet("od", "one", 0, 2)
 	od.Spec.ProvisioningStrategy = types.ProvisionOnDemand
 	f.Put(0, od)
-	require.Eventually(t, func() bool {
-		_, err := f.Hosts[1].Store.Get(types.KindMachineSet, "od")
-		return err == nil
-	}, 5*time.Second, 10*time.Millisecond)
+	f.WaitEverywhere(types.KindMachineSet, "od")
 	claimFor := func(name string) *types.MachineClaim {
 		c := Claim(name, "one", time.Minute)
 		c.Spec.BindStrategy = types.BindRequireMachineSets
@@ -356,62 +353,43 @@ func TestPoolIdleReaping(t *testing.T) {
 // An OnDemand set's maxProvisioned holds cluster-wide when claims for it race
 // through every node: its owner elects them all and counts the ones under way.
 func TestOnDemandMaxHoldsUnderConcurrentClaims(t *testing.T) {
-	const limit, claims = 3, 12
+	const limit = 3
 	f := Start(t, 3, Options{Driver: `{"cpus": 100, "ram_gb": 1000, "delay": "100ms"}`})
 	f.Put(0, Template("one", 1, 1))
 	od := machineSet("od", "one", 0, limit)
 	od.Spec.ProvisioningStrategy = types.ProvisionOnDemand
 	f.Put(0, od)
-	require.Eventually(t, func() bool {
-		for _, h := range f.Up() {
-			if _, err := h.Store.Get(types.KindMachineSet, "od"); err != nil {
-				return false
-			}
-		}
-		return true
-	}, 5*time.Second, 10*time.Millisecond)
+	f.WaitEverywhere(types.KindMachineSet, "od")
+	capHolds(t, f, limit, 12, func(i int) *types.MachineClaim {
+		c := Claim(fmt.Sprintf("d%02d", i), "one", time.Minute)
+		c.Spec.BindStrategy = types.BindRequireMachineSets
+		c.Spec.MachineSets = []string{"od"}
+		return c
+	}, func(h *Host) int {
+		p, _ := poolCounts(h, "od")
+		return p
+	})
+}
 
-	stop := make(chan struct{})
-	peak := make(chan int, 1)
-	go func() {
-		most := 0
-		for {
-			for _, h := range f.Up() {
-				p, _ := poolCounts(h, "od")
-				most = max(most, p)
-			}
-			select {
-			case <-stop:
-				peak <- most
-				return
-			case <-time.After(5 * time.Millisecond):
-			}
-		}
-	}()
+// capHolds is the shared check of a cluster-wide cap of limit machines:
+// claims made by newClaim race through every host; exactly limit bind and no
+// more, and the live machines that inCap counts never pass limit on any host
+// (sampled all along); when a bound claim goes, exactly one more binds.
+func capHolds(t *testing.T, f *Fleet, limit, claims int, newClaim func(i int) *types.MachineClaim, inCap func(h *Host) int) {
+	t.Helper()
+	peak := f.Peak(5*time.Millisecond, func(h *Host) map[string]int { return map[string]int{"": inCap(h)} })
 	var wg sync.WaitGroup
 	for i := range claims {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := Claim(fmt.Sprintf("d%02d", i), "one", time.Minute)
-			c.Spec.BindStrategy = types.BindRequireMachineSets
-			c.Spec.MachineSets = []string{"od"}
-			f.Put(i%3, c)
+			f.Put(i%len(f.Hosts), newClaim(i))
 		}()
 	}
 	wg.Wait()
-	bound := func() (n int) {
-		for _, c := range f.Hosts[0].Claims() {
-			if c.Status.Phase == types.ClaimBound {
-				n++
-			}
-		}
-		return n
-	}
-	require.Eventually(t, func() bool { return bound() == limit }, 15*time.Second, 20*time.Millisecond)
-	// Nothing more binds while the set is full.
-	require.Never(t, func() bool { return bound() > limit }, time.Second, 20*time.Millisecond)
-	// One ends: exactly one more binds, still within the set.
+	bound := func(h *Host) int { return h.Count()[types.ClaimBound] }
+	require.Eventually(t, func() bool { return bound(f.Hosts[0]) == limit }, 15*time.Second, 20*time.Millisecond)
+	require.Never(t, func() bool { return bound(f.Hosts[0]) > limit }, time.Second, 20*time.Millisecond, "nothing more binds at the cap")
 	for name, c := range f.Hosts[0].Claims() {
 		if c.Status.Phase == types.ClaimBound {
 			_, err := f.Hosts[0].Store.Delete(types.KindMachineClaim, name, types.Version{})
@@ -420,16 +398,10 @@ func TestOnDemandMaxHoldsUnderConcurrentClaims(t *testing.T) {
 		}
 	}
 	require.Eventually(t, func() bool {
-		n := 0
-		for _, c := range f.Hosts[1].Claims() {
-			if c.Status.Phase == types.ClaimBound {
-				n++
-			}
-		}
-		return n == limit && len(f.Hosts[1].Claims()) == claims-1
-	}, 15*time.Second, 20*time.Millisecond)
-	close(stop)
-	assert.LessOrEqual(t, <-peak, limit, "live machines of the OnDemand set seen at once")
+		p := f.Hosts[1].Count()
+		return p[types.ClaimBound] == limit && p[types.ClaimRequested] == claims-1-limit
+	}, 15*time.Second, 20*time.Millisecond, "one bound claim went: exactly one more binds")
+	assert.LessOrEqual(t, peak()[""], limit, "live machines under the cap seen at once")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Empty(c, f.Audit(nil))
 	}, 10*time.Second, 50*time.Millisecond)
@@ -446,14 +418,7 @@ func TestOnDemandClaimHandedBackIsElectedAgain(t *testing.T) {
 	od := machineSet("od", "one", 0, 6)
 	od.Spec.ProvisioningStrategy = types.ProvisionOnDemand
 	f.Put(0, od)
-	require.Eventually(t, func() bool {
-		for _, h := range f.Up() {
-			if _, err := h.Store.Get(types.KindMachineSet, "od"); err != nil {
-				return false
-			}
-		}
-		return true
-	}, 5*time.Second, 10*time.Millisecond)
+	f.WaitEverywhere(types.KindMachineSet, "od")
 	for i := range 6 {
 		c := Claim(fmt.Sprintf("h%d", i), "one", time.Minute)
 		c.Spec.BindStrategy = types.BindRequireMachineSets
