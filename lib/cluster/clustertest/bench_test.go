@@ -3,13 +3,13 @@ package clustertest
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/stats"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -57,23 +57,15 @@ func (w *boundWatch) wait(name string) <-chan struct{} {
 	return ch
 }
 
-func pct(ds []time.Duration, p float64) float64 {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return float64(s[min(len(s)-1, int(float64(len(s))*p))].Microseconds()) / 1000
+// pctMS is the p-th percentile of ds in milliseconds.
+func pctMS(ds []time.Duration, p float64) float64 {
+	return float64(stats.Percentile(ds, p).Microseconds()) / 1000
 }
 
 func benchFleet(b *testing.B, nodes int) *Fleet {
 	f := Start(b, nodes, Options{Driver: `{"cpus": 1000000, "ram_gb": 1000000}`})
 	f.Put(0, Template("one", 1, 1))
-	require.Eventually(b, func() bool {
-		for _, h := range f.Up() {
-			if _, err := h.Store.Get(types.KindMachineTemplate, "one"); err != nil {
-				return false
-			}
-		}
-		return true
-	}, 10*time.Second, 10*time.Millisecond)
+	f.WaitEverywhere(types.KindMachineTemplate, "one")
 	return f
 }
 
@@ -85,8 +77,8 @@ func BenchmarkClaimBoundLatency(b *testing.B) {
 		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
 			f := benchFleet(b, nodes)
 			lat := measureBound(b, f, "l")
-			b.ReportMetric(pct(lat, 0.5), "p50-ms")
-			b.ReportMetric(pct(lat, 0.99), "p99-ms")
+			b.ReportMetric(pctMS(lat, 50), "p50-ms")
+			b.ReportMetric(pctMS(lat, 99), "p99-ms")
 		})
 	}
 }
@@ -161,8 +153,8 @@ func BenchmarkPoolBindLatency(b *testing.B) {
 			}
 		}
 	}
-	b.ReportMetric(pct(lat, 0.5), "p50-ms")
-	b.ReportMetric(pct(lat, 0.99), "p99-ms")
+	b.ReportMetric(pctMS(lat, 50), "p50-ms")
+	b.ReportMetric(pctMS(lat, 99), "p99-ms")
 	b.ReportMetric(float64(pooled)/float64(b.N), "from-pool")
 }
 

@@ -3,7 +3,6 @@ package member_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/hf-fleet/hf/lib/cluster/member"
 	"github.com/hf-fleet/hf/lib/cluster/member/membertest"
+	"github.com/hf-fleet/hf/lib/stats"
 	"github.com/hf-fleet/hf/lib/store"
 )
 
@@ -32,15 +32,6 @@ func benchConfig() member.Config {
 // benchOptions are the cluster options of the benchmarks.
 func benchOptions() membertest.Options {
 	return membertest.Options{Config: benchConfig(), InMemory: true, Settle: time.Minute}
-}
-
-// percentile returns the p-th percentile (0..100) of sorted durations.
-func percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(float64(len(sorted)-1) * p / 100)
-	return sorted[i]
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -85,9 +76,8 @@ func BenchmarkReplication(b *testing.B) {
 				lat = append(lat, time.Since(start))
 			}
 			b.StopTimer()
-			slices.Sort(lat)
-			b.ReportMetric(ms(percentile(lat, 50)), "p50-ms")
-			b.ReportMetric(ms(percentile(lat, 99)), "p99-ms")
+			b.ReportMetric(ms(stats.Percentile(lat, 50)), "p50-ms")
+			b.ReportMetric(ms(stats.Percentile(lat, 99)), "p99-ms")
 			b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
 		})
 	}
@@ -121,7 +111,6 @@ func BenchmarkAntiEntropyCatchUp(b *testing.B) {
 		b.StartTimer()
 	}
 	b.StopTimer()
-	slices.Sort(took)
-	b.ReportMetric(ms(percentile(took, 50)), "catchup-ms")
-	b.ReportMetric(objects/percentile(took, 50).Seconds(), "records/s")
+	b.ReportMetric(ms(stats.Percentile(took, 50)), "catchup-ms")
+	b.ReportMetric(objects/stats.Percentile(took, 50).Seconds(), "records/s")
 }

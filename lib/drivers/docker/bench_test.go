@@ -2,10 +2,10 @@ package docker
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
+	"github.com/hf-fleet/hf/lib/stats"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -41,21 +41,11 @@ func BenchmarkAllocateRunning(b *testing.B) {
 				}
 				b.StartTimer()
 			}
-			slices.Sort(lat)
-			p50, p99 := percentile(lat, 50), percentile(lat, 99)
+			p50, p99 := stats.Percentile(lat, 50), stats.Percentile(lat, 99)
 			b.ReportMetric(float64(p50.Microseconds())/1000, "p50-ms")
 			b.ReportMetric(float64(p99.Microseconds())/1000, "p99-ms")
 			b.Logf("claim->Running (docker, local image, %s): n=%d p50=%s p99=%s", bc.name, len(lat),
 				p50.Round(time.Millisecond), p99.Round(time.Millisecond))
 		})
 	}
-}
-
-// percentile returns the p-th percentile of sorted durations (nearest rank).
-func percentile(sorted []time.Duration, p int) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := (len(sorted)*p + 99) / 100
-	return sorted[max(0, min(len(sorted)-1, i-1))]
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -14,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hf-fleet/hf/lib/client"
+	"github.com/hf-fleet/hf/lib/stats"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -291,21 +291,9 @@ func benchSummary(run, template string, claims []*types.MachineClaim, elapsed ti
 	if elapsed > 0 {
 		r.PerSecond = float64(r.Bound) / elapsed.Seconds()
 	}
-	slices.Sort(lat)
-	r.Latency = benchLatency{P50: percentile(lat, 0.50), P90: percentile(lat, 0.90), P99: percentile(lat, 0.99)}
-	if len(lat) > 0 {
-		r.Latency.Max = lat[len(lat)-1]
-	}
+	r.Latency = benchLatency{P50: stats.Percentile(lat, 50), P90: stats.Percentile(lat, 90),
+		P99: stats.Percentile(lat, 99), Max: stats.Percentile(lat, 100)}
 	return r
-}
-
-// percentile is the nearest-rank percentile of sorted values (0 when empty).
-func percentile(sorted []float64, p float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(p*float64(len(sorted))+0.999999) - 1
-	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
 func (f *Factory) printBench(r benchResult) error {

@@ -77,10 +77,3 @@ func TestBenchClaimsTimeout(t *testing.T) {
 	assert.Contains(t, r.err, "deleted 2 claims")
 	assert.Empty(t, c.srv.Objects(types.KindMachineClaim))
 }
-
-func TestPercentile(t *testing.T) {
-	assert.Equal(t, 0.0, percentile(nil, 0.5))
-	assert.Equal(t, 7.0, percentile([]float64{7}, 0.99))
-	assert.Equal(t, 2.0, percentile([]float64{1, 2, 3, 4}, 0.5))
-	assert.Equal(t, 4.0, percentile([]float64{1, 2, 3, 4}, 0.99))
-}
