@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/cluster/internal/metricstest"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -50,25 +51,7 @@ hf_node_machines{driver="test"} 1
 		"hf_claims", "hf_claims_bound_total", "hf_machines_released_total", "hf_node_machines"))
 	assert.Equal(t, 1, testutil.CollectAndCount(tn.node.Collector(), "hf_cluster_members"))
 	assert.Equal(t, 8, testutil.CollectAndCount(tn.node.Collector(), "hf_node_cpus", "hf_node_ram_gb"))
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			key := mf.GetName()
-			for _, l := range m.GetLabel() {
-				key += "," + l.GetName() + "=" + l.GetValue()
-			}
-			switch {
-			case m.GetGauge() != nil:
-				got[key] = m.GetGauge().GetValue()
-			case m.GetCounter() != nil:
-				got[key] = m.GetCounter().GetValue()
-			case m.GetHistogram() != nil:
-				got[key] = float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
+	got := metricstest.Values(t, tn.node.Collector())
 	assert.Equal(t, 1.0, got["hf_node_cpus,driver=test,kind=used"])
 	assert.Equal(t, 3.0, got["hf_node_cpus,driver=test,kind=free"])
 	assert.Equal(t, 2.0, got["hf_node_ram_gb,driver=test,kind=used"])

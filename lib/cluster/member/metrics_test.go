@@ -5,37 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/cluster/internal/metricstest"
 	"github.com/hf-fleet/hf/lib/cluster/member"
 	"github.com/hf-fleet/hf/lib/cluster/member/membertest"
 )
-
-// metricValues gathers m's metrics as name[,label=value...] -> value.
-func metricValues(t *testing.T, m *member.Member) map[string]float64 {
-	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(m.Collector()))
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		for _, x := range mf.GetMetric() {
-			key := mf.GetName()
-			for _, l := range x.GetLabel() {
-				key += "," + l.GetName() + "=" + l.GetValue()
-			}
-			if x.GetCounter() != nil {
-				out[key] = x.GetCounter().GetValue()
-			} else {
-				out[key] = x.GetGauge().GetValue()
-			}
-		}
-	}
-	return out
-}
 
 // TestMetrics: pushes count on the writer and applies on the others; a member
 // that was down catches up through anti-entropy, which its counters show.
@@ -46,11 +22,11 @@ func TestMetrics(t *testing.T) {
 	}
 	c.WaitConverged(5 * time.Second)
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
-		w := metricValues(t, c.Nodes[0].Member)
+		w := metricstest.Values(t, c.Nodes[0].Member.Collector())
 		assert.Equal(ct, 20.0, w["hf_replication_records_pushed_total"], "10 records to 2 peers")
 		assert.Equal(ct, 3.0, w["hf_gossip_members"])
 		for _, n := range c.Nodes[1:] {
-			r := metricValues(t, n.Member)
+			r := metricstest.Values(t, n.Member.Collector())
 			assert.GreaterOrEqual(ct, r["hf_replication_records_applied_total"], 10.0, n.Name)
 			assert.GreaterOrEqual(ct, r["hf_replication_records_received_total"], r["hf_replication_records_applied_total"], n.Name)
 		}
@@ -71,7 +47,7 @@ func TestMetrics(t *testing.T) {
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		var sent, repairedRounds float64
 		for _, n := range c.Nodes {
-			v := metricValues(t, n.Member)
+			v := metricstest.Values(t, n.Member.Collector())
 			sent += v["hf_anti_entropy_records_total,direction=sent"]
 			repairedRounds += v["hf_anti_entropy_rounds_total,result=repaired"]
 		}
