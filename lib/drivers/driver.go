@@ -78,6 +78,19 @@ type Env struct {
 	Log *slog.Logger
 }
 
+// Defaults fills what e leaves empty: the instance name (the driver type) and
+// the logger (a discarding one). Registry.New applies it; a driver's own
+// constructor does too, for tests that build drivers directly.
+func (e Env) Defaults(driverType string) Env {
+	if e.Instance == "" {
+		e.Instance = driverType
+	}
+	if e.Log == nil {
+		e.Log = slog.New(slog.DiscardHandler)
+	}
+	return e
+}
+
 // Factory builds an unprepared driver instance. It must not block or fail:
 // anything that can goes into Prepare.
 type Factory func(env Env) Driver

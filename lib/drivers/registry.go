@@ -3,7 +3,6 @@ package drivers
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -54,13 +53,7 @@ func (r *Registry) New(driverType string, env Env) (Driver, error) {
 		}
 		return nil, fmt.Errorf("%w %q (known: %s)", ErrUnknownType, driverType, list)
 	}
-	if env.Instance == "" {
-		env.Instance = driverType
-	}
-	if env.Log == nil {
-		env.Log = slog.New(slog.DiscardHandler)
-	}
-	d := f(env)
+	d := f(env.Defaults(driverType))
 	if d == nil {
 		return nil, fmt.Errorf("new driver %q: factory returned nil", driverType)
 	}

@@ -110,13 +110,8 @@ func New(env drivers.Env) drivers.Driver {
 }
 
 func newDriver(env drivers.Env) *Driver {
+	env = env.Defaults(Type)
 	log := env.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	if env.Instance == "" {
-		env.Instance = Type
-	}
 	return &Driver{
 		env:        env,
 		log:        log.With("driver", env.Instance),
