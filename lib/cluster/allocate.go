@@ -95,20 +95,7 @@ func (n *Node) allocate(ctx context.Context, name string) error {
 		// claim that provisioned it is done.
 		return n.joinPool(ctx, in, mach, claim, res, set)
 	}
-	if _, err := n.setMachine(name, func(m *types.Machine) {
-		m.Status.Phase = types.MachineRunning
-		m.Status.Resource = res
-		m.Status.MachineInformation = res.Info
-		m.Status.ConnectEndpoints = res.Endpoints
-		m.Status.Reason = ""
-		m.Status.PhaseTimes.Mark(string(types.MachineRunning), now)
-	}); err != nil {
-		// The record went away under us (deleted elsewhere): nothing may hold
-		// the resource, so give it back.
-		if derr := in.Driver.Deallocate(context.WithoutCancel(ctx), res); derr != nil {
-			n.log.Warn("deallocate orphan", "machine", name, "err", derr)
-		}
-		n.ledger.remove(name)
+	if err := n.runMachine(ctx, in, name, res, now, nil); err != nil {
 		return err
 	}
 	n.ledger.setPhase(name, types.MachineRunning, res)
@@ -134,6 +121,36 @@ func (n *Node) allocate(ctx context.Context, name string) error {
 	n.forgetFailures(mach.Spec.Claim)
 	n.log.Debug("claim bound", "claim", mach.Spec.Claim, "machine", name)
 	return nil
+}
+
+// runMachine records machine name Running with the resource its driver
+// holds (more, when not nil, changes the record further). When the record
+// went away meanwhile (deleted elsewhere) nothing may hold the resource, so
+// it is given back and the machine forgotten.
+func (n *Node) runMachine(ctx context.Context, in Instance, name string, res *types.Resource, now time.Time, more func(m *types.Machine)) error {
+	_, err := n.setMachine(name, func(m *types.Machine) {
+		showResource(m, res)
+		m.Status.PhaseTimes.Mark(string(types.MachineRunning), now)
+		if more != nil {
+			more(m)
+		}
+	})
+	if err != nil {
+		if derr := in.Driver.Deallocate(context.WithoutCancel(ctx), res); derr != nil {
+			n.log.Warn("deallocate orphan", "machine", name, "err", derr)
+		}
+		n.ledger.remove(name)
+	}
+	return err
+}
+
+// showResource makes m Running on res: the resource and what users see of it.
+func showResource(m *types.Machine, res *types.Resource) {
+	m.Status.Phase = types.MachineRunning
+	m.Status.Reason = ""
+	m.Status.Resource = res
+	m.Status.MachineInformation = res.Info
+	m.Status.ConnectEndpoints = res.Endpoints
 }
 
 // allocFailed drops the reservation and hands the claim back to its elector,

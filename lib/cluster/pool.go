@@ -49,18 +49,9 @@ func (n *Node) joinPool(ctx context.Context, in Instance, mach *types.Machine, c
 	}
 	n.ledger.mu.Unlock()
 	n.ledger.notify()
-	if _, err := n.setMachine(name, func(m *types.Machine) {
+	if err := n.runMachine(ctx, in, name, res, now, func(m *types.Machine) {
 		m.Spec.Claim, m.Spec.MachineSet = "", set
-		m.Status.Phase = types.MachineRunning
-		m.Status.Resource = res
-		m.Status.MachineInformation = res.Info
-		m.Status.ConnectEndpoints = res.Endpoints
-		m.Status.PhaseTimes.Mark(string(types.MachineRunning), now)
 	}); err != nil {
-		if derr := in.Driver.Deallocate(context.WithoutCancel(ctx), res); derr != nil {
-			n.log.Warn("deallocate orphan", "machine", name, "err", derr)
-		}
-		n.ledger.remove(name)
 		return err
 	}
 	if _, err := n.st.Delete(types.KindMachineClaim, claim.Metadata.Name, types.Version{}); err != nil && !errors.Is(err, store.ErrNotFound) {

@@ -139,19 +139,13 @@ func (n *Node) lostByOthers(e entry) {
 		n.startRelease(e.Machine, "declared lost by the cluster")
 		return
 	}
-	if e.Phase != types.MachineRunning {
-		return // an allocation under way writes the phase itself
+	if e.Phase != types.MachineRunning || e.Resource == nil {
+		return // an allocation under way writes the record itself
 	}
 	if _, err := n.setMachine(e.Machine, func(m *types.Machine) {
 		// The verdict may have been written from a copy older than the
 		// allocation: put back what the driver holds, from the ledger.
-		m.Status.Phase = types.MachineRunning
-		m.Status.Reason = ""
-		if e.Resource != nil {
-			m.Status.Resource = e.Resource
-			m.Status.MachineInformation = e.Resource.Info
-			m.Status.ConnectEndpoints = e.Resource.Endpoints
-		}
+		showResource(m, e.Resource)
 	}); err != nil {
 		n.log.Warn("restore machine", "machine", e.Machine, "err", err)
 		return
