@@ -33,41 +33,44 @@ func (c *Client) WhoAmI(ctx context.Context) (map[string]any, error) {
 // Drain stops new placements on node name (POST /api/v1/nodes/{name}/drain). It
 // returns the node when the server answers with it, else nil.
 func (c *Client) Drain(ctx context.Context, name string) (*types.Node, error) {
-	return action[*types.Node](ctx, c, types.KindNode, name, "drain")
+	return as[*types.Node](c.Action(ctx, types.KindNode, name, "drain"))
 }
 
 // Undrain lets node name take new placements again (POST .../undrain). It
 // returns the node when the server answers with it, else nil.
 func (c *Client) Undrain(ctx context.Context, name string) (*types.Node, error) {
-	return action[*types.Node](ctx, c, types.KindNode, name, "undrain")
+	return as[*types.Node](c.Action(ctx, types.KindNode, name, "undrain"))
 }
 
 // Keepalive says session name is still in use (POST
 // /api/v1/sessions/{name}/keepalive); a Paused session becomes Active again.
 // It returns the session when the server answers with it, else nil.
 func (c *Client) Keepalive(ctx context.Context, name string) (*types.Session, error) {
-	return action[*types.Session](ctx, c, types.KindSession, name, "keepalive")
+	return as[*types.Session](c.Action(ctx, types.KindSession, name, "keepalive"))
 }
 
-// action posts to an object's action endpoint (.../{name}/{verb}) and
-// returns the object when the server answers with one of kind, else nil.
-func action[T types.Object](ctx context.Context, c *Client, kind, name, verb string) (T, error) {
-	var zero T
+// Action posts to the action endpoint verb of kind/name (POST
+// .../{name}/{verb}) and returns the object the server answers with, or nil
+// when it answers without one of kind (an empty body is a valid answer).
+func (c *Client) Action(ctx context.Context, kind, name, verb string) (types.Object, error) {
 	path := collection(kind) + "/" + url.PathEscape(name) + "/" + verb
 	resp, err := c.send(ctx, request{method: http.MethodPost, path: path})
 	if err != nil {
-		return zero, err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return zero, fmt.Errorf("post %s: read response: %w", path, err)
+		return nil, fmt.Errorf("post %s: read response: %w", path, err)
 	}
-	// An empty body or one that is not such an object is a valid answer.
 	if obj, err := DecodeObject(kind, raw); err == nil {
-		if o, ok := obj.(T); ok {
-			return o, nil
-		}
+		return obj, nil
 	}
-	return zero, nil
+	return nil, nil
+}
+
+// as narrows an Action's answer to its Go type (nil when there was none).
+func as[T types.Object](o types.Object, err error) (T, error) {
+	t, _ := o.(T)
+	return t, err
 }

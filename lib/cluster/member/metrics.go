@@ -5,14 +5,14 @@ import "github.com/prometheus/client_golang/prometheus"
 // metrics count replication work: what was pushed and to whom it failed,
 // what arrived and was applied, and what anti-entropy had to repair.
 type metrics struct {
-	pushed      prometheus.Counter
-	pushFailed  prometheus.Counter
-	received    prometheus.Counter
-	applied     prometheus.Counter
-	rounds      *prometheus.CounterVec
-	repaired    *prometheus.CounterVec
-	all         []prometheus.Collector
-	liveMembers prometheus.GaugeFunc
+	pushed     prometheus.Counter
+	pushFailed prometheus.Counter
+	received   prometheus.Counter
+	applied    prometheus.Counter
+	rounds     *prometheus.CounterVec
+	repaired   *prometheus.CounterVec
+	// all is every collector above plus the live-members gauge.
+	all []prometheus.Collector
 }
 
 func newMetrics(m *Member) *metrics {
@@ -41,12 +41,12 @@ func newMetrics(m *Member) *metrics {
 			Name: "hf_anti_entropy_records_total",
 			Help: "Records anti-entropy repaired: sent to a peer that lacked them or had them older, and requested from a peer.",
 		}, []string{"direction"}),
-		liveMembers: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "hf_gossip_members",
-			Help: "Members memberlist reports alive, this node included.",
-		}, func() float64 { return float64(len(m.Members())) }),
 	}
-	x.all = []prometheus.Collector{x.pushed, x.pushFailed, x.received, x.applied, x.rounds, x.repaired, x.liveMembers}
+	members := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "hf_gossip_members",
+		Help: "Members memberlist reports alive, this node included.",
+	}, func() float64 { return float64(len(m.Members())) })
+	x.all = []prometheus.Collector{x.pushed, x.pushFailed, x.received, x.applied, x.rounds, x.repaired, members}
 	return x
 }
 
