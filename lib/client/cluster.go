@@ -42,13 +42,6 @@ func (c *Client) Undrain(ctx context.Context, name string) (*types.Node, error) 
 	return as[*types.Node](c.Action(ctx, types.KindNode, name, "undrain"))
 }
 
-// Keepalive says session name is still in use (POST
-// /api/v1/sessions/{name}/keepalive); a Paused session becomes Active again.
-// It returns the session when the server answers with it, else nil.
-func (c *Client) Keepalive(ctx context.Context, name string) (*types.Session, error) {
-	return as[*types.Session](c.Action(ctx, types.KindSession, name, "keepalive"))
-}
-
 // Action posts to the action endpoint verb of kind/name (POST
 // .../{name}/{verb}) and returns the object the server answers with, or nil
 // when it answers without one of kind (an empty body is a valid answer).

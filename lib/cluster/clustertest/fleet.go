@@ -195,14 +195,6 @@ func (f *Fleet) Kill(i int) {
 	h.up = false
 }
 
-// Restart starts a killed host again on its data dir.
-func (f *Fleet) Restart(i int) *Host {
-	f.T.Helper()
-	require.False(f.T, f.Hosts[i].up)
-	f.start(i)
-	return f.Hosts[i]
-}
-
 // Partition cuts every link between the groups (host indexes).
 func (f *Fleet) Partition(groups ...[]int) {
 	var names [][]string

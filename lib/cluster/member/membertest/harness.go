@@ -85,9 +85,6 @@ func (n *Node) Messages() []cluster.Message {
 // MembershipCalls counts OnMembership calls, across restarts.
 func (n *Node) MembershipCalls() int64 { return n.memberships.Load() }
 
-// Running reports whether the member runs.
-func (n *Node) Running() bool { return n.running }
-
 // Cluster is a set of members in this process on 127.0.0.1, each with its own
 // store under t.TempDir(). t.Cleanup stops them all. Its methods are for the
 // test goroutine.
