@@ -130,7 +130,10 @@ func TestMachineActivity(t *testing.T) {
 		return &types.Machine{Metadata: types.ObjectMeta{Name: name}, Status: types.MachineStatus{Paused: paused, LastActivity: last}}
 	}
 	s := &types.Session{TypeMeta: types.TypeMeta{Kind: types.KindSession},
-		Metadata: types.ObjectMeta{Name: "s1", Annotations: map[string]string{types.AnnotationKeepalive: now.Add(-time.Minute).Format(time.RFC3339Nano)}},
+		// Created before its keepalive, on the test's clock (left zero, the
+		// store would stamp the day the test runs).
+		Metadata: types.ObjectMeta{Name: "s1", CreatedAt: now.Add(-2 * time.Hour),
+			Annotations: map[string]string{types.AnnotationKeepalive: now.Add(-time.Minute).Format(time.RFC3339Nano)}},
 		Spec:     types.SessionSpec{User: "alice"}, Status: types.SessionStatus{MachineClaim: "c3"}}
 	tn.put(s)
 	claims := []*types.MachineClaim{{Metadata: types.ObjectMeta{Name: "c3"}, Status: types.MachineClaimStatus{Machine: "m3"}}}

@@ -67,7 +67,14 @@ func testTokens() []Token {
 
 func openStore(t testing.TB) *store.Store {
 	t.Helper()
-	st, err := store.Open(store.Config{InMemory: true, NodeID: "n1", GCInterval: -1}, slog.New(slog.DiscardHandler))
+	return openStoreAt(t, nil)
+}
+
+// openStoreAt opens an in-memory store on the clock now (nil: the wall clock);
+// a server on it reads the same clock unless its Config sets another.
+func openStoreAt(t testing.TB, now func() time.Time) *store.Store {
+	t.Helper()
+	st, err := store.Open(store.Config{InMemory: true, NodeID: "n1", GCInterval: -1, Now: now}, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	return st

@@ -12,9 +12,23 @@ import (
 	"github.com/hf-fleet/hf/lib/types"
 )
 
+// The test runs on clocks before, near and long after the day it was written:
+// it once compared a fixed date with the store's wall-clock stamps and failed
+// from that date on.
 func TestSessionKeepalive(t *testing.T) {
-	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	e := newTestEnv(t, func(c *Config) { c.Now = func() time.Time { return now } })
+	for _, day := range []time.Time{
+		time.Date(2001, 2, 3, 4, 5, 6, 0, time.UTC),
+		time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC),
+		time.Date(2121, 6, 7, 8, 9, 10, 0, time.UTC),
+	} {
+		t.Run(day.Format("2006-01-02"), func(t *testing.T) { testSessionKeepalive(t, day) })
+	}
+}
+
+func testSessionKeepalive(t *testing.T, now time.Time) {
+	// One clock for the store (it stamps createdAt) and the API (it stamps the
+	// keepalive): the session's last sign of life is read across both.
+	e := newTestEnvOn(t, openStoreAt(t, func() time.Time { return now }))
 	sess := map[string]any{"kind": "Session", "metadata": map[string]any{"name": "s1"}, "spec": map[string]any{"machineTemplate": "t"}}
 	r := e.do(http.MethodPost, "/api/v1/sessions", aliceTok, sess)
 	require.Equal(t, http.StatusCreated, r.code, string(r.body))

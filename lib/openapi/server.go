@@ -72,7 +72,7 @@ func New(cfg Config, log *slog.Logger, st *store.Store) (*Server, error) {
 		log = slog.Default()
 	}
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now = st.Now
 	}
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = DefaultHeartbeat

@@ -353,6 +353,11 @@ func (s *Store) Scan(fn func(Record) error) error {
 	})
 }
 
+// Now is the wall clock the store stamps objects with (createdAt, updatedAt,
+// deletedAt). Components that write times next to those stamps read it, so one
+// injected clock moves them all.
+func (s *Store) Now() time.Time { return s.cfg.Now() }
+
 // Clock returns a fresh version from the store's clock (it ticks the clock) and
 // persists the clock's high-water mark, so a restarted node never issues it again.
 func (s *Store) Clock() types.Version {
