@@ -134,7 +134,7 @@ func TestMachineActivity(t *testing.T) {
 		// store would stamp the day the test runs).
 		Metadata: types.ObjectMeta{Name: "s1", CreatedAt: now.Add(-2 * time.Hour),
 			Annotations: map[string]string{types.AnnotationKeepalive: now.Add(-time.Minute).Format(time.RFC3339Nano)}},
-		Spec:     types.SessionSpec{User: "alice"}, Status: types.SessionStatus{MachineClaim: "c3"}}
+		Spec: types.SessionSpec{User: "alice"}, Status: types.SessionStatus{MachineClaim: "c3"}}
 	tn.put(s)
 	claims := []*types.MachineClaim{{Metadata: types.ObjectMeta{Name: "c3"}, Status: types.MachineClaimStatus{Machine: "m3"}}}
 	got := tn.node.machineActivity(now, claims, []*types.Machine{
