@@ -58,6 +58,7 @@ func nativeTemplate(t *testing.T, name, url, sum string) types.MachineTemplate {
 				"entry":  nativeEntry,
 				"env":    map[string]string{"FROM_TEMPLATE": "from-template"},
 			})},
+			ClaimMetadata: []types.MetadataKey{{Name: "GREETING"}},
 		},
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/types"
 )
 
 const smallTemplate = `kind: MachineTemplate
@@ -30,6 +33,7 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 	defer cancel()
 	n := startNode(t, "")
 	require.NotEmpty(t, n.Token)
+	checkDefaultNativeMode(t, n)
 
 	out, errOut, code := n.cli(ctx, strings.NewReader(smallTemplate), "template", "create", "-f", "-")
 	require.Equal(t, 0, code, out+errOut)
@@ -105,6 +109,27 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 	bad.Token = "wrong-token-wrong-token"
 	_, errOut, code = bad.cli(ctx, nil, "claim", "list")
 	assert.Equal(t, 4, code, errOut)
+}
+
+// checkDefaultNativeMode: with no config the node adds the native driver in
+// the mode its user allows, and as root that is a fresh user per machine,
+// never machines running as root.
+func checkDefaultNativeMode(t *testing.T, n *proc) {
+	t.Helper()
+	var node types.Node
+	require.NoError(t, json.Unmarshal([]byte(n.mustCLI("node", "get", n.Name, "-o", "json")), &node))
+	for _, d := range node.Spec.Drivers {
+		if d.Driver != "native" {
+			continue
+		}
+		if os.Geteuid() == 0 {
+			assert.NotContains(t, d.Status, "unprivileged", "as root the default native driver makes a user per machine")
+		} else {
+			assert.Contains(t, d.Status, "unprivileged")
+		}
+		return
+	}
+	t.Fatalf("no native driver on a node with no config: %+v", node.Spec.Drivers)
 }
 
 // httpGet returns the body of a 200 answer to GET url.

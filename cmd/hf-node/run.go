@@ -203,7 +203,7 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 func apiTokens(in []config.TokenConfig) []openapi.Token {
 	out := make([]openapi.Token, 0, len(in))
 	for _, t := range in {
-		out = append(out, openapi.Token{Name: t.Name, Token: t.Token, Role: string(t.Role), User: t.User})
+		out = append(out, openapi.Token{Name: t.Name, Token: t.Token, Role: string(t.Role), User: t.UserName()})
 	}
 	return out
 }
@@ -222,9 +222,12 @@ var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_.-]`)
 func prepareDrivers(ctx context.Context, cfg config.Config, node string, log *slog.Logger) ([]cluster.Instance, error) {
 	reg := registry()
 	list := cfg.Drivers
+	offered := len(list) // from here on, drivers the host offers, not configured ones
 	if cfg.DefaultDrivers {
 		// No drivers configured: take what this host offers.
-		list = append(list, config.DriverConfig{Name: native.Type, Config: map[string]any{"unprivileged": true}})
+		// The native driver picks its mode from the daemon's user: as root a
+		// fresh user per machine, otherwise the daemon's own user.
+		list = append(list, config.DriverConfig{Name: native.Type})
 		probe, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err := docker.Available(probe, "")
 		cancel()
@@ -250,6 +253,10 @@ func prepareDrivers(ctx context.Context, cfg config.Config, node string, log *sl
 			return nil, fmt.Errorf("drivers[%d].config: %w", i, err)
 		}
 		if err := d.Prepare(ctx, raw); err != nil {
+			if i >= offered {
+				log.Warn("driver not started: this host cannot run it", "driver", dc.Name, "err", err)
+				continue
+			}
 			return nil, fmt.Errorf("drivers[%d].config: %w", i, err)
 		}
 		out = append(out, cluster.Instance{Name: inst, Type: dc.Name, Driver: d})

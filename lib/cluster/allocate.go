@@ -25,21 +25,26 @@ func (n *Node) startAllocate(machine string) {
 	})
 }
 
-// claimMeta is what a machine learns of its claim: the claim's metadata plus
-// HF_* names, passed to the driver (environment variables, user data, labels).
-func claimMeta(c *types.MachineClaim, machine, node string) map[string]string {
+// claimMeta is what a machine learns of its claim: the claim's metadata, under
+// the keys its template declares only, plus HF_* names, passed to the driver
+// (environment variables, user data, labels). The API refuses other metadata;
+// a template changed since the claim was made is checked again here.
+func claimMeta(c *types.MachineClaim, t *types.MachineTemplate, machine, node string) (map[string]string, error) {
+	if err := t.CheckClaimMetadata(c.Spec.Metadata); err != nil {
+		return nil, err
+	}
 	meta := maps.Clone(c.Spec.Metadata)
 	if meta == nil {
 		meta = map[string]string{}
 	}
-	meta["HF_CLAIM"] = c.Metadata.Name
-	meta["HF_MACHINE"] = machine
-	meta["HF_NODE"] = node
-	meta["HF_TEMPLATE"] = c.Spec.MachineTemplate
+	meta[types.MetaClaim] = c.Metadata.Name
+	meta[types.MetaMachine] = machine
+	meta[types.MetaNode] = node
+	meta[types.MetaTemplate] = c.Spec.MachineTemplate
 	if c.Spec.User != "" {
-		meta["HF_USER"] = c.Spec.User
+		meta[types.MetaUser] = c.Spec.User
 	}
-	return meta
+	return meta, nil
 }
 
 func (n *Node) allocate(ctx context.Context, name string) error {
@@ -65,13 +70,17 @@ func (n *Node) allocate(ctx context.Context, name string) error {
 	if err != nil {
 		return n.allocFailed(mach, fmt.Errorf("machine template %s: %w", mach.Spec.MachineTemplate, err))
 	}
+	meta, err := claimMeta(claim, tmpl, name, n.cfg.Name)
+	if err != nil {
+		return n.allocFailed(mach, fmt.Errorf("claim metadata: %w", err))
+	}
 	if _, err := n.setMachine(name, func(m *types.Machine) {
 		m.Status.Phase = types.MachineProvisioning
 		m.Status.PhaseTimes.Mark(string(types.MachineProvisioning), n.cfg.Now())
 	}); err != nil {
 		return err
 	}
-	res, err := in.Driver.Allocate(ctx, *tmpl, claimMeta(claim, name, n.cfg.Name))
+	res, err := in.Driver.Allocate(ctx, *tmpl, meta)
 	if err != nil {
 		if ctx.Err() != nil {
 			// Shutting down: the restart reconcile settles this machine.

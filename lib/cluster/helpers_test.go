@@ -85,6 +85,7 @@ func template(name string, cpu, ram float64, testCfg string) *types.MachineTempl
 		Spec: types.MachineTemplateSpec{
 			Resources:             types.Resources{CPU: cpu, RAMGB: ram},
 			ProviderConfiguration: map[string]json.RawMessage{"test": json.RawMessage(testCfg)},
+			ClaimMetadata:         []types.MetadataKey{{Name: "REPO"}},
 		},
 	}
 }

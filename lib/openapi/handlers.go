@@ -182,6 +182,10 @@ func (k kindRoutes) create(c *gin.Context) {
 		s.writeErr(c, err)
 		return
 	}
+	if err := s.checkClaimMetadata(obj); err != nil {
+		s.writeErr(c, err)
+		return
+	}
 	if warn, err := s.checkEventCapacity(obj, c.Query("capacityCheck")); err != nil {
 		s.writeErr(c, err)
 		return
@@ -236,6 +240,10 @@ func (k kindRoutes) update(c *gin.Context) {
 		}
 		prepareUpdate(obj, stored)
 		if err := validate(obj); err != nil {
+			s.writeErr(c, err)
+			return
+		}
+		if err := s.checkClaimMetadata(obj); err != nil {
 			s.writeErr(c, err)
 			return
 		}

@@ -213,6 +213,24 @@ func (s *Server) checkEventWindow(o types.Object) error {
 	return nil
 }
 
+// checkClaimMetadata refuses a claim whose metadata its template does not
+// accept (types.MachineTemplate.CheckClaimMetadata), for every role: metadata
+// reaches the machine, so the template's word is the only one that counts.
+func (s *Server) checkClaimMetadata(o types.Object) error {
+	claim, ok := o.(*types.MachineClaim)
+	if !ok || len(claim.Spec.Metadata) == 0 {
+		return nil
+	}
+	tmpl, err := store.Get[types.MachineTemplate](s.st, types.KindMachineTemplate, claim.Spec.MachineTemplate)
+	if errors.Is(err, store.ErrNotFound) {
+		return badRequest("spec.machineTemplate", "machine template %q does not exist (claim metadata is checked against it)", claim.Spec.MachineTemplate)
+	}
+	if err != nil {
+		return err
+	}
+	return tmpl.CheckClaimMetadata(claim.Spec.Metadata)
+}
+
 // checkEventCapacity refuses a new scheduled event whose required machines do
 // not fit the cluster's usable capacity during its window, counting the other
 // events that overlap (scheduler.EventFits). With capacityCheck=warn the event

@@ -45,7 +45,8 @@ type MachineClaimSpec struct {
 	MachineSets     []string     `json:"machineSets,omitempty"`
 	// BindTimeout is how long the claim may stay Requested before it fails.
 	BindTimeout Duration `json:"bindTimeout,omitzero"`
-	// Metadata is passed to the machine (environment variables, user data).
+	// Metadata is passed to the machine as data (environment variables, user
+	// data), under the keys its template declares in spec.claimMetadata only.
 	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
@@ -95,6 +96,9 @@ func (o *MachineClaim) Validate() error {
 	}
 	if s.BindTimeout.Duration < 0 {
 		return Invalid("spec.bindTimeout", "must not be negative")
+	}
+	if err := validateClaimMetadata("spec.metadata", s.Metadata); err != nil {
+		return err
 	}
 	if o.Status.Phase != "" {
 		if err := oneOf("status.phase", o.Status.Phase, ClaimRequested, ClaimBound, ClaimFailed, ClaimTerminated); err != nil {

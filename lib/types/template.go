@@ -41,6 +41,10 @@ type MachineTemplateSpec struct {
 	AllowOverbook bool `json:"allowOverbook,omitempty"`
 	// OnNodeLoss says what a claim does when its machine's node is lost.
 	OnNodeLoss LostPolicy `json:"onNodeLoss,omitempty"`
+	// ClaimMetadata lists the metadata keys a claim of this template may set;
+	// a claim's metadata reaches the machine under these keys only, and only
+	// as data (environment variables, user data, labels).
+	ClaimMetadata []MetadataKey `json:"claimMetadata,omitempty"`
 }
 
 // Meta returns the metadata.
@@ -66,6 +70,9 @@ func (o *MachineTemplate) Validate() error {
 		}
 	}
 	if err := s.Resources.Validate("spec.resources"); err != nil {
+		return err
+	}
+	if err := validateMetadataKeys("spec.claimMetadata", s.ClaimMetadata); err != nil {
 		return err
 	}
 	if len(s.ProviderConfiguration) == 0 {

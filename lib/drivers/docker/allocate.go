@@ -67,7 +67,7 @@ func (d *Driver) Allocate(ctx context.Context, t types.MachineTemplate, meta map
 		d.remove(st, id)
 		return nil, fmt.Errorf("allocate: container %s: %w", spec.Name, err)
 	}
-	log.Info("docker container started", "image", tc.Image.String(), "claim", meta["HF_CLAIM"])
+	log.Info("docker container started", "image", tc.Image.String(), "claim", meta[types.MetaClaim])
 	return r, nil
 }
 

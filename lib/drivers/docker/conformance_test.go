@@ -2,6 +2,7 @@ package docker
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -28,12 +29,15 @@ func TestConformance(t *testing.T) {
 	tmpl := f.template("small", types.Resources{CPU: 0.5, RAMGB: 0.25}, map[string]any{
 		"entrypoint": []string{"/bin/sh", "-c"},
 		"command":    []string{`trap 'exit 0' TERM; echo "$GREETING $LAB_USER" > /tmp/greeting; sleep 2147483647 & wait`},
-		"env":        map[string]string{"GREETING": "hello", "LAB_USER": "from-template"},
+		"env":        map[string]string{"GREETING": "hello"},
 		"ports":      []string{"8080/tcp"},
 		"volumes":    []string{"/data"},
 	})
 	tmpl.Spec.ConnectProtocols = []string{"http"}
-	meta := map[string]string{"HF_CLAIM": "claim-1", "HF_MACHINE": "machine-1", "LAB_USER": "alice"}
+	tmpl.Spec.ClaimMetadata = []types.MetadataKey{{Name: "LAB_USER"}}
+	passed := map[string]string{"HF_CLAIM": "claim-1", "HF_MACHINE": "machine-1", "LAB_USER": "alice"}
+	meta := maps.Clone(passed)
+	meta["LD_PRELOAD"], meta["undeclared"] = "/evil.so", "x" // never reach the container
 	var mu sync.Mutex
 	volumes := map[string]string{} // resource id -> its volume, from CheckRunning
 	drivertest.Conformance(t, drivertest.Harness{
@@ -53,13 +57,16 @@ func TestConformance(t *testing.T) {
 			assert.Equal(t, int64(256<<20), c.HostConfig.MemorySwap, "and no swap on top")
 			assert.False(t, c.HostConfig.Privileged)
 			env := strings.Split(dockertest.Exec(t, f.cli, r.ID, "env"), "\n")
-			for k, v := range meta {
+			for k, v := range passed {
 				assert.Contains(t, env, k+"="+v, "metadata visible inside the container")
+			}
+			for _, e := range env {
+				assert.False(t, strings.HasPrefix(e, "LD_PRELOAD=") || strings.HasPrefix(e, "undeclared="), "%s reached the container", e)
 			}
 			assert.Contains(t, env, "GREETING=hello", "the template's env")
 			require.EventuallyWithT(t, func(ct *assert.CollectT) {
 				out := dockertest.Exec(t, f.cli, r.ID, "sh", "-c", "cat /tmp/greeting 2>/dev/null || true")
-				assert.Equal(ct, "hello alice\n", out, "the template's entrypoint and command ran; the metadata wins over the template's env")
+				assert.Equal(ct, "hello alice\n", out, "the template's entrypoint and command ran with the declared metadata")
 			}, 10*time.Second, 50*time.Millisecond)
 
 			assert.Equal(t, "node-a", c.Config.Labels[f.ns+".node"])

@@ -16,6 +16,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/go-connections/nat"
 
+	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -78,8 +79,9 @@ type specInput struct {
 }
 
 // buildSpec turns a template, its parsed docker entry and the claim metadata
-// into a container spec: limits from the template's resources, the metadata
-// as environment (after the template's env, so it wins), ownership labels,
+// into a container spec: limits from the template's resources, the declared
+// metadata as environment (drivers.MachineEnv: the template's env wins over
+// it), ownership labels,
 // ports published on 127.0.0.1 at random host ports and labelled anonymous
 // volumes.
 func buildSpec(t types.MachineTemplate, tc TemplateConfig, meta map[string]string, in specInput) (createSpec, error) {
@@ -87,16 +89,7 @@ func buildSpec(t types.MachineTemplate, tc TemplateConfig, meta map[string]strin
 	if err != nil {
 		return createSpec{}, err
 	}
-	env := maps.Clone(tc.Env)
-	if env == nil {
-		env = map[string]string{}
-	}
-	for k, v := range meta {
-		if err := checkEnv(k, v); err != nil {
-			return createSpec{}, fmt.Errorf("claim metadata %q: %w", k, err)
-		}
-		env[k] = v
-	}
+	env := drivers.MachineEnv(t, tc.Env, meta)
 	envList := make([]string, 0, len(env))
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		envList = append(envList, k+"="+env[k])
@@ -123,10 +116,10 @@ func buildSpec(t types.MachineTemplate, tc TemplateConfig, meta map[string]strin
 		lbl.key(labelResources): string(res),
 		lbl.key(labelEndpoints): string(epsJSON),
 	}
-	if m := meta["HF_MACHINE"]; m != "" {
+	if m := meta[types.MetaMachine]; m != "" {
 		containerLabels[lbl.key(labelMachine)] = m
 	}
-	if c := meta["HF_CLAIM"]; c != "" {
+	if c := meta[types.MetaClaim]; c != "" {
 		containerLabels[lbl.key(labelClaim)] = c
 	}
 
@@ -153,7 +146,7 @@ func buildSpec(t types.MachineTemplate, tc TemplateConfig, meta map[string]strin
 		_, _ = rand.Read(b[:]) // never fails (crypto/rand docs)
 		suffix = hex.EncodeToString(b[:])
 	}
-	who := meta["HF_MACHINE"]
+	who := meta[types.MetaMachine]
 	if who == "" {
 		who = t.Metadata.Name
 	}

@@ -27,7 +27,9 @@ func TestBuildSpec(t *testing.T) {
 		Ports:      []string{"8080/tcp", "53/udp"},
 		Volumes:    []string{"/data"},
 	}
-	meta := map[string]string{"HF_CLAIM": "c1", "HF_MACHINE": "m-1", "HF_USER": "alice"}
+	tmpl.Spec.ClaimMetadata = []types.MetadataKey{{Name: "LEVEL"}, {Name: "MODE"}}
+	meta := map[string]string{"HF_CLAIM": "c1", "HF_MACHINE": "m-1", "HF_USER": "alice", "LEVEL": "2", "MODE": "claim",
+		"LD_PRELOAD": "/evil.so", "undeclared": "x"}
 	spec, err := buildSpec(tmpl, tc, meta, specInput{Labels: testLabels, Network: "hf", ImageID: "sha256:abc", Suffix: "0a0b0c0d"})
 	require.NoError(t, err)
 
@@ -36,8 +38,8 @@ func TestBuildSpec(t *testing.T) {
 	assert.Equal(t, "sha256:abc", cfg.Image)
 	assert.Equal(t, []string{"serve", "--port", "8080"}, []string(cfg.Cmd))
 	assert.Equal(t, []string{"/bin/app"}, []string(cfg.Entrypoint))
-	assert.Equal(t, []string{"HF_CLAIM=c1", "HF_MACHINE=m-1", "HF_USER=alice", "MODE=lab"}, cfg.Env,
-		"sorted; the claim metadata wins over the template's env")
+	assert.Equal(t, []string{"HF_CLAIM=c1", "HF_MACHINE=m-1", "HF_USER=alice", "LEVEL=2", "MODE=lab"}, cfg.Env,
+		"sorted; declared claim keys only, the template's env wins over them and the node's HF_* keys over both")
 	assert.Equal(t, map[string]string{
 		"hf.node":      "node-a",
 		"hf.instance":  "docker",
@@ -87,12 +89,16 @@ func TestBuildSpecMinimal(t *testing.T) {
 	assert.NotEqual(t, spec.Name, again.Name)
 }
 
-func TestBuildSpecRejectsBadMetadata(t *testing.T) {
+// What a caller passes that the template does not declare, or that could not
+// be one KEY=value entry, never reaches the container.
+func TestBuildSpecDropsUndeclaredMetadata(t *testing.T) {
 	tmpl := template("t", types.Resources{}, nil)
-	_, err := buildSpec(tmpl, TemplateConfig{Image: ImageRef{Tag: "x"}}, map[string]string{"A=B": "1"},
+	tmpl.Spec.ClaimMetadata = []types.MetadataKey{{Name: "OK"}}
+	spec, err := buildSpec(tmpl, TemplateConfig{Image: ImageRef{Tag: "x"}},
+		map[string]string{"A=B": "1", "OK": "yes", "NUL": "a\x00b", "NODE_OPTIONS": "--require /x"},
 		specInput{Labels: testLabels, Network: "hf"})
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), `claim metadata "A=B"`)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"OK=yes"}, spec.Config.Env)
 }
 
 func TestContainerName(t *testing.T) {

@@ -51,7 +51,7 @@ type Harness struct {
 
 func (h Harness) withDefaults() Harness {
 	if h.Meta == nil {
-		h.Meta = map[string]string{"claim": "conformance-claim", "user": "conformance-user"}
+		h.Meta = map[string]string{"claim": "conformance-claim", "lab_user": "conformance-user"}
 	}
 	if h.Concurrency <= 0 {
 		h.Concurrency = 4

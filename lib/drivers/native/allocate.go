@@ -58,7 +58,7 @@ func (d *Driver) Allocate(ctx context.Context, t types.MachineTemplate, meta map
 		return nil, fmt.Errorf("allocate: %w", err)
 	}
 	log := d.log.With("resource", m.ID, "template", t.Metadata.Name)
-	if err := d.build(ctx, cfg, cg, m, tc, archives, gids, meta, t.Spec.Resources); err != nil {
+	if err := d.build(ctx, cfg, cg, m, t, tc, archives, gids, meta); err != nil {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 		defer cancel()
 		if rerr := d.release(rctx, m, true); rerr != nil {
@@ -143,8 +143,9 @@ func (d *Driver) update(id string, f func(m *machine)) error {
 }
 
 // build makes the machine m: user, workspace, images, cgroup, entry.
-func (d *Driver) build(ctx context.Context, cfg Config, cg cgroupSetup, m *machine, tc TemplateConfig,
-	archives []string, gids []uint32, meta map[string]string, res types.Resources) error {
+func (d *Driver) build(ctx context.Context, cfg Config, cg cgroupSetup, m *machine, t types.MachineTemplate, tc TemplateConfig,
+	archives []string, gids []uint32, meta map[string]string) error {
+	res := t.Spec.Resources
 	var own *owner
 	if cfg.Privileged() {
 		pw, err := d.createUser(ctx, cfg, m.ID, m.Home, tc.Groups)
@@ -189,7 +190,7 @@ func (d *Driver) build(ctx context.Context, cfg Config, cg cgroupSetup, m *machi
 		d.log.Debug("image unpacked", "resource", m.ID, "tag", img.Tag, "format", st.Format, "files", st.Files,
 			"bytes", st.Bytes, "skipped", st.Skipped, "took", time.Since(start).Round(time.Millisecond))
 	}
-	script, err := tc.renderEntry(EntryData{Disks: disks, Meta: meta, User: m.User, Home: m.Home, Workspace: m.Workspace})
+	script, err := tc.renderEntry(EntryData{Disks: disks, User: m.User, Home: m.Home, Workspace: m.Workspace})
 	if err != nil {
 		return err
 	}
@@ -198,7 +199,7 @@ func (d *Driver) build(ctx context.Context, cfg Config, cg cgroupSetup, m *machi
 	}
 	spec := procSpec{
 		Shell: cfg.ShellPath, Script: script, Dir: m.Home,
-		Env: entryEnv(tc.Env, meta, m.ID, m.User, m.Home, cfg.ShellPath),
+		Env: entryEnv(t, tc.Env, meta, m.ID, m.User, m.Home, cfg.ShellPath),
 		Log: filepath.Join(m.Workspace, logFile),
 	}
 	if cg.Parent != "" {

@@ -48,7 +48,9 @@ type Config struct {
 	DownloadUser     string `json:"download_user"`
 	DownloadPassword string `json:"download_password"`
 	// Unprivileged runs without per-machine users: workspaces and entries
-	// belong to the daemon's user (default: true unless running as root).
+	// belong to the daemon's user. It is for a daemon that does not run as
+	// root (the default there) and is refused as root, where every machine
+	// runs as its own fresh user.
 	Unprivileged *bool `json:"unprivileged"`
 	// CgroupPath is the cgroup v2 mount under which the driver makes a cgroup
 	// per machine for its CPU and memory limits (default /sys/fs/cgroup). When
@@ -140,6 +142,12 @@ func (c Config) Privileged() bool { return c.Unprivileged != nil && !*c.Unprivil
 func (c Config) validate(h hostFacts) error {
 	if c.Privileged() && !h.Root {
 		return types.Invalid("unprivileged", "false needs root: hf-node does not run as root here")
+	}
+	if !c.Privileged() && h.Root {
+		// Unprivileged machines run as the daemon's user: as root, that would
+		// hand every machine (and every claim's entry) root.
+		return types.Invalid("unprivileged", "true is refused as root: machines would run as root; "+
+			"as root the driver runs every machine as its own fresh user (leave the key out)")
 	}
 	if c.Privileged() {
 		for _, t := range []struct{ key, v, tool string }{

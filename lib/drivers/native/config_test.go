@@ -54,16 +54,6 @@ func TestParseConfigDefaults(t *testing.T) {
 			},
 		},
 		{
-			name: "root asking for unprivileged",
-			raw:  `{"unprivileged": true}`,
-			h:    hostFacts{Root: true, DataDir: "/d", LookPath: fakeLook()},
-			want: Config{
-				ShellPath: "/bin/sh", HomePath: "/home", UserPrefix: "hf-", CgroupPath: "/sys/fs/cgroup",
-				StopGrace: types.D(5 * time.Second), Unprivileged: &yes,
-				ImagesPath: "/d/images", WorkspacePath: "/d/workspace",
-			},
-		},
-		{
 			name: "everything set, macOS keys accepted",
 			raw: `{"useradd_path": "/opt/bin/useradd", "userdel_path": "/opt/bin/userdel", "groupdel_path": "/opt/bin/groupdel",
 				"shell_path": "/bin/bash", "dscl_path": "/usr/bin/dscl", "hdiutil_path": "/usr/bin/hdiutil",
@@ -102,6 +92,7 @@ func TestParseConfigErrorsNameTheKey(t *testing.T) {
 		{"unknown key", `{"user_prefx": "x"}`, user, `unknown key "user_prefx"`},
 		{"wrong type", `{"unprivileged": "yes"}`, user, "unprivileged: want true or false"},
 		{"privileged without root", `{"unprivileged": false}`, user, "unprivileged: false needs root"},
+		{"unprivileged as root", `{"unprivileged": true}`, root, "unprivileged: true is refused as root: machines would run as root"},
 		{"no useradd", `{}`, hostFacts{Root: true, DataDir: "/d", LookPath: fakeLook("userdel")},
 			"useradd_path: useradd not found on PATH, /usr/sbin or /sbin"},
 		{"no userdel", `{}`, hostFacts{Root: true, DataDir: "/d", LookPath: fakeLook("useradd")},

@@ -176,6 +176,10 @@ func (d *Driver) Prepare(ctx context.Context, raw []byte) error {
 	go d.reaper(rctx, d.reaped)
 	d.log.Info("native driver prepared", "privileged", cfg.Privileged(), "machines", len(held),
 		"workspace", cfg.WorkspacePath, "limits", cg.describe())
+	if !cfg.Privileged() {
+		d.log.Warn("native driver in unprivileged mode: every machine runs as this daemon's user and can reach what it can; run hf-node as root for a user per machine",
+			"uid", os.Getuid())
+	}
 	return nil
 }
 

@@ -127,8 +127,8 @@ func TestAllocationFailuresLeaveNothing(t *testing.T) {
 		}), []string{`symlink "etc" points to the absolute path "/etc"`}, ErrBadImage},
 		{"unknown group", with(func(tc *TemplateConfig) { tc.Groups = []string{"hf-no-such-group"} }),
 			[]string{`group "hf-no-such-group" does not exist on this host`}, nil},
-		{"metadata the entry needs is missing", with(func(tc *TemplateConfig) { tc.Entry += " {{.Meta.not_there}}" }),
-			[]string{`map has no entry for key "not_there"`}, nil},
+		{"entry renders claim metadata", with(func(tc *TemplateConfig) { tc.Entry += " {{.Meta.claim}}" }),
+			[]string{`claim metadata is not rendered into the entry`}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := h.driver(t, t.TempDir(), nil)
@@ -470,7 +470,7 @@ func TestOrphanWorkspaceUnprivileged(t *testing.T) {
 
 func TestStatusText(t *testing.T) {
 	h := newTestHost(t)
-	d := newDriver(drivers.Env{Instance: Type, DataDir: t.TempDir(), NodeName: h.node})
+	d := asDaemonUser(newDriver(drivers.Env{Instance: Type, DataDir: t.TempDir(), NodeName: h.node}))
 	assert.Equal(t, "not prepared", d.StatusText())
 	require.NoError(t, d.Prepare(t.Context(), h.config(map[string]any{"unprivileged": true, "cgroup_path": t.TempDir(), "workspace_path": t.TempDir()})))
 	t.Cleanup(func() { _ = d.Close() })
@@ -485,7 +485,7 @@ func TestStatusText(t *testing.T) {
 }
 
 func TestUnsupportedOS(t *testing.T) {
-	d := newDriver(drivers.Env{Instance: Type, DataDir: t.TempDir(), NodeName: "mac"})
+	d := asDaemonUser(newDriver(drivers.Env{Instance: Type, DataDir: t.TempDir(), NodeName: "mac"}))
 	d.goos = "darwin"
 	err := d.Prepare(t.Context(), []byte(`{"dscl_path": "/usr/bin/dscl", "hdiutil_path": "/usr/bin/hdiutil", "unprivileged": true}`))
 	require.ErrorIs(t, err, ErrUnsupportedOS)
@@ -521,7 +521,7 @@ func TestCorruptState(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			require.NoError(t, os.WriteFile(filepath.Join(dir, StateFile), []byte(tc.content), 0o600))
-			d := newDriver(drivers.Env{Instance: Type, DataDir: dir, NodeName: h.node})
+			d := asDaemonUser(newDriver(drivers.Env{Instance: Type, DataDir: dir, NodeName: h.node}))
 			err := d.Prepare(t.Context(), h.config(map[string]any{"unprivileged": true}))
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)

@@ -160,6 +160,7 @@ func machineTemplate(name string, tc TemplateConfig) types.MachineTemplate {
 		Spec: types.MachineTemplateSpec{
 			Resources:             types.Resources{CPU: 1, RAMGB: 1, DiskGB: 1},
 			ProviderConfiguration: map[string]json.RawMessage{Type: raw},
+			ClaimMetadata:         []types.MetadataKey{{Name: "claim"}, {Name: "shout", Pattern: "[a-z ;#>/]*"}},
 		},
 	}
 }

@@ -31,6 +31,8 @@ const runScript = `#!/bin/sh
 {
   echo "claim=$claim"
   echo "user=$HF_USER"
+  echo "shout=$shout"
+  echo "hooks=${LD_PRELOAD-}${NODE_OPTIONS-}${PYTHONPATH-}${PERL5OPT-}${GIT_SSH_COMMAND-}${undeclared-}"
   id -u
   cat "$1/greeting.txt"
 } > "$HOME/out.txt.tmp"
@@ -61,7 +63,12 @@ func newTestHost(t *testing.T) *testHost {
 	_, _ = rand.Read(b[:])
 	h := &testHost{base: base, node: "t" + hex.EncodeToString(b[:]), srv: newImageServer(t),
 		toolsPath: "/images/tools.tar.gz", dataPath: "/images/data.tar.xz",
-		meta: map[string]string{"claim": "conformance-claim", "HF_USER": "alice"}}
+		// Besides two declared keys, what an attacker would send: loader and
+		// interpreter hooks and a key the template does not declare. None
+		// may reach the entry; the shell text stays data.
+		meta: map[string]string{"claim": "conformance-claim", "HF_USER": "alice", "shout": "x; id > /tmp/pwned #",
+			"LD_PRELOAD": "/nonexistent/evil.so", "NODE_OPTIONS": "--require /evil.js", "PYTHONPATH": "/evil",
+			"PERL5OPT": "-Mevil", "GIT_SSH_COMMAND": "evil", "undeclared": "x"}}
 	// Registered first, so it runs last: whatever a failed test left of its
 	// users is removed.
 	t.Cleanup(func() { removeTestUsers(t, h.node) })
@@ -96,8 +103,19 @@ func (h *testHost) config(extra map[string]any) []byte {
 func (h *testHost) driver(t *testing.T, dataDir string, extra map[string]any) *Driver {
 	t.Helper()
 	d := newDriver(drivers.Env{Instance: Type, DataDir: dataDir, NodeName: h.node})
+	if extra["unprivileged"] == true {
+		asDaemonUser(d)
+	}
 	require.NoError(t, d.Prepare(t.Context(), h.config(extra)))
 	t.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+// asDaemonUser makes d behave as a driver of a daemon that does not run as
+// root, so unprivileged mode, which root may not use, is tested on a root CI
+// host too. Its entries still run as the test's own user.
+func asDaemonUser(d *Driver) *Driver {
+	d.root = false
 	return d
 }
 
@@ -192,7 +210,7 @@ func (h *testHost) checkRunning(t *testing.T, r types.Resource) {
 	}, 10*time.Second, 20*time.Millisecond, "the entry writes %s", out)
 	b, err := os.ReadFile(out)
 	require.NoError(t, err)
-	assert.Equal(t, "claim=conformance-claim\nuser=alice\n"+strconv.Itoa(m.UID)+"\nhello from xz\n", string(b))
+	assert.Equal(t, "claim=conformance-claim\nuser=alice\nshout=x; id > /tmp/pwned #\nhooks=\n"+strconv.Itoa(m.UID)+"\nhello from xz\n", string(b))
 	fi, err := os.Stat(out)
 	require.NoError(t, err)
 	assert.Equal(t, uint32(m.UID), fi.Sys().(*syscall.Stat_t).Uid, "the file belongs to the machine's user")

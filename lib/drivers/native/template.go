@@ -22,8 +22,10 @@ type TemplateConfig struct {
 	Images []Image `json:"images"`
 	// Entry is what runs as the machine's user (`shell -c entry`) in its home.
 	// It is a text/template: {{.Disks.<tag>}} is the directory an image was
-	// unpacked into, {{.Meta.<key>}} a claim metadata value, and {{.User}},
-	// {{.Home}}, {{.Workspace}} what their names say. Required.
+	// unpacked into, and {{.User}}, {{.Home}}, {{.Workspace}} what their names
+	// say. Claim metadata is never rendered into it (that would put a user's
+	// text in a shell string): it reaches the entry as environment variables,
+	// under the keys the template declares ("$name"). Required.
 	Entry string `json:"entry"`
 	// Groups are existing host groups the machine's user joins.
 	Groups []string `json:"groups"`
@@ -42,12 +44,11 @@ type Image struct {
 	Tag string `json:"tag"`
 }
 
-// EntryData is what the entry template is rendered with.
+// EntryData is what the entry template is rendered with: paths and names the
+// driver made, never a claim's text.
 type EntryData struct {
 	// Disks maps each image tag to the directory it was unpacked into.
 	Disks map[string]string
-	// Meta is the claim's metadata.
-	Meta map[string]string
 	// User is the machine's user name (the daemon's user when unprivileged).
 	User string
 	// Home is the entry's home and working directory.
@@ -127,7 +128,11 @@ func (tc TemplateConfig) Validate() error {
 	return nil
 }
 
-// entryTemplate parses Entry and checks that every {{.Disks.x}} names a tag.
+// entryFields are the fields of EntryData an entry may refer to.
+var entryFields = map[string]bool{"Disks": true, "User": true, "Home": true, "Workspace": true}
+
+// entryTemplate parses Entry and checks that it refers only to EntryData's
+// fields and that every {{.Disks.x}} names a tag.
 func (tc TemplateConfig) entryTemplate() (*template.Template, error) {
 	tmpl, err := template.New("entry").Option("missingkey=error").Parse(tc.Entry)
 	if err != nil {
@@ -137,22 +142,35 @@ func (tc TemplateConfig) entryTemplate() (*template.Template, error) {
 	for _, img := range tc.Images {
 		tags[img.Tag] = true
 	}
-	for _, ref := range diskRefs(tmpl.Tree.Root) {
-		if !tags[ref] {
+	var refs [][]string
+	for _, t := range tmpl.Templates() { // {{define}}d ones too
+		refs = append(refs, fieldRefs(t.Tree.Root)...)
+	}
+	for _, ref := range refs {
+		switch {
+		case ref[0] == "Meta":
+			return nil, types.Invalid("entry", "claim metadata is not rendered into the entry (it would reach the shell as code); "+
+				"declare the key in the template's spec.claimMetadata and read it as an environment variable, e.g. \"$%s\"", strings.Join(ref[1:], "."))
+		case !entryFields[ref[0]]:
+			return nil, types.Invalid("entry", "refers to .%s; an entry may use .Disks.<tag>, .User, .Home and .Workspace", ref[0])
+		case ref[0] == "Disks" && len(ref) >= 2 && !tags[ref[1]]:
 			known := make([]string, 0, len(tags))
 			for t := range tags {
 				known = append(known, t)
 			}
 			sort.Strings(known)
-			return nil, types.Invalid("entry", "refers to disk %q but no image has that tag (tags: %s)", ref, strings.Join(known, ", "))
+			return nil, types.Invalid("entry", "refers to disk %q but no image has that tag (tags: %s)", ref[1], strings.Join(known, ", "))
 		}
 	}
 	return tmpl, nil
 }
 
-// diskRefs returns x for every .Disks.x in the template tree.
-func diskRefs(n parse.Node) []string {
-	var out []string
+// fieldRefs returns the path of every field reference in the template tree:
+// [Disks x] for .Disks.x and $.Disks.x, [User] for .User. A reference through
+// a variable other than $ (a range's element) has no path from the root and is
+// not returned; entries have nothing to range over but Disks.
+func fieldRefs(n parse.Node) [][]string {
+	var out [][]string
 	var walk func(parse.Node)
 	walk = func(n parse.Node) {
 		switch n := n.(type) {
@@ -177,12 +195,12 @@ func diskRefs(n parse.Node) []string {
 				walk(a)
 			}
 		case *parse.FieldNode:
-			if len(n.Ident) >= 2 && n.Ident[0] == "Disks" {
-				out = append(out, n.Ident[1])
-			}
+			out = append(out, n.Ident)
+		case *parse.ChainNode:
+			walk(n.Node)
 		case *parse.VariableNode:
-			if len(n.Ident) >= 3 && n.Ident[0] == "$" && n.Ident[1] == "Disks" {
-				out = append(out, n.Ident[2])
+			if len(n.Ident) >= 2 && n.Ident[0] == "$" {
+				out = append(out, n.Ident[1:])
 			}
 		case *parse.IfNode:
 			walk(n.Pipe)
@@ -218,20 +236,11 @@ func (tc TemplateConfig) renderEntry(data EntryData) (string, error) {
 }
 
 // entryEnv builds the entry's environment, lowest precedence first: a default
-// PATH, the claim metadata (keys made into variable names; reserved and
-// loader-related names dropped, since they would let a claim run code as the
-// machine's user before the entry does), the template's env (the operator's
-// word wins over a claim's), then the driver's own variables.
-func entryEnv(tmplEnv, meta map[string]string, id, user, home, shell string) []string {
+// PATH, what drivers.MachineEnv passes of the claim and the template, then the
+// driver's own variables.
+func entryEnv(t types.MachineTemplate, tmplEnv, meta map[string]string, id, user, home, shell string) []string {
 	env := map[string]string{"PATH": "/usr/local/bin:/usr/bin:/bin"}
-	for k, v := range meta {
-		name := envName(k)
-		if name == "" || reservedEnv[name] || unsafeEnv(name) {
-			continue
-		}
-		env[name] = v
-	}
-	for k, v := range tmplEnv {
+	for k, v := range drivers.MachineEnv(t, tmplEnv, meta) {
 		env[k] = v
 	}
 	env["HOME"], env["USER"], env["LOGNAME"], env["SHELL"] = home, user, user, shell
@@ -242,30 +251,4 @@ func entryEnv(tmplEnv, meta map[string]string, id, user, home, shell string) []s
 	}
 	sort.Strings(out)
 	return out
-}
-
-// envName turns a metadata key into a variable name: characters other than
-// letters, digits and '_' become '_'; "" when nothing usable is left.
-func envName(k string) string {
-	b := []byte(k)
-	for i, c := range b {
-		if !(c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			b[i] = '_'
-		}
-	}
-	name := string(b)
-	if !envRE.MatchString(name) {
-		return ""
-	}
-	return name
-}
-
-// unsafeEnv names variables a claim must not set: they change what the shell
-// or the dynamic loader runs.
-func unsafeEnv(name string) bool {
-	switch name {
-	case "PATH", "IFS", "ENV", "BASH_ENV", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND":
-		return true
-	}
-	return strings.HasPrefix(name, "LD_") || strings.HasPrefix(name, "BASH_FUNC_")
 }

@@ -2,7 +2,6 @@ package native
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -32,7 +31,7 @@ func TestValidateTemplate(t *testing.T) {
 	}{
 		{"minimal", "native", map[string]string{"native": `{"entry": "sleep 1"}`}, ""},
 		{"everything", "native", map[string]string{"native": `{"images": [` + img + `],
-			"entry": "{{.Disks.tools}}/run --claim {{.Meta.HF_CLAIM}} {{if .Disks.tools}}x{{end}}",
+			"entry": "{{.Disks.tools}}/run --claim \"$HF_CLAIM\" {{if .Disks.tools}}x{{end}}",
 			"groups": ["users", "docker"], "env": {"LANG": "C.UTF-8", "PATH": "/opt/bin:/usr/bin:/bin"}}`}, ""},
 		{"instance entry", "native/big", map[string]string{"native/big": `{"entry": "x"}`}, ""},
 		{"type entry serves an instance", "native/big", map[string]string{"native": `{"entry": "x"}`}, ""},
@@ -70,8 +69,18 @@ func TestValidateTemplate(t *testing.T) {
 			"spec.providerConfiguration.native.entry: entry:1: unclosed action"},
 		{"entry names an unknown disk", "native", map[string]string{"native": `{"images": [` + img + `], "entry": "{{.Disks.tool}}/run"}`},
 			`spec.providerConfiguration.native.entry: refers to disk "tool" but no image has that tag (tags: tools)`},
-		{"disk inside if", "native", map[string]string{"native": `{"entry": "{{if .Meta.x}}{{.Disks.nope}}{{end}}"}`},
+		{"disk inside if", "native", map[string]string{"native": `{"entry": "{{if .User}}{{.Disks.nope}}{{end}}"}`},
 			`entry: refers to disk "nope"`},
+		// Claim metadata never enters the shell string (a user's "x; id #"
+		// would run as the machine's user); the error says what to do instead.
+		{"entry renders claim metadata", "native", map[string]string{"native": `{"entry": "echo {{.Meta.name}}"}`},
+			`entry: claim metadata is not rendered into the entry (it would reach the shell as code); declare the key in the template's spec.claimMetadata and read it as an environment variable, e.g. "$name"`},
+		{"metadata through $", "native", map[string]string{"native": `{"entry": "{{with .User}}{{$.Meta.name}}{{end}}"}`},
+			`entry: claim metadata is not rendered`},
+		{"metadata in a defined template", "native", map[string]string{"native": `{"entry": "{{define \"a\"}}{{.Meta.name}}{{end}}{{template \"a\" .}}"}`},
+			`entry: claim metadata is not rendered`},
+		{"unknown field", "native", map[string]string{"native": `{"entry": "{{.Secret}}"}`},
+			`entry: refers to .Secret; an entry may use .Disks.<tag>, .User, .Home and .Workspace`},
 		{"bad group", "native", map[string]string{"native": `{"entry": "x", "groups": ["users", "Bad Group"]}`},
 			`spec.providerConfiguration.native.groups[1]: not a valid group name: "Bad Group"`},
 		{"bad env name", "native", map[string]string{"native": `{"entry": "x", "env": {"A-B": "1"}}`},
@@ -96,28 +105,27 @@ func TestValidateTemplate(t *testing.T) {
 func TestRenderEntry(t *testing.T) {
 	tc := TemplateConfig{
 		Images: []Image{{URL: "http://h/a", Sum: goodSum, Tag: "tools"}},
-		Entry:  `{{.Disks.tools}}/run.sh --user {{.User}} --claim {{.Meta.HF_CLAIM}} --home {{.Home}} --ws {{.Workspace}}`,
+		Entry:  `{{.Disks.tools}}/run.sh --user {{.User}} --claim "$HF_CLAIM" --home {{.Home}} --ws {{.Workspace}}`,
 	}
 	require.NoError(t, tc.Validate())
 	got, err := tc.renderEntry(EntryData{
-		Disks: map[string]string{"tools": "/ws/hf-1/tools"}, Meta: map[string]string{"HF_CLAIM": "c1"},
-		User: "hf-1", Home: "/home/hf-1", Workspace: "/ws/hf-1",
+		Disks: map[string]string{"tools": "/ws/hf-1/tools"},
+		User:  "hf-1", Home: "/home/hf-1", Workspace: "/ws/hf-1",
 	})
 	require.NoError(t, err)
-	assert.Equal(t, "/ws/hf-1/tools/run.sh --user hf-1 --claim c1 --home /home/hf-1 --ws /ws/hf-1", got)
-
-	_, err = tc.renderEntry(EntryData{Disks: map[string]string{"tools": "/x"}, Meta: map[string]string{}})
-	require.Error(t, err, "a metadata key the claim lacks fails the allocation")
-	assert.Contains(t, err.Error(), `map has no entry for key "HF_CLAIM"`)
+	assert.Equal(t, `/ws/hf-1/tools/run.sh --user hf-1 --claim "$HF_CLAIM" --home /home/hf-1 --ws /ws/hf-1`, got)
 }
 
 func TestEntryEnv(t *testing.T) {
-	env := entryEnv(
+	tmpl := types.MachineTemplate{Metadata: types.ObjectMeta{Name: "t"}, Spec: types.MachineTemplateSpec{
+		ClaimMetadata: []types.MetadataKey{{Name: "claim"}, {Name: "GREETING"}, {Name: "name"}}}}
+	env := entryEnv(tmpl,
 		map[string]string{"LANG": "C", "PATH": "/opt/bin", "GREETING": "template"},
 		map[string]string{
-			"HF_CLAIM": "c1", "claim": "lower", "my-key": "dash", "GREETING": "claim",
+			"HF_CLAIM": "c1", "claim": "lower", "my-key": "dash", "GREETING": "claim", "name": "x; id > /tmp/PWNED #",
 			"HOME": "/evil", "LD_PRELOAD": "/evil.so", "BASH_ENV": "/evil", "PATH": "/evil", "": "x", "9x": "digit",
-			envMachineID: "spoof",
+			"NODE_OPTIONS": "--require /evil.js", "PYTHONPATH": "/evil", "PERL5OPT": "-Mevil", "GIT_SSH_COMMAND": "evil",
+			"HF_SPOOF": "x", envMachineID: "spoof", "undeclared": "x",
 		},
 		"hf-0123456789", "hf-0123456789", "/home/hf-0123456789", "/bin/sh")
 	assert.Equal(t, []string{
@@ -131,16 +139,15 @@ func TestEntryEnv(t *testing.T) {
 		"SHELL=/bin/sh",
 		"USER=hf-0123456789",
 		"claim=lower",
-		"my_key=dash",
+		"name=x; id > /tmp/PWNED #",
 	}, env)
-	assert.Contains(t, entryEnv(nil, nil, "i", "u", "/h", "/bin/sh"), "PATH=/usr/local/bin:/usr/bin:/bin")
+	assert.Contains(t, entryEnv(tmpl, nil, nil, "i", "u", "/h", "/bin/sh"), "PATH=/usr/local/bin:/usr/bin:/bin")
 }
 
-func TestDiskRefs(t *testing.T) {
-	tc := TemplateConfig{Entry: `{{.Disks.a}} {{range .Meta}}{{$.Disks.b}}{{end}} {{with .Disks.c}}{{.}}{{else}}{{.Disks.d}}{{end}} {{printf "%s" .Disks.e}}`}
-	tmpl, err := (TemplateConfig{Entry: tc.Entry, Images: []Image{{Tag: "a"}, {Tag: "b"}, {Tag: "c"}, {Tag: "d"}, {Tag: "e"}}}).entryTemplate()
+func TestFieldRefs(t *testing.T) {
+	entry := `{{.Disks.a}} {{range .Disks}}{{$.Disks.b}}{{end}} {{with .Disks.c}}{{.}}{{else}}{{.Disks.d}}{{end}} {{printf "%s" .Disks.e}} {{.User}}`
+	tmpl, err := (TemplateConfig{Entry: entry, Images: []Image{{Tag: "a"}, {Tag: "b"}, {Tag: "c"}, {Tag: "d"}, {Tag: "e"}}}).entryTemplate()
 	require.NoError(t, err)
-	refs := diskRefs(tmpl.Tree.Root)
-	assert.ElementsMatch(t, []string{"a", "b", "c", "d", "e"}, refs)
-	assert.False(t, strings.Contains(strings.Join(refs, ","), "Meta"))
+	refs := fieldRefs(tmpl.Tree.Root)
+	assert.ElementsMatch(t, [][]string{{"Disks", "a"}, {"Disks"}, {"Disks", "b"}, {"Disks", "c"}, {"Disks", "d"}, {"Disks", "e"}, {"User"}}, refs)
 }

@@ -28,7 +28,7 @@ func TestConformance(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var mu sync.Mutex
 			var dirs []string
-			meta := map[string]string{"claim": "c1", "user": "alice"}
+			meta := map[string]string{"claim": "c1", "lab_user": "alice"}
 			drivertest.Conformance(t, drivertest.Harness{
 				New: func(t *testing.T, dataDir string) drivers.Driver {
 					mu.Lock()

@@ -165,7 +165,7 @@ func (d *Driver) Allocate(ctx context.Context, t types.MachineTemplate, meta map
 	if tc.Fail {
 		return nil, fmt.Errorf("allocate: template %q asks to fail: %w", t.Metadata.Name, ErrInjectedFailure)
 	}
-	data, err := json.Marshal(resourceData{Template: t.Metadata.Name, Meta: meta})
+	data, err := json.Marshal(resourceData{Template: t.Metadata.Name, Meta: t.MachineMetadata(meta)})
 	if err != nil {
 		return nil, fmt.Errorf("allocate: %w", err)
 	}

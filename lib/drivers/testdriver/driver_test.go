@@ -24,6 +24,7 @@ func template(name string, pc map[string]string) types.MachineTemplate {
 		Spec: types.MachineTemplateSpec{
 			Resources:             types.Resources{CPU: 1, RAMGB: 2, DiskGB: 10},
 			ProviderConfiguration: map[string]json.RawMessage{},
+			ClaimMetadata:         []types.MetadataKey{{Name: "claim"}, {Name: "lab_user"}},
 		},
 	}
 	for k, v := range pc {
@@ -44,8 +45,9 @@ var plain = template("plain", map[string]string{"test": `{}`})
 
 func TestAllocateFillsResource(t *testing.T) {
 	d := prepared(t, t.TempDir(), `{}`)
-	meta := map[string]string{"claim": "c1", "user": "bob"}
-	r, err := d.Allocate(t.Context(), plain, meta)
+	meta := map[string]string{"claim": "c1", "lab_user": "bob", "HF_CLAIM": "c1"}
+	r, err := d.Allocate(t.Context(), plain, map[string]string{"claim": "c1", "lab_user": "bob", "HF_CLAIM": "c1",
+		"undeclared": "x", "LD_PRELOAD": "/evil.so"})
 	require.NoError(t, err)
 
 	assert.Regexp(t, regexp.MustCompile(`^test-[0-9a-f]{16}$`), r.ID)
@@ -55,7 +57,7 @@ func TestAllocateFillsResource(t *testing.T) {
 	assert.Equal(t, plain.Spec.Resources, r.Resources)
 	var data resourceData
 	require.NoError(t, json.Unmarshal(r.Data, &data))
-	assert.Equal(t, resourceData{Template: "plain", Meta: meta}, data)
+	assert.Equal(t, resourceData{Template: "plain", Meta: meta}, data, "declared keys and the node's HF_* keys only")
 
 	// The caller's copy is its own: changing it does not change what is held.
 	r.Info["host"] = "elsewhere"

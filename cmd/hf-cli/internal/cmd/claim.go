@@ -43,7 +43,7 @@ func newClaimCreateCmd(f *Factory, res *resource) *cobra.Command {
 			"With --wait, progress goes to stderr and the bound claim to stdout; a claim\n" +
 			"that fails exits 6 with its reason.",
 		Example: "  hf-cli claim create --template small --user alice --wait\n" +
-			"  hf-cli claim create ci-42 --template big --label job=ci --meta GIT_SHA=abc123\n" +
+			"  hf-cli claim create ci-42 --template big --label job=ci --meta BUILD_SHA=abc123\n" +
 			"  hf-cli claim create -f claims.yaml",
 		Args: maxArgs(1, "one NAME"),
 		RunE: func(c *cobra.Command, args []string) error {

@@ -18,7 +18,7 @@ func TestClaimCreateShortcut(t *testing.T) {
 	c := newCLI(t)
 	c.rand = bytes.NewReader([]byte{0xde, 0xad, 0xbe, 0xef})
 	r := c.run("claim", "create", "--template", "small", "--user", "alice",
-		"--label", "job=ci", "--label", "team=a", "--meta", "GIT_SHA=abc123",
+		"--label", "job=ci", "--label", "team=a", "--meta", "BUILD_SHA=abc123",
 		"--bind-timeout", "30s", "--machine-set", "pool", "--bind-strategy", "PreferMachineSets", "-o", "json")
 	require.Equal(t, 0, r.code, r.err)
 	var got types.MachineClaim
@@ -32,7 +32,7 @@ func TestClaimCreateShortcut(t *testing.T) {
 	assert.Equal(t, "small", cl.Spec.MachineTemplate)
 	assert.Equal(t, "alice", cl.Spec.User)
 	assert.Equal(t, map[string]string{"job": "ci", "team": "a"}, cl.Metadata.Labels)
-	assert.Equal(t, map[string]string{"GIT_SHA": "abc123"}, cl.Spec.Metadata)
+	assert.Equal(t, map[string]string{"BUILD_SHA": "abc123"}, cl.Spec.Metadata)
 	assert.Equal(t, 30*time.Second, cl.Spec.BindTimeout.Duration)
 	assert.Equal(t, []string{"pool"}, cl.Spec.MachineSets)
 	assert.Equal(t, types.BindPreferMachineSets, cl.Spec.BindStrategy)
