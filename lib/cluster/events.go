@@ -60,7 +60,7 @@ func (n *Node) reconcileEvents() {
 			n.log.Warn("event", "event", ev.Metadata.Name, "warning", w)
 		}
 		if ev.Status.Phase != plan.Phase || !slices.Equal(ev.Status.CreatedMachineSets, plan.CreatedMachineSets) {
-			if _, err := store.Update(n.st, types.KindScheduledEvent, ev.Metadata.Name, func(o *types.ScheduledEvent) error {
+			if _, err := store.UpdateFacet(n.st, types.KindScheduledEvent, ev.Metadata.Name, types.FacetStatus, func(o *types.ScheduledEvent) error {
 				o.Status.Phase, o.Status.CreatedMachineSets = plan.Phase, plan.CreatedMachineSets
 				return nil
 			}); err != nil && !errors.Is(err, store.ErrNotFound) {

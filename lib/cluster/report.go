@@ -57,7 +57,7 @@ func (n *Node) report(phase types.NodePhase) error {
 			Capacity: n.capacityOf(in),
 		})
 	}
-	_, err := store.Update(n.st, types.KindNode, n.cfg.Name, func(o *types.Node) error {
+	_, err := store.UpdateFacet(n.st, types.KindNode, n.cfg.Name, types.FacetReport, func(o *types.Node) error {
 		spec.Maintenance = o.Spec.Maintenance
 		o.Spec = spec
 		o.Metadata.Labels = n.cfg.Labels

@@ -160,7 +160,7 @@ func (n *Node) reconcilePauses(sessions []*types.Session) {
 }
 
 func (n *Node) setSession(name string, fn func(o *types.Session)) {
-	if _, err := store.Update(n.st, types.KindSession, name, func(o *types.Session) error {
+	if _, err := store.UpdateFacet(n.st, types.KindSession, name, types.FacetStatus, func(o *types.Session) error {
 		fn(o)
 		return nil
 	}); err != nil && !errors.Is(err, store.ErrNotFound) {

@@ -90,7 +90,7 @@ func (n *Node) reconcileSets() {
 			n.reap(d)
 		}
 		if plan.Status != s.Status {
-			_, err := store.Update(n.st, types.KindMachineSet, s.Metadata.Name, func(o *types.MachineSet) error {
+			_, err := store.UpdateFacet(n.st, types.KindMachineSet, s.Metadata.Name, types.FacetStatus, func(o *types.MachineSet) error {
 				if o.Status == plan.Status {
 					return store.ErrNoChange
 				}

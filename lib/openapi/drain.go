@@ -26,7 +26,7 @@ func (s *Server) setMaintenance(c *gin.Context, on bool) {
 		s.writeErr(c, notFound(types.KindNode, name))
 		return
 	}
-	node, err := store.Update(s.st, types.KindNode, name, func(n *types.Node) error {
+	node, err := store.UpdateFacet(s.st, types.KindNode, name, types.FacetMaintenance, func(n *types.Node) error {
 		if n.Spec.Maintenance == on {
 			return store.ErrNoChange
 		}

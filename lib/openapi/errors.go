@@ -94,6 +94,8 @@ func toAPIError(err error) *apiError {
 		return newErr(http.StatusConflict, CodeConflict, "metadata.name", "%s", err.Error())
 	case errors.Is(err, store.ErrConflict):
 		return newErr(http.StatusConflict, CodeConflict, "metadata.version", "%s", err.Error())
+	case errors.Is(err, store.ErrNotOwner):
+		return newErr(http.StatusForbidden, CodeForbidden, "", "%s: that part of the object is written by the cluster, not through the API", err.Error())
 	case errors.Is(err, store.ErrClosed):
 		return newErr(http.StatusServiceUnavailable, CodeUnavailable, "", "the store is closed: the node is shutting down")
 	case errors.Is(err, types.ErrInvalid):

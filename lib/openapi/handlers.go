@@ -247,13 +247,9 @@ func (k kindRoutes) update(c *gin.Context) {
 			s.writeErr(c, err)
 			return
 		}
-		// Without a client version, write only over what was just read, so a
-		// status an owner wrote meanwhile is not overwritten with the old one.
-		cond := want
-		if cond.IsZero() {
-			cond = rec.Version
-		}
-		out, err := s.st.Put(obj, store.PutOptions{Update: true, IfVersion: cond})
+		// Written over what was just read, and only the API's own facets: a
+		// status its owner wrote meanwhile is neither a conflict nor undone.
+		out, err := s.st.Put(obj, store.PutOptions{Update: true, IfVersion: want, Base: &rec, Facets: apiFacets(k.kind)})
 		if errors.Is(err, store.ErrConflict) && want.IsZero() && try < writeTries {
 			continue
 		}

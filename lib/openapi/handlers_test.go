@@ -43,12 +43,27 @@ func TestCRUDEveryKind(t *testing.T) {
 
 			upd := minimal(kind, name)
 			upd["metadata"].(map[string]any)["labels"] = map[string]any{"tier": "gold"}
+			if kind == types.KindNode {
+				upd["spec"].(map[string]any)["maintenance"] = true
+			}
 			r = e.do("PUT", path(kind, name), adminTok, upd)
 			require.Equal(t, http.StatusOK, r.code, "%s", r.body)
 			updated := r.obj(t)
 			umeta := updated["metadata"].(map[string]any)
-			assert.Equal(t, map[string]any{"tier": "gold"}, umeta["labels"])
-			assert.NotEqual(t, meta["version"], umeta["version"])
+			switch kind {
+			case types.KindNode:
+				// A node writes its own labels; the API its maintenance flag.
+				assert.Nil(t, umeta["labels"])
+				assert.Equal(t, true, updated["spec"].(map[string]any)["maintenance"])
+				assert.NotEqual(t, meta["version"], umeta["version"])
+			case types.KindMachine:
+				// A machine is its node's alone: nothing changes.
+				assert.Nil(t, umeta["labels"])
+				assert.Equal(t, meta["version"], umeta["version"])
+			default:
+				assert.Equal(t, map[string]any{"tier": "gold"}, umeta["labels"])
+				assert.NotEqual(t, meta["version"], umeta["version"])
+			}
 			assert.Equal(t, meta["createdAt"], umeta["createdAt"], "update keeps createdAt")
 
 			r = e.do("DELETE", path(kind, name), adminTok, nil)
@@ -115,24 +130,34 @@ func TestCreateSetsServerFields(t *testing.T) {
 // survives a PUT, and a PUT without a version never overwrites a newer status.
 func TestUpdateKeepsOwnerStatus(t *testing.T) {
 	e := newTestEnv(t)
-	r := e.do("POST", path(types.KindMachine), adminTok, minimal(types.KindMachine, "m1"))
-	require.Equal(t, http.StatusCreated, r.code)
+	r := e.do("POST", path(types.KindMachineSet), adminTok, minimal(types.KindMachineSet, "pool"))
+	require.Equal(t, http.StatusCreated, r.code, "%s", r.body)
 
-	m, err := store.Get[types.Machine](e.st, types.KindMachine, "m1")
-	require.NoError(t, err)
-	m.Status.Phase = types.MachineRunning
-	m.Status.Reason = "owner wrote this"
-	_, err = e.st.Put(m, store.PutOptions{Update: true, IfVersion: m.Metadata.Version})
+	// The set's owner writes its status...
+	_, err := store.UpdateFacet(e.st, types.KindMachineSet, "pool", types.FacetStatus, func(o *types.MachineSet) error {
+		o.Status.Provisioned, o.Status.Available = 2, 1
+		return nil
+	})
 	require.NoError(t, err)
 
-	upd := minimal(types.KindMachine, "m1")
-	upd["spec"].(map[string]any)["claim"] = "c1"
-	upd["status"] = map[string]any{"phase": "Failed"}
-	r = e.do("PUT", path(types.KindMachine, "m1"), adminTok, upd)
+	// ... and a PUT, which sends a status of its own, changes the spec only.
+	upd := minimal(types.KindMachineSet, "pool")
+	upd["spec"].(map[string]any)["minAvailable"] = 3
+	upd["status"] = map[string]any{"provisioned": 9}
+	r = e.do("PUT", path(types.KindMachineSet, "pool"), adminTok, upd)
 	require.Equal(t, http.StatusOK, r.code, "%s", r.body)
 	got := r.obj(t)
-	assert.Equal(t, "c1", got["spec"].(map[string]any)["claim"])
-	assert.Equal(t, map[string]any{"phase": "Running", "reason": "owner wrote this"}, got["status"])
+	assert.EqualValues(t, 3, got["spec"].(map[string]any)["minAvailable"])
+	assert.Equal(t, map[string]any{"provisioned": float64(2), "available": float64(1)}, got["status"])
+
+	// A machine is its node's alone: a PUT changes none of it.
+	r = e.do("POST", path(types.KindMachine), adminTok, minimal(types.KindMachine, "m1"))
+	require.Equal(t, http.StatusCreated, r.code)
+	m := minimal(types.KindMachine, "m1")
+	m["spec"].(map[string]any)["claim"] = "c1"
+	r = e.do("PUT", path(types.KindMachine, "m1"), adminTok, m)
+	require.Equal(t, http.StatusOK, r.code, "%s", r.body)
+	assert.NotContains(t, r.obj(t)["spec"], "claim")
 }
 
 func TestLabelSelector(t *testing.T) {
@@ -315,9 +340,17 @@ func TestConflicts(t *testing.T) {
 	assert.Equal(t, CodeConflict, r.errBody(t).Code)
 
 	// A conditional update with the current version wins once.
-	r = e.do("PUT", path(types.KindEnvironment, "lab"), adminTok, minimal(types.KindEnvironment, "lab"), "If-Match", `"`+v1+`"`)
+	changed := minimal(types.KindEnvironment, "lab")
+	changed["metadata"].(map[string]any)["labels"] = map[string]any{"tier": "gold"}
+	r = e.do("PUT", path(types.KindEnvironment, "lab"), adminTok, changed, "If-Match", `"`+v1+`"`)
 	require.Equal(t, http.StatusOK, r.code, "%s", r.body)
 	v2 := r.obj(t)["metadata"].(map[string]any)["version"].(string)
+	require.NotEqual(t, v1, v2)
+
+	// An update that changes nothing writes nothing: the version stays.
+	r = e.do("PUT", path(types.KindEnvironment, "lab"), adminTok, changed, "If-Match", v2)
+	require.Equal(t, http.StatusOK, r.code, "%s", r.body)
+	assert.Equal(t, v2, r.obj(t)["metadata"].(map[string]any)["version"])
 
 	r = e.do("PUT", path(types.KindEnvironment, "lab"), adminTok, minimal(types.KindEnvironment, "lab"), "If-Match", v1)
 	require.Equal(t, http.StatusConflict, r.code)

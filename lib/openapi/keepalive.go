@@ -27,7 +27,7 @@ func (s *Server) keepalive(c *gin.Context) {
 		return
 	}
 	now := s.cfg.Now().UTC().Format(time.RFC3339Nano)
-	sess, err := store.Update(s.st, types.KindSession, name, func(o *types.Session) error {
+	sess, err := store.UpdateFacet(s.st, types.KindSession, name, types.FacetSpec, func(o *types.Session) error {
 		if o.Status.Phase == types.SessionPhaseEnded {
 			return errSessionEnded
 		}

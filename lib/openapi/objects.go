@@ -68,11 +68,21 @@ func validateClientStatus(o types.Object) error {
 	return nil
 }
 
+// apiFacets are the facets of kind that the API writes on an update: the
+// spec (with labels and annotations; an AccessCode's status is part of it),
+// or a Node's maintenance flag. The other facets have owners in the cluster.
+func apiFacets(kind string) []string {
+	if kind == types.KindNode {
+		return []string{types.FacetMaintenance}
+	}
+	return []string{types.FacetSpec}
+}
+
 // prepareCreate sets what the server owns on a new object: no version or times
 // from the client, the status reset, and a claim Requested at now.
 func prepareCreate(o types.Object, now time.Time) {
 	m := o.Meta()
-	m.Version = types.Version{}
+	m.Version, m.Facets = types.Version{}, nil
 	m.CreatedAt = time.Time{}
 	m.UpdatedAt = time.Time{}
 	if !clientWritesStatus(o.GetKind()) {
@@ -88,11 +98,23 @@ func prepareCreate(o types.Object, now time.Time) {
 // the client writes it, the status.
 func prepareUpdate(o, stored types.Object) {
 	m := o.Meta()
-	m.Version = types.Version{}
+	m.Version, m.Facets = types.Version{}, nil
 	m.UpdatedAt = time.Time{}
 	m.CreatedAt = stored.Meta().CreatedAt
 	if !clientWritesStatus(o.GetKind()) {
 		copyStatus(o, stored)
+	}
+	switch v := o.(type) {
+	case *types.Node:
+		// A node reports itself; the API writes its maintenance flag only.
+		st := stored.(*types.Node)
+		maint := v.Spec.Maintenance
+		v.Spec, v.Metadata.Labels, v.Metadata.Annotations = st.Spec, st.Metadata.Labels, st.Metadata.Annotations
+		v.Spec.Maintenance = maint
+	case *types.Machine:
+		// A machine is written by its node alone.
+		st := stored.(*types.Machine)
+		v.Spec, v.Metadata.Labels, v.Metadata.Annotations = st.Spec, st.Metadata.Labels, st.Metadata.Annotations
 	}
 }
 

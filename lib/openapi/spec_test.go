@@ -167,7 +167,8 @@ func fullObjects(t testing.TB) []types.Object {
 	res := types.Resources{CPU: 2, RAMGB: 4, DiskGB: 10}
 	ep := []types.Endpoint{{Protocol: "ssh", Address: "10.0.0.1:22"}}
 	meta := func(name string) types.ObjectMeta {
-		return types.ObjectMeta{Name: name, Labels: map[string]string{"team": "ci"}, Annotations: map[string]string{"note": "x"}}
+		return types.ObjectMeta{Name: name, Labels: map[string]string{"team": "ci"}, Annotations: map[string]string{"note": "x"},
+			Facets: map[string]types.Version{"spec": {HLC: 1, Node: "n1"}}}
 	}
 	pt := types.PhaseTimes{"Requested": ts}
 	objs := []types.Object{

@@ -21,7 +21,7 @@ import (
 func bigClaim(name string) *types.MachineClaim {
 	c := claim(name)
 	c.Spec.Metadata = map[string]string{
-		"course":  strings.Repeat("k", 120),
+		"course":  strings.Repeat("k", 40),
 		"session": strings.Repeat("s", 90),
 		"extra":   strings.Repeat("x", 2),
 	}

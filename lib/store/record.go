@@ -2,6 +2,7 @@ package store
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -22,10 +23,18 @@ var (
 	keyGCSeq     = []byte("m/gcseq")
 )
 
-// recordFormat is the first byte of every stored record, so the encoding can change.
-const recordFormat byte = 1
+// Record formats: the first byte of every stored record, so the encoding can
+// change. Format 1 (whole objects) is still read.
+const (
+	recordFormatV1 byte = 1
+	recordFormat   byte = 2
+)
 
-const flagDeleted byte = 1
+// Record flags.
+const (
+	flagDeleted byte = 1 << iota // no live creating facet
+	flagTomb                     // the record was deleted at least once
+)
 
 func objectKey(kind, name string) []byte {
 	k := make([]byte, 0, len(prefixObject)+len(kind)+1+len(name))
@@ -82,62 +91,198 @@ func getUint(txn *badger.Txn, key []byte) (uint64, error) {
 // encodeRecord is the stored form of a record, without its kind and name (they
 // are in the key):
 //
-//	format(1) flags(1) uvarint(seq) uvarint(hlc) uvarint(len node) node
-//	[varint(deletedAt unix ns) when deleted] data...
+//	format(1)=2 flags(1) uvarint(seq)
+//	[uvarint(tomb hlc) str(tomb node) varint(deletedAt unix ns)  when flagTomb]
+//	uvarint(n) n x [str(facet) uvarint(hlc) str(node) uvarint(len) data]
+//
+// where str is uvarint(len) and the bytes. The version is the newest facet's
+// (or the deletion's) and the object JSON is assembled from the facets when
+// read (withData); neither is stored.
 func encodeRecord(r *Record) []byte {
-	b := make([]byte, 0, 2+3*binary.MaxVarintLen64+len(r.Version.Node)+len(r.Data))
+	size := 3 + 3*binary.MaxVarintLen64 + len(r.Tomb.Node)
+	for _, f := range r.Facets {
+		size += len(f.Name) + len(f.Version.Node) + len(f.Data) + 4*binary.MaxVarintLen64
+	}
+	b := make([]byte, 0, size)
 	var flags byte
 	if r.Deleted {
 		flags |= flagDeleted
 	}
+	if !r.Tomb.IsZero() {
+		flags |= flagTomb
+	}
 	b = append(b, recordFormat, flags)
 	b = binary.AppendUvarint(b, r.Seq)
-	b = binary.AppendUvarint(b, r.Version.HLC)
-	b = binary.AppendUvarint(b, uint64(len(r.Version.Node)))
-	b = append(b, r.Version.Node...)
-	if r.Deleted {
-		return binary.AppendVarint(b, r.DeletedAt.UnixNano())
+	str := func(s string) {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
 	}
-	return append(b, r.Data...)
+	if !r.Tomb.IsZero() {
+		b = binary.AppendUvarint(b, r.Tomb.HLC)
+		str(r.Tomb.Node)
+		b = binary.AppendVarint(b, r.DeletedAt.UnixNano())
+	}
+	b = binary.AppendUvarint(b, uint64(len(r.Facets)))
+	for _, f := range r.Facets {
+		str(f.Name)
+		b = binary.AppendUvarint(b, f.Version.HLC)
+		str(f.Version.Node)
+		b = binary.AppendUvarint(b, uint64(len(f.Data)))
+		b = append(b, f.Data...)
+	}
+	return b
 }
 
-// decodeRecord is the inverse of encodeRecord. The record's Data aliases b.
+// decodeRecord is the inverse of encodeRecord. The record's facets alias b;
+// its Data is not set (withData assembles it).
 func decodeRecord(kind, name string, b []byte) (Record, error) {
+	if len(b) > 0 && b[0] == recordFormatV1 {
+		return decodeRecordV1(kind, name, b)
+	}
+	r := Record{Kind: kind, Name: name}
+	d := recordDecoder{b: b}
+	if len(b) < 2 || b[0] != recordFormat {
+		return Record{}, fmt.Errorf("decode %s/%s: bad format", kind, name)
+	}
+	flags := b[1]
+	d.b = b[2:]
+	r.Deleted = flags&flagDeleted != 0
+	r.Seq = d.uint("seq")
+	if flags&flagTomb != 0 {
+		r.Tomb.HLC = d.uint("tomb")
+		r.Tomb.Node = string(d.bytes("tomb node"))
+		r.DeletedAt = time.Unix(0, d.int("deletedAt")).UTC()
+	}
+	n := d.uint("facets")
+	if d.err == nil && n > uint64(len(d.b)) {
+		d.fail("facet count")
+	}
+	r.Version = r.Tomb
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		f := FacetRecord{Name: string(d.bytes("facet name"))}
+		f.Version.HLC = d.uint("facet hlc")
+		f.Version.Node = string(d.bytes("facet node"))
+		f.Data = d.bytes("facet data")
+		r.Facets = append(r.Facets, f)
+		if f.Version.Compare(r.Version) > 0 {
+			r.Version = f.Version
+		}
+	}
+	if d.err == nil && len(d.b) > 0 {
+		d.fail("trailing bytes")
+	}
+	if d.err != nil {
+		return Record{}, fmt.Errorf("decode %s/%s: bad %s", kind, name, d.err)
+	}
+	return r, nil
+}
+
+// withData assembles the object JSON of a live record read from disk.
+func (r *Record) withData() error {
+	if r.Deleted || r.Data != nil {
+		return nil
+	}
+	data, err := assemble(r)
+	if err != nil {
+		return fmt.Errorf("assemble %s/%s: %w", r.Kind, r.Name, err)
+	}
+	r.Data = data
+	return nil
+}
+
+// recordDecoder reads encodeRecord's fields; the first error sticks.
+type recordDecoder struct {
+	b   []byte
+	err error
+}
+
+func (d *recordDecoder) fail(what string) {
+	if d.err == nil {
+		d.err = errors.New(what)
+	}
+}
+
+func (d *recordDecoder) uint(what string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail(what)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *recordDecoder) int(what string) int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail(what)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *recordDecoder) bytes(what string) []byte {
+	l := d.uint(what)
+	if d.err == nil && l > uint64(len(d.b)) {
+		d.fail(what)
+	}
+	if d.err != nil {
+		return nil
+	}
+	out := d.b[:l:l]
+	d.b = d.b[l:]
+	return out
+}
+
+// decodeRecordV1 reads a record of format 1 (a whole object with one
+// version) as one whose facets all carry that version.
+func decodeRecordV1(kind, name string, b []byte) (Record, error) {
 	r := Record{Kind: kind, Name: name}
 	bad := func(what string) (Record, error) {
 		return Record{}, fmt.Errorf("decode %s/%s: bad %s", kind, name, what)
 	}
-	if len(b) < 2 || b[0] != recordFormat {
+	if len(b) < 2 {
 		return bad("format")
 	}
-	r.Deleted = b[1]&flagDeleted != 0
-	b = b[2:]
-	var n int
-	if r.Seq, n = binary.Uvarint(b); n <= 0 {
-		return bad("seq")
-	}
-	b = b[n:]
-	if r.Version.HLC, n = binary.Uvarint(b); n <= 0 {
-		return bad("hlc")
-	}
-	b = b[n:]
-	l, n := binary.Uvarint(b)
-	if n <= 0 || uint64(len(b)-n) < l {
-		return bad("node")
-	}
-	r.Version.Node = string(b[n : n+int(l)])
-	b = b[n+int(l):]
-	if r.Deleted {
-		ns, n := binary.Varint(b)
-		if n <= 0 {
-			return bad("deletedAt")
+	deleted := b[1]&flagDeleted != 0
+	d := recordDecoder{b: b[2:]}
+	r.Seq = d.uint("seq")
+	var v types.Version
+	v.HLC = d.uint("hlc")
+	v.Node = string(d.bytes("node"))
+	if deleted {
+		ns := d.int("deletedAt")
+		if d.err != nil {
+			return bad(d.err.Error())
 		}
-		r.DeletedAt = time.Unix(0, ns).UTC()
+		r.Tomb, r.Version, r.Deleted, r.DeletedAt = v, v, true, time.Unix(0, ns).UTC()
 		return r, nil
 	}
-	if len(b) > 0 {
-		r.Data = b
+	if d.err != nil {
+		return bad(d.err.Error())
 	}
+	obj, err := types.New(kind)
+	if err != nil {
+		return Record{}, fmt.Errorf("decode %s/%s: %w", kind, name, err)
+	}
+	if err := json.Unmarshal(d.b, obj); err != nil {
+		return bad("object: " + err.Error())
+	}
+	fs, err := splitFacets(obj)
+	if err != nil {
+		return Record{}, fmt.Errorf("decode %s/%s: %w", kind, name, err)
+	}
+	for i := range fs {
+		fs[i].Version = v
+	}
+	r.Facets, r.Version = fs, v
 	return r, nil
 }
 

@@ -37,6 +37,8 @@ var (
 	ErrConflict = errors.New("version conflict")
 	ErrLocked   = errors.New("data dir is in use by another process")
 	ErrClosed   = errors.New("store is closed")
+	// ErrNotOwner: a write would change a facet its caller does not own.
+	ErrNotOwner = errors.New("not the facet's writer")
 )
 
 // Defaults applied by Open to zero Config fields.
@@ -88,16 +90,25 @@ func (cfg Config) withDefaults() Config {
 
 // Record is one stored object or tombstone.
 type Record struct {
-	Kind    string        `json:"kind"`
-	Name    string        `json:"name"`
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// Version is the newest of the facet versions and the deletion's.
 	Version types.Version `json:"version"`
 	// Seq is this store's local commit sequence of the record (not replicated).
-	Seq     uint64 `json:"seq"`
-	Deleted bool   `json:"deleted,omitempty"`
-	// DeletedAt is when the tombstone was written (for collection).
+	Seq uint64 `json:"seq"`
+	// Deleted means the record has no live object: a tombstone, or facets
+	// that arrived without (or before) the object's creating facet.
+	Deleted bool `json:"deleted,omitempty"`
+	// Tomb is the version of the object's last deletion (zero: never
+	// deleted); facets older than it are gone with it.
+	Tomb types.Version `json:"tomb,omitzero"`
+	// DeletedAt is when the last deletion was written (for collection).
 	DeletedAt time.Time `json:"deletedAt,omitzero"`
-	// Data is the full object JSON with metadata.version set; empty for tombstones.
-	// Records handed to watchers share Data: treat it as read-only.
+	// Facets are the object's facets with their versions (see types.Facet).
+	Facets []FacetRecord `json:"facets,omitempty"`
+	// Data is the full object JSON assembled from the facets, with
+	// metadata.version set; empty unless live. Records handed to watchers
+	// share Data and Facets: treat them as read-only.
 	Data json.RawMessage `json:"data,omitempty"`
 }
 
@@ -109,6 +120,13 @@ type PutOptions struct {
 	Update bool
 	// IfVersion, when not zero, fails with ErrConflict unless the stored version equals it.
 	IfVersion types.Version
+	// Base, when set, is the stored record obj was read from: only the
+	// facets obj changed relative to it are written, and the write fails
+	// with ErrConflict when another write changed one of those since.
+	Base *Record
+	// Facets, when set, are the only facets the write may change; changing
+	// another fails with ErrNotOwner.
+	Facets []string
 }
 
 // EventType says what a watch event is.
@@ -161,6 +179,10 @@ type Store struct {
 	idle   *sync.Cond
 	closed bool
 	active int
+
+	// keys serialises the read-modify-writes of Update per key.
+	keysMu sync.Mutex
+	keys   map[string]*keyLock
 
 	done chan struct{}  // closed by Close: stops GC and watchers
 	wg   sync.WaitGroup // GC loop and watcher goroutines
@@ -288,6 +310,38 @@ func (s *Store) leave() {
 	s.life.Unlock()
 }
 
+// keyLock is the lock of one key while someone holds or waits for it.
+type keyLock struct {
+	mu    sync.Mutex
+	users int
+}
+
+// lockKey takes the lock of kind/name and returns its release. Locks of
+// different keys are independent, so an Update may nest in another's fn.
+func (s *Store) lockKey(kind, name string) (unlock func()) {
+	k := kind + "/" + name
+	s.keysMu.Lock()
+	if s.keys == nil {
+		s.keys = map[string]*keyLock{}
+	}
+	l := s.keys[k]
+	if l == nil {
+		l = &keyLock{}
+		s.keys[k] = l
+	}
+	l.users++
+	s.keysMu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		s.keysMu.Lock()
+		if l.users--; l.users == 0 {
+			delete(s.keys, k)
+		}
+		s.keysMu.Unlock()
+	}
+}
+
 // NodeID is the node id stamped on the versions this store issues.
 func (s *Store) NodeID() string { return s.cfg.NodeID }
 
@@ -311,7 +365,7 @@ func (s *Store) Get(kind, name string) (Record, error) {
 			return ErrNotFound
 		}
 		rec = r
-		return nil
+		return rec.withData()
 	})
 	if err != nil {
 		return Record{}, fmt.Errorf("get %s/%s: %w", kind, name, err)
@@ -328,9 +382,13 @@ func (s *Store) List(kind string) ([]Record, error) {
 	out := []Record{}
 	err := s.db.View(func(txn *badger.Txn) error {
 		return scanPrefix(txn, kindPrefix(kind), func(r Record) error {
-			if !r.Deleted {
-				out = append(out, r)
+			if r.Deleted {
+				return nil
 			}
+			if err := r.withData(); err != nil {
+				return err
+			}
+			out = append(out, r)
 			return nil
 		})
 	})
@@ -341,7 +399,8 @@ func (s *Store) List(kind string) ([]Record, error) {
 }
 
 // Scan calls fn for every record of every kind, tombstones included, in
-// kind/name order, from one consistent snapshot. An error from fn stops the
+// kind/name order, from one consistent snapshot, with versions and facets but
+// without the assembled object JSON (Data is nil). An error from fn stops the
 // scan and is returned.
 func (s *Store) Scan(fn func(Record) error) error {
 	if err := s.enter(); err != nil {

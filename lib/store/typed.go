@@ -44,7 +44,7 @@ func decodeInto(rec Record, obj types.Object) error {
 	if obj.GetKind() != rec.Kind {
 		return fmt.Errorf("decode %s/%s: data says kind %q", rec.Kind, rec.Name, obj.GetKind())
 	}
-	obj.Meta().Version = rec.Version
+	stamp(obj.Meta(), rec)
 	return nil
 }
 
@@ -104,17 +104,38 @@ func List[T any, PT interface {
 }
 
 // Update is a read-modify-write of the live object kind/name: it reads it, lets
-// fn change it and writes it back only if nobody wrote in between (IfVersion),
-// retrying on ErrConflict a bounded number of times. An error from fn aborts
-// and is returned as is; ErrNoChange from fn returns the current object and no
-// error. fn may run several times and must not change the name.
+// fn change it and writes the facets fn changed, unless another write changed
+// one of those facets in between (then it tries again, a bounded number of
+// times; local writers of one object take turns, so only writes replicated
+// in meanwhile make it retry). Writes to other facets meanwhile are no
+// conflict: they are kept. An error from fn aborts and is returned as is;
+// ErrNoChange from fn returns the current object and no error. fn may run
+// several times and must not change the name. The result is the stored object
+// after the write.
 func Update[T any, PT interface {
 	*T
 	types.Object
 }](s *Store, kind, name string, fn func(PT) error) (PT, error) {
+	return update[T, PT](s, kind, name, nil, fn)
+}
+
+// UpdateFacet is Update for a writer that owns facet only: a change fn makes
+// to any other facet fails with ErrNotOwner.
+func UpdateFacet[T any, PT interface {
+	*T
+	types.Object
+}](s *Store, kind, name, facet string, fn func(PT) error) (PT, error) {
+	return update[T, PT](s, kind, name, []string{facet}, fn)
+}
+
+func update[T any, PT interface {
+	*T
+	types.Object
+}](s *Store, kind, name string, facets []string, fn func(PT) error) (PT, error) {
 	if err := checkType[PT](kind); err != nil {
 		return nil, fmt.Errorf("update %s/%s: %w", kind, name, err)
 	}
+	defer s.lockKey(kind, name)()
 	for try := 0; try < updateTries; try++ {
 		rec, err := s.Get(kind, name)
 		if err != nil {
@@ -137,15 +158,18 @@ func Update[T any, PT interface {
 		if obj.GetKind() != kind || obj.Meta().Name != name {
 			return nil, fmt.Errorf("update %s/%s: fn changed the kind or name to %s/%s", kind, name, obj.GetKind(), obj.Meta().Name)
 		}
-		_, err = s.Put(obj, PutOptions{Update: true, IfVersion: rec.Version})
+		out, err := s.Put(obj, PutOptions{Base: &rec, Facets: facets})
 		if err == nil {
-			return obj, nil
+			cur := PT(new(T))
+			if err := decodeInto(out, cur); err != nil {
+				return nil, err
+			}
+			return cur, nil
 		}
 		if !errors.Is(err, ErrConflict) {
 			return nil, err
 		}
-		// Someone else won the race: back off a little, with jitter, so the
-		// contenders spread out instead of colliding again.
+		// A replicated write won the race: back off a little, with jitter.
 		time.Sleep(time.Duration(rand.Int64N(int64(try+1) * int64(100*time.Microsecond))))
 	}
 	return nil, fmt.Errorf("update %s/%s: gave up after %d tries: %w", kind, name, updateTries, ErrConflict)

@@ -181,7 +181,9 @@ func TestWatchNoGapNoDup(t *testing.T) {
 		// Every record written after from is seen, in its final form.
 		for _, r := range state {
 			if r.Seq > w.from {
-				assert.Equal(t, r, last[r.Name], "watch %d: %s", i, r.Name)
+				got := last[r.Name]
+				got.Data = nil // Scan does not assemble the object JSON
+				assert.Equal(t, r, got, "watch %d: %s", i, r.Name)
 			}
 		}
 		assert.Empty(t, buffered(chans[i]))

@@ -4,16 +4,22 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/hf-fleet/hf/lib/types"
 )
 
-// Put writes obj after checking opt's preconditions, all in one transaction. It
-// stamps obj's metadata: Version (the next clock value), UpdatedAt, and
-// CreatedAt when the object is new (or was deleted) and the caller left it zero;
-// an update with a zero CreatedAt keeps the stored one. On error obj's metadata
-// is left as it was. Validation is the caller's job.
+// Put writes obj after checking opt's preconditions, all in one transaction.
+// It writes, with one new version, only the facets of obj whose JSON differs
+// from the stored object's (from opt.Base's when set; every facet when the
+// object is new), so a write never touches another writer's facets. When no
+// facet differs, a Put with Base writes nothing and returns the stored record;
+// one without renews the creating facet (same data, new version). It
+// stamps CreatedAt when the object is new (or was deleted) and the caller left
+// it zero; an update with a zero CreatedAt keeps the stored one. On success
+// obj's metadata carries the record's version, updatedAt and facet versions;
+// on error it is left as it was. Validation is the caller's job.
 func (s *Store) Put(obj types.Object, opt PutOptions) (Record, error) {
 	if obj == nil {
 		return Record{}, errors.New("put: nil object")
@@ -32,30 +38,84 @@ func (s *Store) Put(obj types.Object, opt PutOptions) (Record, error) {
 			return Record{}, ErrNotFound
 		case !opt.IfVersion.IsZero() && (!live || prev.Version != opt.IfVersion):
 			return Record{}, ErrConflict
+		case opt.Base != nil && !live:
+			return Record{}, ErrNotFound
 		}
 		meta := obj.Meta()
-		now := s.cfg.Now().UTC()
-		meta.Version = types.Version{HLC: s.clock.Now(), Node: s.cfg.NodeID}
-		meta.UpdatedAt = now
+		*meta = saved
 		if meta.CreatedAt.IsZero() {
-			meta.CreatedAt = now
+			meta.CreatedAt = s.cfg.Now().UTC()
 			if live {
+				if err := prev.withData(); err != nil {
+					return Record{}, err
+				}
 				if created := storedCreatedAt(prev.Data); !created.IsZero() {
 					meta.CreatedAt = created
 				}
 			}
 		}
-		data, err := json.Marshal(obj)
+		facets, err := splitFacets(obj)
 		if err != nil {
-			return Record{}, fmt.Errorf("marshal: %w", err)
+			return Record{}, err
 		}
-		return Record{Kind: kind, Name: name, Version: meta.Version, Data: data}, nil
+		changed := facets
+		if live {
+			base := prev
+			if opt.Base != nil {
+				base = *opt.Base
+			}
+			changed = changedFacets(facets, base.Facets)
+		}
+		for _, f := range changed {
+			if opt.Base != nil && prev.FacetVersion(f.Name) != opt.Base.FacetVersion(f.Name) {
+				return Record{}, ErrConflict // another write changed this facet since Base
+			}
+			if opt.Facets != nil && !slices.Contains(opt.Facets, f.Name) {
+				return Record{}, fmt.Errorf("%w: facet %s", ErrNotOwner, f.Name)
+			}
+		}
+		if live && len(changed) == 0 {
+			if opt.Base != nil {
+				return Record{}, errUnchanged
+			}
+			// A plain Put that changes nothing still says "this, now": it
+			// renews the creating facet, as a write of the whole object did.
+			changed = facets[:1]
+		}
+		v := types.Version{HLC: s.clock.Now(), Node: s.cfg.NodeID}
+		next := Record{Kind: kind, Name: name, Tomb: prev.Tomb, DeletedAt: prev.DeletedAt}
+		if live {
+			next.Facets = slices.Clone(prev.Facets)
+		}
+		for _, f := range changed {
+			f.Version = v
+			if i := slices.IndexFunc(next.Facets, func(g FacetRecord) bool { return g.Name == f.Name }); i >= 0 {
+				next.Facets[i] = f
+			} else {
+				next.Facets = append(next.Facets, f)
+			}
+		}
+		if err := next.finish(); err != nil {
+			return Record{}, err
+		}
+		return next, nil
 	})
 	if err != nil {
 		*obj.Meta() = saved
 		return Record{}, fmt.Errorf("put %s/%s: %w", kind, name, err)
 	}
+	stamp(obj.Meta(), rec)
 	return rec, nil
+}
+
+// stamp sets the metadata the store owns from rec.
+func stamp(m *types.ObjectMeta, rec Record) {
+	m.Version = rec.Version
+	m.UpdatedAt = HLCTime(rec.Version.HLC)
+	m.Facets = make(map[string]types.Version, len(rec.Facets))
+	for _, f := range rec.Facets {
+		m.Facets[f.Name] = f.Version
+	}
 }
 
 // storedCreatedAt reads metadata.createdAt from stored object JSON; zero when
@@ -73,8 +133,9 @@ func storedCreatedAt(data []byte) time.Time {
 }
 
 // Delete replaces the live object kind/name by a tombstone with a new version
-// and returns the tombstone. It fails with ErrNotFound when there is no live
-// object and with ErrConflict when ifVersion is set and differs.
+// and returns the tombstone; every facet goes with it. It fails with
+// ErrNotFound when there is no live object and with ErrConflict when
+// ifVersion is set and differs.
 func (s *Store) Delete(kind, name string, ifVersion types.Version) (Record, error) {
 	if err := checkKey(kind, name); err != nil {
 		return Record{}, fmt.Errorf("delete: %w", err)
@@ -86,13 +147,13 @@ func (s *Store) Delete(kind, name string, ifVersion types.Version) (Record, erro
 		case !ifVersion.IsZero() && prev.Version != ifVersion:
 			return Record{}, ErrConflict
 		}
-		return Record{
+		next := Record{
 			Kind:      kind,
 			Name:      name,
-			Version:   types.Version{HLC: s.clock.Now(), Node: s.cfg.NodeID},
-			Deleted:   true,
+			Tomb:      types.Version{HLC: s.clock.Now(), Node: s.cfg.NodeID},
 			DeletedAt: s.cfg.Now().UTC(),
-		}, nil
+		}
+		return next, next.finish()
 	})
 	if err != nil {
 		return Record{}, fmt.Errorf("delete %s/%s: %w", kind, name, err)
@@ -100,13 +161,52 @@ func (s *Store) Delete(kind, name string, ifVersion types.Version) (Record, erro
 	return rec, nil
 }
 
-// errStale tells write that Apply's record is not newer: no write, no error.
+// wholeToFacets turns a record in the form of a whole object with one version
+// (as nodes of the previous release send them, and as Record literals often
+// are) into facets of that version: a tombstone's version becomes its Tomb,
+// an object's JSON is split into its facets.
+func wholeToFacets(rec *Record) error {
+	switch {
+	case len(rec.Facets) > 0 || !rec.Tomb.IsZero():
+		return nil
+	case rec.Deleted:
+		if rec.Tomb.IsZero() {
+			rec.Tomb = rec.Version
+		}
+		return nil
+	case len(rec.Data) == 0:
+		return errors.New("object without data or facets")
+	}
+	obj, err := types.New(rec.Kind)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(rec.Data, obj); err != nil {
+		return fmt.Errorf("object: %w", err)
+	}
+	fs, err := splitFacets(obj)
+	if err != nil {
+		return err
+	}
+	for i := range fs {
+		fs[i].Version = rec.Version
+	}
+	rec.Facets = fs
+	return nil
+}
+
+// errUnchanged tells write that there is nothing to store: no write, no
+// error, the stored record is the result.
+var errUnchanged = errors.New("unchanged")
+
+// errStale tells write that Apply brings nothing newer: no write, no error.
 var errStale = errors.New("stale")
 
-// Apply stores a record from another node (object or tombstone) when its
-// version is newer than the stored one, tombstones included, and reports
-// whether it did. It moves the clock past rec's version, gives the record a
-// fresh local Seq and tells watchers. An equal or older version is (false, nil).
+// Apply merges a record from another node (object, facets or tombstone) into
+// the stored one facet by facet (see merge) and reports whether that changed
+// anything. It moves the clock past rec's version, gives a changed record a
+// fresh local Seq and tells watchers. A record that brings nothing newer is
+// (false, nil).
 func (s *Store) Apply(rec Record) (bool, error) {
 	if err := checkKey(rec.Kind, rec.Name); err != nil {
 		return false, fmt.Errorf("apply: %w", err)
@@ -114,26 +214,34 @@ func (s *Store) Apply(rec Record) (bool, error) {
 	if rec.Version.IsZero() {
 		return false, fmt.Errorf("apply %s/%s: version is required", rec.Kind, rec.Name)
 	}
-	if !rec.Deleted && len(rec.Data) == 0 {
-		return false, fmt.Errorf("apply %s/%s: object without data", rec.Kind, rec.Name)
-	}
 	_, err := s.write(rec.Kind, rec.Name, func(prev Record, exists bool) (Record, error) {
-		if exists && rec.Version.Compare(prev.Version) <= 0 {
+		if err := wholeToFacets(&rec); err != nil {
+			return Record{}, err
+		}
+		in := Record{Kind: rec.Kind, Name: rec.Name, Tomb: rec.Tomb, DeletedAt: rec.DeletedAt.UTC()}
+		for _, f := range rec.Facets {
+			if f.Version.IsZero() || !json.Valid(f.Data) {
+				return Record{}, fmt.Errorf("facet %q has no version or bad JSON", f.Name)
+			}
+			in.Facets = append(in.Facets, FacetRecord{Name: f.Name, Version: f.Version, Data: append(json.RawMessage(nil), f.Data...)})
+		}
+		if !in.Tomb.IsZero() && in.DeletedAt.IsZero() {
+			// Collection counts from DeletedAt; a tombstone without one would
+			// be collected at once.
+			in.DeletedAt = s.cfg.Now().UTC()
+		}
+		if !exists {
+			prev = Record{Kind: rec.Kind, Name: rec.Name}
+		}
+		next, changed, err := merge(prev, in)
+		if err != nil {
+			return Record{}, err
+		}
+		if !changed {
 			return Record{}, errStale
 		}
 		s.clock.Update(rec.Version.HLC)
-		out := Record{Kind: rec.Kind, Name: rec.Name, Version: rec.Version, Deleted: rec.Deleted}
-		if rec.Deleted {
-			// Collection counts from DeletedAt; a tombstone without one would be
-			// collected at once.
-			out.DeletedAt = rec.DeletedAt.UTC()
-			if out.DeletedAt.IsZero() {
-				out.DeletedAt = s.cfg.Now().UTC()
-			}
-		} else {
-			out.Data = append(json.RawMessage(nil), rec.Data...)
-		}
-		return out, nil
+		return next, nil
 	})
 	if errors.Is(err, errStale) {
 		return false, nil
@@ -162,6 +270,9 @@ func (s *Store) write(kind, name string, next func(prev Record, exists bool) (Re
 		return Record{}, err
 	}
 	rec, err := next(prev, exists)
+	if errors.Is(err, errUnchanged) {
+		return prev, prev.withData()
+	}
 	if err != nil {
 		return Record{}, err
 	}

@@ -15,8 +15,12 @@ type ObjectMeta struct {
 	// UpdatedAt is the wall time of the last write.
 	UpdatedAt time.Time `json:"updatedAt,omitzero"`
 	// Version is assigned by the store on every write; a client may send the
-	// version it read to make an update conditional.
+	// version it read to make an update conditional. It is the newest of the
+	// object's facet versions.
 	Version Version `json:"version,omitzero"`
+	// Facets are the versions of the object's facets (see Facet), set by
+	// the store; read-only.
+	Facets map[string]Version `json:"facets,omitempty"`
 }
 
 // Object is implemented by every kind of the model.
@@ -27,6 +31,8 @@ type Object interface {
 	Meta() *ObjectMeta
 	// Validate checks the object and returns a *FieldError naming the bad field.
 	Validate() error
+	// Facets returns the object's facets, the creating facet first.
+	Facets() []Facet
 }
 
 var (

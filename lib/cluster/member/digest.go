@@ -55,6 +55,8 @@ func chainEntry(h uint64, e *Entry) uint64 {
 	binary.BigEndian.PutUint64(buf[:], e.Version.HLC)
 	h = fnvAdd(h, buf[:])
 	h = fnvAddString(h, e.Version.Node)
+	binary.BigEndian.PutUint64(buf[:], e.Sum)
+	h = fnvAdd(h, buf[:])
 	return fnvAdd(h, []byte{0})
 }
 
@@ -134,7 +136,7 @@ func scanSnapshot(st *store.Store) (*snapshot, error) {
 	var entries []Entry
 	var tombs []store.Record
 	err := st.Scan(func(r store.Record) error {
-		entries = append(entries, Entry{Key: Key{Kind: r.Kind, Name: r.Name}, Version: r.Version})
+		entries = append(entries, Entry{Key: Key{Kind: r.Kind, Name: r.Name}, Version: r.Version, Sum: r.Fingerprint()})
 		if r.Deleted {
 			tombs = append(tombs, r)
 		}
@@ -172,15 +174,16 @@ func differing(a, b []uint64) []int {
 
 // reconcile compares this node's entries in buckets with the peer's entries
 // for them (theirs) and returns the keys to push (the peer lacks them or holds
-// an older version) and to pull (the peer holds a newer version or this node
-// lacks them), both in key order. When inFlight is not 0, keys whose newer
-// version has an HLC at or above it are left alone: replication is still
-// delivering them.
+// another copy) and to pull (the peer holds another copy or this node lacks
+// them), both in key order. Copies that differ are both pushed and pulled:
+// each side merges the other's facet by facet, since either may hold a newer
+// facet. When inFlight is not 0, a copy whose version has an HLC at or above
+// it is left alone: replication is still delivering it.
 func reconcile(mine *snapshot, buckets []int, theirs []Entry, inFlight uint64) (push, pull []Key) {
 	settled := func(v types.Version) bool { return inFlight == 0 || v.HLC < inFlight }
-	peer := make(map[Key]types.Version, len(theirs))
+	peer := make(map[Key]Entry, len(theirs))
 	for _, e := range theirs {
-		peer[e.Key] = e.Version
+		peer[e.Key] = e
 	}
 	own := map[Key]bool{}
 	in := map[int]bool{}
@@ -191,12 +194,19 @@ func reconcile(mine *snapshot, buckets []int, theirs []Entry, inFlight uint64) (
 		in[b] = true
 		for _, e := range mine.entries[b] {
 			own[e.Key] = true
-			v, ok := peer[e.Key]
+			p, ok := peer[e.Key]
 			switch {
-			case (!ok || e.Version.Compare(v) > 0) && settled(e.Version):
-				push = append(push, e.Key)
-			case ok && e.Version.Compare(v) < 0 && settled(v):
-				pull = append(pull, e.Key)
+			case !ok:
+				if settled(e.Version) {
+					push = append(push, e.Key)
+				}
+			case p.Sum != e.Sum || p.Version != e.Version:
+				if settled(e.Version) {
+					push = append(push, e.Key)
+				}
+				if settled(p.Version) {
+					pull = append(pull, e.Key)
+				}
 			}
 		}
 	}

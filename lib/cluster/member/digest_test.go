@@ -77,14 +77,18 @@ func TestReconcile(t *testing.T) {
 	}{
 		{"same", []Entry{entry("a", 1)}, b("a"), []Entry{entry("a", 1)}, 0, nil, nil},
 		{"peer lacks", []Entry{entry("a", 1)}, b("a"), nil, 0, keys("a"), nil},
-		{"peer older", []Entry{entry("a", 2)}, b("a"), []Entry{entry("a", 1)}, 0, keys("a"), nil},
-		{"peer newer", []Entry{entry("a", 1)}, b("a"), []Entry{entry("a", 2)}, 0, nil, keys("a")},
+		// Copies that differ go both ways: either may hold a newer facet.
+		{"peer older", []Entry{entry("a", 2)}, b("a"), []Entry{entry("a", 1)}, 0, keys("a"), keys("a")},
+		{"peer newer", []Entry{entry("a", 1)}, b("a"), []Entry{entry("a", 2)}, 0, keys("a"), keys("a")},
+		{"same version, another older facet", []Entry{{Key: Key{"MachineClaim", "a"}, Version: types.Version{HLC: 1, Node: "n1"}, Sum: 7}}, b("a"),
+			[]Entry{entry("a", 1)}, 0, keys("a"), keys("a")},
 		{"we lack", nil, b("a"), []Entry{entry("a", 2)}, 0, nil, keys("a")},
-		{"same hlc, node breaks the tie", []Entry{{Key: Key{"MachineClaim", "a"}, Version: types.Version{HLC: 1, Node: "n2"}}}, b("a"),
-			[]Entry{entry("a", 1)}, 0, keys("a"), nil},
+		{"same hlc, other node", []Entry{{Key: Key{"MachineClaim", "a"}, Version: types.Version{HLC: 1, Node: "n2"}}}, b("a"),
+			[]Entry{entry("a", 1)}, 0, keys("a"), keys("a")},
 		{"outside the buckets ignored", []Entry{entry("a", 1), entry("zz", 1)}, b("a"), []Entry{entry("a", 1), entry("q", 5)}, 0, nil, nil},
 		{"in flight left alone", []Entry{entry("a", 10), entry("b", 1)}, b("a", "b"), []Entry{entry("c", 10)}, 5, keys("b"), nil},
-		{"settled newer pulled", []Entry{entry("a", 1)}, b("a"), []Entry{entry("a", 3)}, 5, nil, keys("a")},
+		{"settled newer pulled", []Entry{entry("a", 1)}, b("a"), []Entry{entry("a", 3)}, 5, keys("a"), keys("a")},
+		{"unsettled newer left alone", []Entry{entry("a", 1)}, b("a"), []Entry{entry("a", 7)}, 5, keys("a"), nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

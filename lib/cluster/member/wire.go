@@ -17,24 +17,26 @@ import (
 // memberlist (always by reliable stream, never by UDP gossip).
 type msgType byte
 
-// Message types. Numbers are part of the wire format: never reuse one.
+// Message types. Numbers are part of the wire format: never reuse one. 2, 4
+// and 6 carried whole objects with one version each (before facets); a node
+// of that release and one of this do not understand each other's records.
 const (
 	// msgElection carries a cluster.Message (JSON: small and rare).
-	msgElection msgType = iota + 1
+	msgElection msgType = 1
 	// msgRecords is a replication batch: own writes pushed by the writer, or
 	// records an anti-entropy round found the peer lacking.
-	msgRecords
+	msgRecords msgType = 8
 	// msgDigestReq opens an anti-entropy round: the initiator's bucket hashes.
-	msgDigestReq
+	msgDigestReq msgType = 3
 	// msgDigestResp is one page of the responder's entries in the buckets
 	// that differ.
-	msgDigestResp
+	msgDigestResp msgType = 9
 	// msgPullReq asks for records by key.
-	msgPullReq
+	msgPullReq msgType = 5
 	// msgPullResp answers a pull request with records.
-	msgPullResp
+	msgPullResp msgType = 10
 	// msgLeaving tells the peers the sender is leaving on purpose.
-	msgLeaving
+	msgLeaving msgType = 7
 )
 
 // String names the message type for logs.
@@ -71,10 +73,13 @@ type Key struct {
 	Kind, Name string
 }
 
-// Entry is one record as a digest sees it: its key and version.
+// Entry is one record as a digest sees it: its key, its version (the newest
+// of its facets) and its fingerprint (store.Record.Fingerprint: all its facet
+// versions), so two copies that differ in an older facet differ here too.
 type Entry struct {
 	Key
 	Version types.Version
+	Sum     uint64
 }
 
 // recordsMsg is a batch of records (msgRecords and msgPullResp).
@@ -274,17 +279,24 @@ func splitType(buf []byte) (msgType, []byte, error) {
 
 // recordSize estimates a record's encoded size, for batching.
 func recordSize(r *store.Record) int {
-	return len(r.Kind) + len(r.Name) + len(r.Version.Node) + len(r.Data) + 3*binary.MaxVarintLen64
+	n := len(r.Kind) + len(r.Name) + len(r.Tomb.Node) + 5*binary.MaxVarintLen64
+	for i := range r.Facets {
+		f := &r.Facets[i]
+		n += len(f.Name) + len(f.Version.Node) + len(f.Data) + 4*binary.MaxVarintLen64
+	}
+	return n
 }
 
 // entrySize estimates an entry's encoded size, for paging.
 func entrySize(e *Entry) int {
-	return len(e.Kind) + len(e.Name) + len(e.Version.Node) + 2*binary.MaxVarintLen64
+	return len(e.Kind) + len(e.Name) + len(e.Version.Node) + 2*binary.MaxVarintLen64 + 8
 }
 
-// encodeRecords writes a batch of records:
+// encodeRecords writes a batch of records, facet by facet (the receiver
+// assembles the objects):
 //
-//	type from uvarint(n) n x [kind name uvarint(hlc) node flags varint(deletedAt) bytes(data)]
+//	type from uvarint(n) n x [kind name bool(deleted before) [uvarint(hlc) node varint(deletedAt)]
+//	                          uvarint(m) m x [facet uvarint(hlc) node bytes(data)]]
 func encodeRecords(t msgType, from string, recs []store.Record) []byte {
 	size := len(from) + binary.MaxVarintLen64
 	for i := range recs {
@@ -297,36 +309,48 @@ func encodeRecords(t msgType, from string, recs []store.Record) []byte {
 		r := &recs[i]
 		e.str(r.Kind)
 		e.str(r.Name)
-		e.version(r.Version)
-		e.bool(r.Deleted)
-		var deletedAt int64
-		if r.Deleted && !r.DeletedAt.IsZero() {
-			deletedAt = r.DeletedAt.UnixNano()
+		e.bool(!r.Tomb.IsZero())
+		if !r.Tomb.IsZero() {
+			e.version(r.Tomb)
+			e.int(r.DeletedAt.UnixNano())
 		}
-		e.int(deletedAt)
-		e.bytes(r.Data)
+		e.uint(uint64(len(r.Facets)))
+		for _, f := range r.Facets {
+			e.str(f.Name)
+			e.version(f.Version)
+			e.bytes(f.Data)
+		}
 	}
 	return e.b
 }
 
-// decodeRecords reads a batch; the records' Data alias body, which the caller
-// owns. Seq is left zero: it is the receiving store's to assign.
+// decodeRecords reads a batch; the records' facet data alias body, which the
+// caller owns. Seq is left zero: it is the receiving store's to assign; the
+// version is the newest of the facets' and the deletion's.
 func decodeRecords(t msgType, body []byte) (recordsMsg, error) {
 	d := &decoder{b: body}
 	m := recordsMsg{From: d.str()}
-	n := d.count(6)
+	n := d.count(4)
 	if d.err == nil {
 		m.Records = make([]store.Record, 0, n)
 	}
 	for i := 0; i < n && d.err == nil; i++ {
 		r := store.Record{Kind: d.str(), Name: d.str()}
-		r.Version = d.version()
-		r.Deleted = d.bool()
-		if ns := d.int(); ns != 0 {
-			r.DeletedAt = time.Unix(0, ns).UTC()
+		if d.bool() {
+			r.Tomb = d.version()
+			r.DeletedAt = time.Unix(0, d.int()).UTC()
 		}
-		if data := d.raw(); len(data) > 0 {
-			r.Data = data
+		r.Version = r.Tomb
+		nf := d.count(4)
+		for j := 0; j < nf && d.err == nil; j++ {
+			f := store.FacetRecord{Name: d.str(), Version: d.version(), Data: d.raw()}
+			if f.Version.Compare(r.Version) > 0 {
+				r.Version = f.Version
+			}
+			r.Facets = append(r.Facets, f)
+		}
+		if d.err == nil && r.Version.IsZero() {
+			d.fail(fmt.Errorf("record %s/%s has neither facets nor a deletion", r.Kind, r.Name))
 		}
 		m.Records = append(m.Records, r)
 	}
@@ -380,6 +404,7 @@ func encodeDigestResp(m digestResp) []byte {
 	for i := range m.Entries {
 		e.key(m.Entries[i].Key)
 		e.version(m.Entries[i].Version)
+		e.fixed64(m.Entries[i].Sum)
 	}
 	return e.b
 }
@@ -401,7 +426,8 @@ func decodeDigestResp(body []byte) (digestResp, error) {
 	}
 	for i := 0; i < ne && d.err == nil; i++ {
 		k := d.key()
-		m.Entries = append(m.Entries, Entry{Key: k, Version: d.version()})
+		v := d.version()
+		m.Entries = append(m.Entries, Entry{Key: k, Version: v, Sum: d.fixed64()})
 	}
 	if d.err == nil && (m.Pages < 1 || m.Page >= m.Pages) {
 		d.fail(fmt.Errorf("page %d of %d", m.Page, m.Pages))

@@ -24,11 +24,13 @@ func TestRecordsRoundTrip(t *testing.T) {
 		{"empty", msgRecords, []store.Record{}},
 		{"object", msgRecords, []store.Record{{
 			Kind: "MachineClaim", Name: "c1", Version: types.Version{HLC: 42, Node: "n1"},
-			Data: json.RawMessage(`{"kind":"MachineClaim"}`),
+			Facets: []store.FacetRecord{{Name: "spec", Version: types.Version{HLC: 41, Node: "n2"}, Data: json.RawMessage(`{"spec":{}}`)},
+				{Name: "status", Version: types.Version{HLC: 42, Node: "n1"}, Data: json.RawMessage(`{}`)}},
 		}}},
 		{"tombstone and object", msgPullResp, []store.Record{
-			{Kind: "Node", Name: "n2", Version: types.Version{HLC: 1 << 60, Node: "n2"}, Deleted: true, DeletedAt: deletedAt},
-			{Kind: "Node", Name: "n3", Version: types.Version{HLC: 7, Node: "n3"}, Data: json.RawMessage(`{}`)},
+			{Kind: "Node", Name: "n2", Version: types.Version{HLC: 1 << 60, Node: "n2"}, Tomb: types.Version{HLC: 1 << 60, Node: "n2"}, DeletedAt: deletedAt},
+			{Kind: "Node", Name: "n3", Version: types.Version{HLC: 9, Node: "n3"}, Tomb: types.Version{HLC: 7, Node: "n3"}, DeletedAt: deletedAt,
+				Facets: []store.FacetRecord{{Name: "report", Version: types.Version{HLC: 9, Node: "n3"}, Data: json.RawMessage(`{}`)}}},
 		}},
 	}
 	for _, tt := range tests {
@@ -46,7 +48,8 @@ func TestRecordsRoundTrip(t *testing.T) {
 }
 
 func TestRecordsDropSeq(t *testing.T) {
-	buf := encodeRecords(msgRecords, "n1", []store.Record{{Kind: "K", Name: "a", Seq: 99, Version: types.Version{HLC: 1, Node: "n1"}, Data: []byte("{}")}})
+	buf := encodeRecords(msgRecords, "n1", []store.Record{{Kind: "K", Name: "a", Seq: 99, Version: types.Version{HLC: 1, Node: "n1"},
+		Facets: []store.FacetRecord{{Name: "spec", Version: types.Version{HLC: 1, Node: "n1"}, Data: []byte("{}")}}}})
 	got, err := decodeRecords(msgRecords, buf[1:])
 	require.NoError(t, err)
 	assert.Zero(t, got.Records[0].Seq, "seq is local to each store")
@@ -65,7 +68,7 @@ func TestDigestMessagesRoundTrip(t *testing.T) {
 	assert.Equal(t, req, gotReq)
 
 	resp := digestResp{Round: 7, From: "n2", Page: 1, Pages: 3, Buckets: []int{0, 5, 1023},
-		Entries: []Entry{{Key: Key{"Node", "n1"}, Version: types.Version{HLC: 5, Node: "n1"}}}}
+		Entries: []Entry{{Key: Key{"Node", "n1"}, Version: types.Version{HLC: 5, Node: "n1"}, Sum: 1 << 63}}}
 	gotResp, err := decodeDigestResp(encodeDigestResp(resp)[1:])
 	require.NoError(t, err)
 	assert.Equal(t, resp, gotResp)

@@ -113,6 +113,9 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 		opts.Prefix = "n"
 	}
 	log := opts.Log
+	if log == nil && os.Getenv("HF_TEST_LOG") != "" {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

@@ -1,0 +1,191 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// FacetRecord is one stored facet of an object (see types.Facet): its name,
+// the version of its last write and its JSON.
+type FacetRecord struct {
+	Name    string          `json:"name"`
+	Version types.Version   `json:"version"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// facet returns the record's facet name, if it has one.
+func (r *Record) facet(name string) (FacetRecord, bool) {
+	for _, f := range r.Facets {
+		if f.Name == name {
+			return f, true
+		}
+	}
+	return FacetRecord{}, false
+}
+
+// FacetVersion is the version of facet name (zero when the record lacks it).
+func (r *Record) FacetVersion(name string) types.Version {
+	f, _ := r.facet(name)
+	return f.Version
+}
+
+// splitFacets marshals obj's facets, in the kind's order.
+func splitFacets(obj types.Object) ([]FacetRecord, error) {
+	fs := obj.Facets()
+	out := make([]FacetRecord, len(fs))
+	for i, f := range fs {
+		b, err := json.Marshal(f.Value)
+		if err != nil {
+			return nil, fmt.Errorf("marshal facet %s: %w", f.Name, err)
+		}
+		out[i] = FacetRecord{Name: f.Name, Data: b}
+	}
+	return out, nil
+}
+
+// finish sets what follows from a record's facets and tombstone: its version
+// (the newest of them), whether it is live (it has a creating facet newer than
+// its last deletion), and the assembled object JSON of a live record. Facets
+// older than the tombstone are dropped.
+func (r *Record) finish() error {
+	names := types.FacetNames(r.Kind)
+	if names == nil {
+		return fmt.Errorf("unknown kind %q", r.Kind)
+	}
+	r.Facets = slices.DeleteFunc(r.Facets, func(f FacetRecord) bool {
+		return f.Version.Compare(r.Tomb) <= 0 || !slices.Contains(names, f.Name)
+	})
+	slices.SortFunc(r.Facets, func(a, b FacetRecord) int {
+		return slices.Index(names, a.Name) - slices.Index(names, b.Name)
+	})
+	r.Version = r.Tomb
+	for _, f := range r.Facets {
+		if f.Version.Compare(r.Version) > 0 {
+			r.Version = f.Version
+		}
+	}
+	_, live := r.facet(names[0])
+	r.Deleted = !live
+	r.Data = nil
+	if !live {
+		return nil
+	}
+	data, err := assemble(r)
+	if err != nil {
+		return err
+	}
+	r.Data = data
+	return nil
+}
+
+// assemble builds the object JSON of a live record from its facets, with the
+// metadata the store owns: name, version, updatedAt and the facet versions.
+func assemble(r *Record) (json.RawMessage, error) {
+	obj, err := types.New(r.Kind)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range obj.Facets() {
+		fr, ok := r.facet(f.Name)
+		if !ok {
+			continue
+		}
+		if err := json.Unmarshal(fr.Data, f.Value); err != nil {
+			return nil, fmt.Errorf("facet %s: %w", f.Name, err)
+		}
+	}
+	m := obj.Meta()
+	m.Name = r.Name
+	m.Version = r.Version
+	m.UpdatedAt = HLCTime(r.Version.HLC)
+	m.Facets = make(map[string]types.Version, len(r.Facets))
+	for _, f := range r.Facets {
+		m.Facets[f.Name] = f.Version
+	}
+	if d, ok := obj.(interface{ Derive() }); ok {
+		d.Derive()
+	}
+	return json.Marshal(obj)
+}
+
+// merge returns the union of two copies of one object: the later deletion,
+// and of each facet the newer version, minus what that deletion removed.
+// changed reports whether the result differs from a.
+func merge(a, b Record) (out Record, changed bool, err error) {
+	out = Record{Kind: a.Kind, Name: a.Name, Seq: a.Seq, Tomb: a.Tomb, DeletedAt: a.DeletedAt}
+	if b.Tomb.Compare(a.Tomb) > 0 {
+		out.Tomb, out.DeletedAt = b.Tomb, b.DeletedAt
+	}
+	byName := map[string]FacetRecord{}
+	for _, f := range a.Facets {
+		byName[f.Name] = f
+	}
+	for _, f := range b.Facets {
+		if cur, ok := byName[f.Name]; !ok || f.Version.Compare(cur.Version) > 0 {
+			byName[f.Name] = f
+		}
+	}
+	for _, f := range byName {
+		out.Facets = append(out.Facets, f)
+	}
+	if err := out.finish(); err != nil {
+		return Record{}, false, err
+	}
+	return out, !sameFacets(a, out), nil
+}
+
+// sameFacets reports whether two records hold the same tombstone and facet
+// versions.
+func sameFacets(a, b Record) bool {
+	if a.Tomb != b.Tomb || len(a.Facets) != len(b.Facets) {
+		return false
+	}
+	for _, f := range a.Facets {
+		g, ok := b.facet(f.Name)
+		if !ok || g.Version != f.Version {
+			return false
+		}
+	}
+	return true
+}
+
+// Fingerprint is a hash of the record's tombstone and facet versions: two
+// copies of an object are the same exactly when their fingerprints are
+// (anti-entropy compares them).
+func (r *Record) Fingerprint() uint64 {
+	h := fnv1a(fnvOffset, r.Tomb.String())
+	for _, f := range r.Facets {
+		h = fnv1a(h, "\x00"+f.Name+"\x00"+f.Version.String())
+	}
+	return h
+}
+
+const (
+	fnvOffset uint64 = 14695981039346656037
+	fnvPrime  uint64 = 1099511628211
+)
+
+func fnv1a(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	return h
+}
+
+// changedFacets returns the facets of next whose data differs from base's
+// (all of them when base lacks one).
+func changedFacets(next, base []FacetRecord) []FacetRecord {
+	var out []FacetRecord
+	for _, f := range next {
+		i := slices.IndexFunc(base, func(b FacetRecord) bool { return b.Name == f.Name })
+		if i < 0 || !bytes.Equal(base[i].Data, f.Data) {
+			out = append(out, f)
+		}
+	}
+	return out
+}

@@ -1,0 +1,230 @@
+package store
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// twoNodes is two stores of one cluster on one fake clock, with a way to hand
+// each other their copy of an object, as replication does.
+type twoNodes struct {
+	a, b *Store
+	clk  *fakeClock
+}
+
+func newTwoNodes(t *testing.T) *twoNodes {
+	clk := newFakeClock()
+	ca, cb := memConfig(clk), memConfig(clk)
+	ca.NodeID, cb.NodeID = "a", "b"
+	return &twoNodes{a: openStore(t, ca), b: openStore(t, cb), clk: clk}
+}
+
+// exchange gives each store the other's record of kind/name.
+func (n *twoNodes) exchange(t *testing.T, kind, name string) {
+	t.Helper()
+	var ra, rb Record
+	require.NoError(t, n.a.Scan(func(r Record) error {
+		if r.Kind == kind && r.Name == name {
+			ra = r
+		}
+		return nil
+	}))
+	require.NoError(t, n.b.Scan(func(r Record) error {
+		if r.Kind == kind && r.Name == name {
+			rb = r
+		}
+		return nil
+	}))
+	for _, x := range []struct {
+		to  *Store
+		rec Record
+	}{{n.a, rb}, {n.b, ra}} {
+		if x.rec.Kind != "" {
+			_, err := x.to.Apply(x.rec)
+			require.NoError(t, err)
+		}
+	}
+}
+
+// The lost write the cluster issue found by reading the code: an API drain
+// written on one node while the drained node writes its own report. Both are
+// read-modify-writes of the same Node object from copies that do not have the
+// other's write; whole-object last-writer-wins kept only the later one, so
+// the drain was undone. Facets keep both.
+func TestDrainDuringReportKeepsBoth(t *testing.T) {
+	n := newTwoNodes(t)
+	node := &types.Node{TypeMeta: types.TypeMeta{Kind: types.KindNode}, Metadata: types.ObjectMeta{Name: "a"},
+		Spec: types.NodeSpec{APIAddress: "127.0.0.1:1"}, Status: types.NodeStatus{Phase: types.NodeUp}}
+	_, err := n.a.Put(node, PutOptions{Create: true})
+	require.NoError(t, err)
+	n.exchange(t, types.KindNode, "a")
+
+	// On b, an operator drains a through the API...
+	_, err = UpdateFacet(n.b, types.KindNode, "a", types.FacetMaintenance, func(o *types.Node) error {
+		o.Spec.Maintenance = true
+		return nil
+	})
+	require.NoError(t, err)
+	// ... while a, which has not seen that yet, reports itself later.
+	n.clk.Add(time.Second)
+	_, err = UpdateFacet(n.a, types.KindNode, "a", types.FacetReport, func(o *types.Node) error {
+		o.Status.Heartbeat = n.clk.Now()
+		o.Spec.Drivers = []types.NodeDriver{{Name: "test", Driver: "test"}}
+		return nil
+	})
+	require.NoError(t, err)
+	n.exchange(t, types.KindNode, "a")
+
+	for _, st := range []*Store{n.a, n.b} {
+		got, err := Get[types.Node](st, types.KindNode, "a")
+		require.NoError(t, err)
+		assert.True(t, got.Spec.Maintenance, "%s: the drain is kept", st.NodeID())
+		assert.Equal(t, n.clk.Now(), got.Status.Heartbeat, "%s: and the later report", st.NodeID())
+		assert.Len(t, got.Spec.Drivers, 1)
+		assert.Equal(t, got.Metadata.Facets[types.FacetMaintenance].Node, "b", "the drain's facet is b's write")
+		assert.Equal(t, got.Metadata.Facets[types.FacetReport].Node, "a", "the report's is a's")
+	}
+}
+
+// The other lost write: a MachineSet spec PUT that overlaps the set owner's
+// status write from an older copy.
+func TestSetSpecDuringOwnerStatusKeepsBoth(t *testing.T) {
+	n := newTwoNodes(t)
+	set := &types.MachineSet{TypeMeta: types.TypeMeta{Kind: types.KindMachineSet}, Metadata: types.ObjectMeta{Name: "pool"},
+		Spec: types.MachineSetSpec{MachineTemplate: "small", MinAvailable: 1,
+			AvailabilityConfiguration: types.AvailabilityConfiguration{Type: types.AvailabilityPool}}}
+	rec, err := n.a.Put(set, PutOptions{Create: true})
+	require.NoError(t, err)
+	n.exchange(t, types.KindMachineSet, "pool")
+
+	// The API on a takes a PUT of the spec (read, change, write back over
+	// what it read, as the handler does) ...
+	put := *set
+	put.Spec.MinAvailable = 5
+	_, err = n.a.Put(&put, PutOptions{Update: true, Base: &rec, Facets: []string{types.FacetSpec}})
+	require.NoError(t, err)
+	// ... while b, the set's owner, writes the status from its older copy.
+	_, err = UpdateFacet(n.b, types.KindMachineSet, "pool", types.FacetStatus, func(o *types.MachineSet) error {
+		o.Status.Provisioned, o.Status.Available = 1, 1
+		return nil
+	})
+	require.NoError(t, err)
+	n.exchange(t, types.KindMachineSet, "pool")
+
+	for _, st := range []*Store{n.a, n.b} {
+		got, err := Get[types.MachineSet](st, types.KindMachineSet, "pool")
+		require.NoError(t, err)
+		assert.Equal(t, 5, got.Spec.MinAvailable, "%s: the PUT is kept", st.NodeID())
+		assert.Equal(t, 1, got.Status.Provisioned, "%s: and the owner's status", st.NodeID())
+	}
+}
+
+func TestUpdateFacetRefusesOtherFacets(t *testing.T) {
+	s, _ := newMemStore(t)
+	putClaim(t, s, "c1")
+	_, err := UpdateFacet(s, types.KindMachineClaim, "c1", types.FacetStatus, func(o *types.MachineClaim) error {
+		o.Spec.User = "mallory"
+		return nil
+	})
+	require.ErrorIs(t, err, ErrNotOwner)
+	assert.Contains(t, err.Error(), "facet spec")
+	got, err := Get[types.MachineClaim](s, types.KindMachineClaim, "c1")
+	require.NoError(t, err)
+	assert.Equal(t, "alice", got.Spec.User, "nothing was written")
+}
+
+// A write changes only the facets it changed; another writer's facet written
+// meanwhile is no conflict and is kept.
+func TestUpdateWritesOnlyChangedFacets(t *testing.T) {
+	s, _ := newMemStore(t)
+	rec := putClaim(t, s, "c1")
+	// Someone writes the status after rec was read.
+	_, err := Update(s, types.KindMachineClaim, "c1", func(o *types.MachineClaim) error {
+		o.Status.Reason = "owner's word"
+		return nil
+	})
+	require.NoError(t, err)
+	obj, err := Decode(rec)
+	require.NoError(t, err)
+	c := obj.(*types.MachineClaim)
+	c.Spec.User = "bob"
+	out, err := s.Put(c, PutOptions{Base: &rec})
+	require.NoError(t, err, "the status changed since, but this write does not touch it")
+	got, err := Decode(out)
+	require.NoError(t, err)
+	assert.Equal(t, "bob", got.(*types.MachineClaim).Spec.User)
+	assert.Equal(t, "owner's word", got.(*types.MachineClaim).Status.Reason)
+
+	// The same facet changed since Base is a conflict.
+	c.Spec.User = "carol"
+	_, err = s.Put(c, PutOptions{Base: &rec})
+	assert.ErrorIs(t, err, ErrConflict)
+
+	// A function that changes nothing writes nothing.
+	seq := s.Seq()
+	_, err = Update(s, types.KindMachineClaim, "c1", func(o *types.MachineClaim) error { return nil })
+	require.NoError(t, err)
+	assert.Equal(t, seq, s.Seq())
+}
+
+func TestMergeFacetByFacet(t *testing.T) {
+	v := func(h uint64, n string) types.Version { return types.Version{HLC: h, Node: n} }
+	f := func(name string, ver types.Version, data string) FacetRecord {
+		return FacetRecord{Name: name, Version: ver, Data: []byte(data)}
+	}
+	spec := `{"spec":{"machineTemplate":"t"}}`
+	s, _ := newMemStore(t)
+
+	// Facets may arrive before the object they belong to: kept, not shown.
+	ok, err := s.Apply(Record{Kind: types.KindMachineClaim, Name: "c", Version: v(5, "b"),
+		Facets: []FacetRecord{f("status", v(5, "b"), `{"reason":"early"}`)}})
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, err = s.Get(types.KindMachineClaim, "c")
+	assert.ErrorIs(t, err, ErrNotFound, "no creating facet yet")
+
+	ok, err = s.Apply(Record{Kind: types.KindMachineClaim, Name: "c", Version: v(3, "a"), Facets: []FacetRecord{f("spec", v(3, "a"), spec)}})
+	require.NoError(t, err)
+	require.True(t, ok)
+	got, err := Get[types.MachineClaim](s, types.KindMachineClaim, "c")
+	require.NoError(t, err)
+	assert.Equal(t, "early", got.Status.Reason, "the early facet joins its object")
+	assert.Equal(t, v(5, "b"), got.Metadata.Version, "the object's version is its newest facet's")
+
+	// An older copy of a facet changes nothing.
+	ok, err = s.Apply(Record{Kind: types.KindMachineClaim, Name: "c", Version: v(4, "c"), Facets: []FacetRecord{f("status", v(4, "c"), `{"reason":"old"}`)}})
+	require.NoError(t, err)
+	assert.False(t, ok)
+
+	// A deletion removes the facets written before it, not those after.
+	ok, err = s.Apply(Record{Kind: types.KindMachineClaim, Name: "c", Version: v(6, "a"), Tomb: v(4, "a")})
+	require.NoError(t, err)
+	require.True(t, ok)
+	_, err = s.Get(types.KindMachineClaim, "c")
+	assert.ErrorIs(t, err, ErrNotFound, "the spec (3) went with the deletion (4)")
+	var kept Record
+	require.NoError(t, s.Scan(func(r Record) error { kept = r; return nil }))
+	require.Len(t, kept.Facets, 1)
+	assert.Equal(t, "status", kept.Facets[0].Name, "the status (5) came after it and stays")
+
+	// The same records in another order end in the same state.
+	s2, _ := newMemStore(t)
+	for _, r := range []Record{
+		{Kind: types.KindMachineClaim, Name: "c", Version: v(6, "a"), Tomb: v(4, "a")},
+		{Kind: types.KindMachineClaim, Name: "c", Version: v(4, "c"), Facets: []FacetRecord{f("status", v(4, "c"), `{"reason":"old"}`)}},
+		{Kind: types.KindMachineClaim, Name: "c", Version: v(3, "a"), Facets: []FacetRecord{f("spec", v(3, "a"), spec)}},
+		{Kind: types.KindMachineClaim, Name: "c", Version: v(5, "b"), Facets: []FacetRecord{f("status", v(5, "b"), `{"reason":"early"}`)}},
+	} {
+		_, err := s2.Apply(r)
+		require.NoError(t, err)
+	}
+	var other Record
+	require.NoError(t, s2.Scan(func(r Record) error { other = r; return nil }))
+	assert.Equal(t, kept.Fingerprint(), other.Fingerprint())
+	assert.Equal(t, kept.Facets, other.Facets)
+}
