@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/hf-fleet/hf/lib/cluster/cache"
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
@@ -12,13 +13,22 @@ import (
 
 // healthLoop asks the drivers, every StatusInterval, how this node's running
 // machines are: one whose container died, whose entry process ended or that
-// the driver no longer holds is reported, not left showing Running.
-func (n *Node) healthLoop() {
+// the driver no longer holds is reported, not left showing Running. It also
+// reads the drivers' activity counters. It touches this node's own machines
+// only.
+func (a *acceptor) healthLoop() {
 	meters := map[string]meterReading{}
-	n.every(n.cfg.StatusInterval, nil, func() {
-		n.checkHealth(n.ctx)
-		n.meterActivity(n.ctx, meters)
-	})
+	tick := time.NewTicker(a.n.cfg.StatusInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-a.n.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		a.checkHealth(a.n.ctx)
+		a.meterActivity(a.n.ctx, meters)
+	}
 }
 
 // activityThreshold is how much a machine's activity counter (CPU time in
@@ -36,13 +46,13 @@ type meterReading struct {
 // machines from drivers that have them, and records in a machine's status
 // when it was last in use, at most once per ActivityResolution per machine.
 // readings carries the counters from one call to the next.
-func (n *Node) meterActivity(ctx context.Context, readings map[string]meterReading) {
+func (a *acceptor) meterActivity(ctx context.Context, readings map[string]meterReading) {
 	seen := map[string]bool{}
-	for _, e := range n.ledger.all() {
-		if e.Phase != types.MachineRunning || e.Resource == nil || e.Claim == "" || n.isBusy(e.Machine) {
+	for _, e := range a.all() {
+		if e.Phase != types.MachineRunning || e.Resource == nil || e.Claim == "" || e.Busy {
 			continue
 		}
-		in, ok := n.instances[e.Driver]
+		in, ok := a.n.instances[e.Driver]
 		if !ok {
 			continue
 		}
@@ -61,7 +71,7 @@ func (n *Node) meterActivity(ctx context.Context, readings map[string]meterReadi
 		}
 		seen[e.Machine] = true
 		prev, known := readings[e.Machine]
-		now := n.cfg.Now()
+		now := a.n.cfg.Now()
 		r := meterReading{count: count, active: prev.active}
 		// A counter that fell lost processes that ran (a native machine sums
 		// its live processes): that was use too.
@@ -72,16 +82,16 @@ func (n *Node) meterActivity(ctx context.Context, readings map[string]meterReadi
 		if r.active.IsZero() {
 			continue
 		}
-		m, err := store.Get[types.Machine](n.st, types.KindMachine, e.Machine)
-		if err != nil || r.active.Sub(m.Status.LastActivity) < n.cfg.ActivityResolution {
+		m, ok := a.n.machine(e.Machine)
+		if !ok || r.active.Sub(m.Status.LastActivity) < a.n.cfg.ActivityResolution {
 			continue
 		}
-		if _, err := n.setMachine(e.Machine, func(m *types.Machine) {
+		if err := a.setMachine(e.Machine, func(m *types.Machine) {
 			if r.active.After(m.Status.LastActivity) {
 				m.Status.LastActivity = r.active.UTC()
 			}
 		}); err != nil {
-			n.log.Warn("record activity", "machine", e.Machine, "err", err)
+			a.n.log.Warn("record activity", "machine", e.Machine, "err", err)
 		}
 	}
 	for name := range readings {
@@ -91,12 +101,13 @@ func (n *Node) meterActivity(ctx context.Context, readings map[string]meterReadi
 	}
 }
 
-func (n *Node) checkHealth(ctx context.Context) {
-	for _, e := range n.ledger.all() {
-		if e.Phase != types.MachineRunning || e.Resource == nil || n.isBusy(e.Machine) {
+// checkHealth reports this node's running machines that finished or died.
+func (a *acceptor) checkHealth(ctx context.Context) {
+	for _, e := range a.all() {
+		if e.Phase != types.MachineRunning || e.Resource == nil || e.Busy {
 			continue
 		}
-		in, ok := n.instances[e.Driver]
+		in, ok := a.n.instances[e.Driver]
 		if !ok {
 			continue
 		}
@@ -111,47 +122,90 @@ func (n *Node) checkHealth(ctx context.Context) {
 		case errors.Is(err, drivers.ErrNotFound):
 			why = "driver " + e.Driver + " no longer holds it"
 		case err != nil:
-			n.log.Warn("machine status", "machine", e.Machine, "err", err)
+			a.n.log.Warn("machine status", "machine", e.Machine, "err", err)
 			continue
 		case phase == types.MachineFailed || phase == types.MachineTerminated:
 			why = "driver " + e.Driver + " reports it " + string(phase)
 		default:
 			continue
 		}
-		m, err := store.Get[types.Machine](n.st, types.KindMachine, e.Machine)
-		if err != nil {
-			continue
-		}
-		if err == nil && phase == types.MachineTerminated {
-			// It finished on its own (the entry exited cleanly): the claim is
-			// over, not lost; release what is left of the machine.
-			n.finishClaim(m, why)
-			n.startRelease(e.Machine, why)
-			continue
-		}
-		// Release what is left of it (a stopped container, a workspace), then
-		// apply the template's policy to the claim as for a lost machine.
-		if phase == types.MachineFailed {
-			if derr := in.Driver.Deallocate(ctx, e.Resource); derr != nil && !errors.Is(derr, drivers.ErrNotFound) {
-				n.log.Warn("deallocate dead machine", "machine", e.Machine, "err", derr)
-			}
-		}
-		n.machineLost(m, why)
+		a.machineGone(e, phase == types.MachineTerminated, why)
 	}
 }
 
-// finishClaim marks the claim of a machine that finished Terminated.
-func (n *Node) finishClaim(m *types.Machine, why string) {
-	_, err := store.Update(n.st, types.KindMachineClaim, m.Spec.Claim, func(c *types.MachineClaim) error {
-		if c.Status.Phase != types.ClaimBound || c.Status.Machine != m.Metadata.Name {
-			return store.ErrNoChange
+// machineGone records that one of this node's machines finished on its own
+// (ended) or died, in the binding of its claim when the claim is bound to it
+// (Ended: the claim is over; Lost: its template's onNodeLoss applies), and
+// releases what is left of it.
+func (a *acceptor) machineGone(e entry, ended bool, why string) {
+	if e.Claim != "" {
+		phase := types.BindingLost
+		if ended {
+			phase = types.BindingEnded
 		}
-		c.Status.Phase = types.ClaimTerminated
-		c.Status.Reason = "machine " + m.Metadata.Name + ": " + why
-		c.Status.PhaseTimes.Mark(string(types.ClaimTerminated), n.cfg.Now())
-		return nil
-	})
-	if err != nil && !isNotFound(err) {
-		n.log.Warn("finish claim", "claim", m.Spec.Claim, "err", err)
+		_, err := store.UpdateFacet(a.n.st, types.KindMachineClaim, e.Claim, types.FacetBinding, func(c *types.MachineClaim) error {
+			b := c.Status.Binding
+			if b == nil || b.Round != e.Round || b.Machine != e.Machine || b.Phase != types.BindingBound {
+				return store.ErrNoChange
+			}
+			nb := *b
+			nb.Phase, nb.Reason, nb.At = phase, "machine "+e.Machine+": "+why, a.n.cfg.Now()
+			c.Status.Binding = &nb
+			return nil
+		})
+		if err != nil && !isNotFound(err) && !errors.Is(err, store.ErrFenced) {
+			a.n.log.Warn("record machine gone", "claim", e.Claim, "err", err)
+		}
+	}
+	if !ended {
+		a.n.metrics.lost.Inc()
+	}
+	a.n.log.Info("machine gone", "machine", e.Machine, "claim", e.Claim, "ended", ended, "reason", why)
+	a.startRelease(e, why)
+}
+
+// reconcilePause holds this node's running machines of claim paused while
+// the session whose claim it is is Paused, and running otherwise. The
+// session's phase is its owner's word; the machine's Paused flag is this
+// node's.
+func (a *acceptor) reconcilePause(claim *types.MachineClaim, entries []entry) {
+	if claim == nil {
+		return
+	}
+	want := false
+	for _, s := range cache.TypedIndex[types.Session](a.n.cache, idxSessionClaim, claim.Metadata.Name) {
+		want = want || s.Status.Phase == types.SessionPhasePaused
+	}
+	for _, e := range entries {
+		if e.Phase != types.MachineRunning || e.Resource == nil || e.Busy {
+			continue
+		}
+		m, ok := a.n.machine(e.Machine)
+		if !ok || m.Status.Paused == want {
+			continue
+		}
+		pauser, ok := a.n.instances[e.Driver].Driver.(drivers.Pauser)
+		if !ok || !a.claimBusy(e.Machine) {
+			continue
+		}
+		a.n.spawn(func() {
+			var wait time.Duration
+			defer func() { a.doneBusy(e.Machine, e.Claim, wait) }()
+			var err error
+			if want {
+				err = pauser.Pause(a.n.ctx, e.Resource)
+			} else {
+				err = pauser.Resume(a.n.ctx, e.Resource)
+			}
+			if err == nil {
+				err = a.setMachine(e.Machine, func(m *types.Machine) { m.Status.Paused = want })
+			}
+			if err != nil {
+				a.n.log.Warn("pause machine", "machine", e.Machine, "paused", want, "err", err)
+				wait = 10 * time.Second
+				return
+			}
+			a.n.log.Info("machine paused", "machine", e.Machine, "paused", want)
+		})
 	}
 }

@@ -95,9 +95,7 @@ func claim(name, tmpl string, timeout time.Duration) *types.MachineClaim {
 		TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim},
 		Metadata: types.ObjectMeta{Name: name},
 		Spec:     types.MachineClaimSpec{MachineTemplate: tmpl, BindTimeout: types.D(timeout), Metadata: map[string]string{"REPO": "hf"}},
-		Status:   types.MachineClaimStatus{Phase: types.ClaimRequested},
 	}
-	c.Status.PhaseTimes.Mark(string(types.ClaimRequested), time.Now())
 	return c
 }
 

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/hf-fleet/hf/lib/types"
 )
 
 // Stopping a node ends every goroutine it started, allocations included.
@@ -19,7 +17,12 @@ func TestStopLeavesNoGoroutines(t *testing.T) {
 	// An allocation stuck in its driver must end with Stop too.
 	require.Eventually(t, func() bool {
 		ms := tn.machines()
-		return len(ms) == 1 && ms[0].Status.Phase == types.MachineProvisioning
+		if len(ms) != 1 {
+			return false
+		}
+		e, ok := tn.node.acc.get(ms[0].Metadata.Name)
+		return ok && e.Busy // allocating
+
 	}, 5*time.Second, 5*time.Millisecond)
 	tn.stop()
 	deadline := time.Now().Add(5 * time.Second)

@@ -3,7 +3,6 @@ package cluster
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -82,40 +81,21 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	m.released.Collect(ch)
 	m.lost.Collect(ch)
 
-	claimPhases := map[string]float64{}
+	// Counted by the cache's indexes: a scrape costs the number of phases,
+	// not the number of objects.
+	claimPhases := n.cache.Keys(idxClaimPhase)
 	for _, p := range []types.ClaimPhase{types.ClaimRequested, types.ClaimBound, types.ClaimFailed, types.ClaimTerminated} {
-		claimPhases[string(p)] = 0
+		ch <- prometheus.MustNewConstMetric(descClaims, prometheus.GaugeValue, float64(claimPhases[string(p)]), string(p))
 	}
-	if claims, err := store.List[types.MachineClaim](n.st, types.KindMachineClaim); err == nil {
-		for _, cl := range claims {
-			p := cl.Status.Phase
-			if p == "" {
-				p = types.ClaimRequested
-			}
-			claimPhases[string(p)]++
-		}
-	}
-	for p, v := range claimPhases {
-		ch <- prometheus.MustNewConstMetric(descClaims, prometheus.GaugeValue, v, p)
-	}
-	machinePhases := map[string]float64{}
+	machinePhases := n.cache.Keys(idxMachinePhase)
 	for _, p := range []types.MachinePhase{types.MachinePending, types.MachineProvisioning, types.MachineRunning,
 		types.MachineTerminating, types.MachineTerminated, types.MachineFailed, types.MachineLost} {
-		machinePhases[string(p)] = 0
-	}
-	if machines, err := store.List[types.Machine](n.st, types.KindMachine); err == nil {
-		for _, mm := range machines {
-			machinePhases[string(mm.Status.Phase)]++
-		}
-	}
-	for p, v := range machinePhases {
-		ch <- prometheus.MustNewConstMetric(descMachines, prometheus.GaugeValue, v, p)
+		ch <- prometheus.MustNewConstMetric(descMachines, prometheus.GaugeValue, float64(machinePhases[string(p)]), string(p))
 	}
 	ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(len(n.peers.Members())))
 	for _, name := range n.order {
 		in := n.instances[name]
-		capa := n.capacityOf(in)
-		_, _, count := n.ledger.usage(name)
+		capa, count := n.acc.capacityOf(in)
 		ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, float64(count), name)
 		for kind, r := range map[string]types.Resources{"usable": capa.Usable, "used": capa.Used, "reserved": capa.Reserved, "free": capa.Free} {
 			ch <- prometheus.MustNewConstMetric(descCPU, prometheus.GaugeValue, r.CPU, name, kind)

@@ -9,12 +9,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hf-fleet/hf/lib/cluster/internal/queue"
+	"github.com/hf-fleet/hf/lib/cluster/cache"
+	"github.com/hf-fleet/hf/lib/cluster/wire"
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/scheduler"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
+
+// Message is a direct message of the claim election (see package wire).
+type Message = wire.Message
 
 // Config configures a Node.
 type Config struct {
@@ -28,7 +32,8 @@ type Config struct {
 	Placement types.Placement
 	// OfferTimeout is how long an elector waits for an answer to an offer.
 	OfferTimeout time.Duration
-	// ResyncInterval is how often the level-triggered reconcile runs.
+	// ResyncInterval is kept for configuration compatibility; nothing lists
+	// the store on a timer any more.
 	ResyncInterval time.Duration
 	// ReportInterval is how often the node refreshes its Node object.
 	ReportInterval time.Duration
@@ -63,9 +68,6 @@ func (c *Config) defaults() {
 	if c.OfferTimeout <= 0 {
 		c.OfferTimeout = 2 * time.Second
 	}
-	if c.ResyncInterval <= 0 {
-		c.ResyncInterval = 30 * time.Second
-	}
 	if c.ReportInterval <= 0 {
 		c.ReportInterval = 10 * time.Second
 	}
@@ -98,9 +100,19 @@ type Instance struct {
 	Driver drivers.Driver
 }
 
-// Node runs one hf-node's duties: it answers offers from electors by reserving
-// its own capacity, allocates and releases machines through its drivers, elects
-// serving nodes for the claims it owns, and keeps its Node object fresh.
+// Node is one hf-node's part in the cluster. It is wiring only: an indexed
+// cache of the store (package cache) feeds four reconcilers, each owning its
+// state:
+//
+//   - the acceptor: this node's own machines (offers and reservations,
+//     allocation, binding, release, health, activity, pauses);
+//   - the elector: the claims this node elects (offers, takes of warm
+//     machines, failures at the bind timeout, hand-backs of lost machines);
+//   - the duties: what the rendezvous owner of a key looks after (machine
+//     sets, scheduled events, sessions, members that are gone);
+//   - the reporter: this node's Node object.
+//
+// See doc.go for the protocol.
 type Node struct {
 	cfg       Config
 	log       *slog.Logger
@@ -109,28 +121,19 @@ type Node struct {
 	instances map[string]Instance
 	order     []string // instance names in config order
 
-	ledger  *ledger
-	inbox   *queue.Queue[Message]
-	elect   *queue.Queue[electEvent]
-	reportQ chan struct{}
-	memberQ chan struct{}
+	cache   *cache.Cache
+	view    *view
+	acc     *acceptor
+	el      *elector
+	duties  *duties
+	rep     *reporter
+	metrics *metrics
 
 	startedAt time.Time
 	ready     atomic.Bool
 	ctx       context.Context
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
-
-	// busy tracks machines with an allocation or release under way.
-	busyMu sync.Mutex
-	busy   map[string]bool
-	// failures counts failed allocations per claim, for back-off.
-	failures map[string]int
-	// unassigned is when each Requested claim was first seen without a node.
-	unassigned map[string]time.Time
-	pool       pool
-	setQ       chan struct{}
-	metrics    *metrics
 }
 
 // New builds a node. peers may be nil for a node that runs alone.
@@ -147,13 +150,6 @@ func New(cfg Config, log *slog.Logger, st *store.Store, instances []Instance, pe
 		log:       log.With("node", cfg.Name),
 		st:        st,
 		instances: map[string]Instance{},
-		inbox:     queue.New[Message](),
-		elect:     queue.New[electEvent](),
-		reportQ:   make(chan struct{}, 1),
-		memberQ:   make(chan struct{}, 1),
-		setQ:      make(chan struct{}, 1),
-		pool:      pool{takes: map[string]string{}, onDemand: map[string]string{}, capped: map[string]string{}, waiting: map[string]bool{}},
-		busy:      map[string]bool{},
 		metrics:   newMetrics(),
 	}
 	for _, in := range instances {
@@ -164,10 +160,16 @@ func New(cfg Config, log *slog.Logger, st *store.Store, instances []Instance, pe
 		n.order = append(n.order, in.Name)
 	}
 	if peers == nil {
-		peers = &localPeers{self: cfg.Name, inbox: n.inbox}
+		peers = &localPeers{self: cfg.Name, deliver: n.Deliver}
 	}
 	n.peers = peers
-	n.ledger = newLedger(n.capacityChanged)
+	n.cache = newCache(st, n.log)
+	n.view = &view{self: cfg.Name, peers: peers, cache: n.cache}
+	n.acc = newAcceptor(n)
+	n.el = newElector(n)
+	n.duties = newDuties(n)
+	n.rep = newReporter(n)
+	n.cache.OnChange(n.onChange)
 	return n, nil
 }
 
@@ -175,8 +177,26 @@ func New(cfg Config, log *slog.Logger, st *store.Store, instances []Instance, pe
 // only once membership has bound its port). Call it before Start.
 func (n *Node) SetGossipAddress(addr string) { n.cfg.GossipAddress = addr }
 
-// Deliver hands a message from another node to this node. It never blocks.
-func (n *Node) Deliver(m Message) { n.inbox.Push(m) }
+// Deliver hands a message from another node (or this one) to this node. It
+// never blocks.
+func (n *Node) Deliver(m Message) {
+	switch {
+	case m.Type == wire.MsgOffer || m.Type == wire.MsgTake:
+		n.acc.deliver(m)
+	case m.Type == wire.MsgAccept || m.Type == wire.MsgDecline:
+		n.el.deliver(m)
+	default:
+		n.log.Debug("message dropped", "type", m.Type, "from", m.From)
+	}
+}
+
+// MembershipChanged tells the node that a member joined, left or died. It
+// never blocks (memberlist's event callbacks call it).
+func (n *Node) MembershipChanged() {
+	n.el.membersChanged()
+	n.duties.membersChanged()
+	n.rep.kick()
+}
 
 // Name is the node's name.
 func (n *Node) Name() string { return n.cfg.Name }
@@ -190,36 +210,35 @@ func (n *Node) Ready() error {
 }
 
 // Start reconciles the drivers' holdings against the store, publishes the Node
-// object and starts the node's loops. Stop ends them.
+// object and starts the reconcilers. Stop ends them.
 func (n *Node) Start(ctx context.Context) error {
 	n.startedAt = n.cfg.Now()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	if err := n.reconcileStart(ctx); err != nil {
+	if err := n.acc.reconcileStart(ctx); err != nil {
 		n.cancel()
 		return fmt.Errorf("start: %w", err)
 	}
-	if err := n.report(types.NodeUp); err != nil {
+	if err := n.rep.report(types.NodeUp); err != nil {
 		n.cancel()
 		return fmt.Errorf("start: %w", err)
 	}
-	// The watch starts from the current sequence; everything before it is
-	// covered by the initial resync the watch loop does first.
-	from := n.st.Seq()
-	events := n.st.Watch(n.ctx, from)
-	n.spawn(func() { n.watchLoop(events) })
-	n.spawn(n.inboxLoop)
-	n.spawn(n.electLoop)
-	n.spawn(n.reportLoop)
-	n.spawn(n.memberLoop)
-	n.spawn(n.healthLoop)
-	n.spawn(n.setLoop)
-	n.resync()
+	// The cache loads the store (its handlers queue every object for the
+	// reconcilers) before they start, then follows the watch.
+	if err := n.cache.Start(n.ctx); err != nil {
+		n.cancel()
+		return fmt.Errorf("start: %w", err)
+	}
+	n.spawn(n.cache.Wait)
+	n.acc.start()
+	n.el.start()
+	n.duties.start()
+	n.rep.start()
 	n.ready.Store(true)
 	n.log.Info("node started", "drivers", len(n.instances))
 	return nil
 }
 
-// Stop ends the node's loops and waits for allocations and releases under way
+// Stop ends the reconcilers and waits for allocations and releases under way
 // (their driver calls see a cancelled context). The Node object is marked Down.
 func (n *Node) Stop(ctx context.Context) error {
 	if n.cancel == nil {
@@ -227,6 +246,9 @@ func (n *Node) Stop(ctx context.Context) error {
 	}
 	n.ready.Store(false)
 	n.cancel()
+	n.acc.stop()
+	n.el.stop()
+	n.duties.stop()
 	done := make(chan struct{})
 	go func() { n.wg.Wait(); close(done) }()
 	select {
@@ -234,13 +256,14 @@ func (n *Node) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("stop: %w", ctx.Err())
 	}
-	if err := n.report(types.NodeDown); err != nil && !errors.Is(err, store.ErrClosed) {
+	if err := n.rep.report(types.NodeDown); err != nil && !errors.Is(err, store.ErrClosed) {
 		return fmt.Errorf("stop: %w", err)
 	}
 	n.log.Info("node stopped")
 	return nil
 }
 
+// spawn runs f on a goroutine Stop waits for.
 func (n *Node) spawn(f func()) {
 	n.wg.Add(1)
 	go func() {
@@ -249,29 +272,46 @@ func (n *Node) spawn(f func()) {
 	}()
 }
 
-// claimBusy marks a machine as having work under way; false if it already had.
-func (n *Node) claimBusy(machine string) bool {
-	n.busyMu.Lock()
-	defer n.busyMu.Unlock()
-	if n.busy[machine] {
-		return false
+// onChange hands every change the cache sees to the reconcilers that care.
+// It runs on the cache's goroutine and never blocks.
+func (n *Node) onChange(kind, name string, old, obj types.Object) {
+	n.acc.changed(kind, name, old, obj)
+	n.el.changed(kind, name, old, obj)
+	n.duties.changed(kind, name, old, obj)
+	if kind == types.KindNode {
+		n.el.refresh()
 	}
-	n.busy[machine] = true
-	return true
 }
 
-func (n *Node) doneBusy(machine string) {
-	n.busyMu.Lock()
-	delete(n.busy, machine)
-	n.busyMu.Unlock()
+// bindTimeout is the claim's bind timeout, or this node's default.
+func (n *Node) bindTimeout(c *types.MachineClaim) time.Duration {
+	if c.Spec.BindTimeout.Duration > 0 {
+		return c.Spec.BindTimeout.Duration
+	}
+	return n.cfg.BindTimeout
 }
 
-// capacityChanged is called after every ledger change: wake waiting claims and
-// refresh the Node object soon.
-func (n *Node) capacityChanged() {
-	select {
-	case n.reportQ <- struct{}{}:
-	default:
+// claimState is scheduler.ClaimStateOf with this node's default bind timeout.
+func (n *Node) claimState(c *types.MachineClaim) scheduler.ClaimState {
+	if c == nil {
+		return scheduler.ClaimState{}
 	}
-	n.elect.Push(electEvent{refresh: true})
+	return scheduler.ClaimStateOf(c, n.bindTimeout(c))
 }
+
+// template returns the template of name from the cache.
+func (n *Node) template(name string) (*types.MachineTemplate, bool) {
+	return cache.Typed[types.MachineTemplate](n.cache, types.KindMachineTemplate, name)
+}
+
+// claim returns the claim of name from the cache.
+func (n *Node) claim(name string) (*types.MachineClaim, bool) {
+	return cache.Typed[types.MachineClaim](n.cache, types.KindMachineClaim, name)
+}
+
+// machine returns the machine of name from the cache.
+func (n *Node) machine(name string) (*types.Machine, bool) {
+	return cache.Typed[types.Machine](n.cache, types.KindMachine, name)
+}
+
+func isNotFound(err error) bool { return errors.Is(err, store.ErrNotFound) }

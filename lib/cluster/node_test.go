@@ -128,10 +128,10 @@ func TestRestartKeepsMachinesAndReconcilesLostOnes(t *testing.T) {
 	// The kept machine is adopted as it was.
 	assert.Equal(t, keep.Status.Machine, tn.claim("keep").Status.Machine)
 	assert.Equal(t, types.ClaimBound, tn.claim("keep").Status.Phase)
-	// The lost one is marked Lost and its claim is bound again to a new machine.
-	lostM, err := store.Get[types.Machine](tn.st, types.KindMachine, lose.Status.Machine)
-	require.NoError(t, err)
-	assert.Equal(t, types.MachineLost, lostM.Status.Phase)
+	// The lost one is reported in its claim's binding, its record dropped,
+	// and the claim is bound again to a new machine.
+	_, err = store.Get[types.Machine](tn.st, types.KindMachine, lose.Status.Machine)
+	assert.ErrorIs(t, err, store.ErrNotFound)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		got, err := store.Get[types.MachineClaim](tn.st, types.KindMachineClaim, "lose")
 		require.NoError(c, err)
@@ -151,17 +151,14 @@ func TestDeadMachineIsReportedAndRebound(t *testing.T) {
 	require.NoError(t, err)
 	// The machine dies behind the node's back.
 	require.NoError(t, tn.drv.Deallocate(context.Background(), m.Status.Resource))
-	tn.node.checkHealth(context.Background())
+	tn.node.acc.checkHealth(context.Background())
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		got, err := store.Get[types.MachineClaim](tn.st, types.KindMachineClaim, "c")
 		require.NoError(c, err)
 		assert.Equal(c, types.ClaimBound, got.Status.Phase)
 		assert.NotEqual(c, first.Status.Machine, got.Status.Machine)
 	}, 5*time.Second, 5*time.Millisecond)
-	lost, err := store.Get[types.Machine](tn.st, types.KindMachine, first.Status.Machine)
-	if err == nil {
-		assert.Equal(t, types.MachineLost, lost.Status.Phase)
-		assert.Contains(t, lost.Status.Reason, "no longer holds it")
-	}
-	assert.Equal(t, 1, testdriver.Held(tn.drv))
+	_, err = store.Get[types.Machine](tn.st, types.KindMachine, first.Status.Machine)
+	assert.ErrorIs(t, err, store.ErrNotFound, "the dead machine's record is gone")
+	assert.Eventually(t, func() bool { return testdriver.Held(tn.drv) == 1 }, 5*time.Second, 5*time.Millisecond)
 }

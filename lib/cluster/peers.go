@@ -3,8 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-
-	"github.com/hf-fleet/hf/lib/cluster/internal/queue"
 )
 
 // Peers is the node's view of the cluster: who is alive and how to reach them.
@@ -13,7 +11,7 @@ import (
 type Peers interface {
 	// Self is this node's name.
 	Self() string
-	// Members returns the names of live members, this node included.
+	// Members returns the names of live members, this node included, sorted.
 	Members() []string
 	// Send delivers m to m.To reliably or returns an error.
 	Send(ctx context.Context, m Message) error
@@ -21,8 +19,8 @@ type Peers interface {
 
 // localPeers is the membership of a node that runs alone: itself.
 type localPeers struct {
-	self  string
-	inbox *queue.Queue[Message]
+	self    string
+	deliver func(Message)
 }
 
 var _ Peers = (*localPeers)(nil)
@@ -30,10 +28,11 @@ var _ Peers = (*localPeers)(nil)
 func (p *localPeers) Self() string      { return p.self }
 func (p *localPeers) Members() []string { return []string{p.self} }
 
+// Send hands m to the node on another goroutine, as a network would.
 func (p *localPeers) Send(_ context.Context, m Message) error {
 	if m.To != p.self {
 		return fmt.Errorf("send to %s: not a member", m.To)
 	}
-	p.inbox.Push(m)
+	go p.deliver(m)
 	return nil
 }

@@ -13,49 +13,52 @@ import (
 	"github.com/hf-fleet/hf/lib/types"
 )
 
-// applyRemote stores obj as if another node had written it after everything
-// this node wrote: the way a duty owner's verdict, based on an older copy of
-// the record, reaches the node over replication.
-func (tn *testNode) applyRemote(obj types.Object, from string) {
+// applyRemote stores the facet of obj as if another node had written it
+// after everything this node wrote: the way another node's word (a verdict,
+// an update from an older copy) reaches this node over replication.
+func (tn *testNode) applyRemote(obj types.Object, facet, from string) {
 	tn.t.Helper()
-	obj.Meta().Version = types.Version{HLC: tn.st.Clock().HLC + 1<<20, Node: from}
-	data, err := json.Marshal(obj)
-	require.NoError(tn.t, err)
-	ok, err := tn.st.Apply(store.Record{Kind: obj.GetKind(), Name: obj.Meta().Name, Version: obj.Meta().Version, Data: data})
-	require.NoError(tn.t, err)
-	require.True(tn.t, ok)
+	v := types.Version{HLC: tn.st.Clock().HLC + 1<<20, Node: from}
+	for _, f := range obj.Facets() {
+		if f.Name != facet {
+			continue
+		}
+		data, err := json.Marshal(f.Value)
+		require.NoError(tn.t, err)
+		ok, err := tn.st.Apply(store.Record{Kind: obj.GetKind(), Name: obj.Meta().Name, Version: v,
+			Facets: []store.FacetRecord{{Name: facet, Epoch: f.Epoch, Version: v, Data: data}}})
+		require.NoError(tn.t, err)
+		require.True(tn.t, ok)
+		return
+	}
+	tn.t.Fatalf("%s has no facet %s", obj.GetKind(), facet)
 }
 
-// A node falsely thought dead has its machine marked Lost by the duty owner,
-// from a copy of the record older than the allocation (no resource in it).
-// The node keeps its word on its own machine (it is Running again, with its
-// resource) and, once the claim is deleted, still gives the resource back.
-func TestStaleLostVerdictNeitherLeaksNorForgetsTheResource(t *testing.T) {
+// A lost verdict on a machine of this node (passed by a majority that could
+// not see this node) re-binds its claim elsewhere in a later round; the
+// machine the verdict was about is released, and nothing leaks.
+func TestLostVerdictRebindsAndLeaksNothing(t *testing.T) {
 	tn := newTestNode(t, "n1", `{"cpus": 4, "ram_gb": 8}`)
 	tn.put(template("small", 1, 1, `{}`))
 	tn.put(claim("c1", "small", time.Minute))
 	c := tn.waitPhase("c1", types.ClaimBound)
 	m, err := store.Get[types.Machine](tn.st, types.KindMachine, c.Status.Machine)
 	require.NoError(t, err)
-	require.NotNil(t, m.Status.Resource)
 
-	stale := *m
-	stale.Status.Phase = types.MachineLost
-	stale.Status.Reason = "node n1 is gone for 10s"
-	stale.Status.Resource, stale.Status.MachineInformation, stale.Status.ConnectEndpoints = nil, nil, nil
-	tn.applyRemote(&stale, "n9")
+	verdict := *m
+	verdict.Status.Lost = &types.MachineVerdict{Reason: "node n1 is gone for 30s", By: "n9", Owner: m.Metadata.Facets[types.FacetOwner], Was: m.Status.Phase}
+	tn.applyRemote(&verdict, types.FacetLost, "n9")
 
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		got, err := store.Get[types.Machine](tn.st, types.KindMachine, m.Metadata.Name)
-		require.NoError(c, err)
-		assert.Equal(c, types.MachineRunning, got.Status.Phase)
-		assert.Equal(c, m.Status.Resource, got.Status.Resource)
-		assert.Equal(c, m.Status.ConnectEndpoints, got.Status.ConnectEndpoints)
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		got, err := store.Get[types.MachineClaim](tn.st, types.KindMachineClaim, "c1")
+		require.NoError(ct, err)
+		assert.Equal(ct, types.ClaimBound, got.Status.Phase)
+		assert.NotEqual(ct, m.Metadata.Name, got.Status.Machine)
+		assert.Greater(ct, got.Status.Round, c.Status.Round)
+		assert.Len(ct, tn.machines(), 1)
+		assert.Equal(ct, 1, testdriver.Held(tn.drv))
 	}, 5*time.Second, 5*time.Millisecond)
 
-	// The same verdict again, and this time the claim goes before the node
-	// has put the record right.
-	tn.applyRemote(&stale, "n9")
 	_, err = tn.st.Delete(types.KindMachineClaim, "c1", types.Version{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
@@ -63,10 +66,10 @@ func TestStaleLostVerdictNeitherLeaksNorForgetsTheResource(t *testing.T) {
 	}, 5*time.Second, 5*time.Millisecond, "driver holds %d", testdriver.Held(tn.drv))
 }
 
-// A member that wrongly thought this node dead marks its Node object Down
-// from an older copy (stale capacity). The node puts its own word back at
-// once, not at its next heartbeat report.
-func TestStaleDownVerdictIsCorrectedAtOnce(t *testing.T) {
+// A down verdict on this node (from a member that wrongly thought it dead)
+// touches only the liveness facet: the node's report, capacity and all,
+// stays its own, and its next report ends the verdict.
+func TestDownVerdictKeepsTheReport(t *testing.T) {
 	tn := newTestNode(t, "n1", `{"cpus": 4, "ram_gb": 8}`)
 	tn.put(template("small", 1, 1, `{}`))
 	tn.put(claim("c1", "small", time.Minute))
@@ -79,45 +82,41 @@ func TestStaleDownVerdictIsCorrectedAtOnce(t *testing.T) {
 		assert.Equal(c, 1.0, fresh.Spec.Drivers[0].Capacity.Used.CPU)
 	}, 5*time.Second, 5*time.Millisecond)
 
-	stale := *fresh
-	stale.Spec.Drivers = []types.NodeDriver{fresh.Spec.Drivers[0]}
-	stale.Spec.Drivers[0].Capacity.Used = types.Resources{}
-	stale.Status.Phase = types.NodeDown
-	tn.applyRemote(&stale, "n9")
+	verdict := *fresh
+	verdict.Status.Down = &types.NodeVerdict{Reason: "gone for 2s", By: "n9", Report: fresh.Metadata.Facets[types.FacetReport], Was: types.NodeUp}
+	tn.applyRemote(&verdict, types.FacetLiveness, "n9")
+	got, err := store.Get[types.Node](tn.st, types.KindNode, "n1")
+	require.NoError(t, err)
+	assert.Equal(t, types.NodeDown, got.Status.Phase, "the verdict shows while it holds")
+	assert.Equal(t, 1.0, got.Spec.Drivers[0].Capacity.Used.CPU, "the report is untouched")
 
+	tn.node.rep.kick()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		got, err := store.Get[types.Node](tn.st, types.KindNode, "n1")
 		require.NoError(c, err)
-		assert.Equal(c, "n1", got.Metadata.Version.Node)
-		assert.Equal(c, types.NodeUp, got.Status.Phase)
-		assert.Equal(c, 1.0, got.Spec.Drivers[0].Capacity.Used.CPU)
-	}, time.Second, 5*time.Millisecond)
+		assert.Equal(c, types.NodeUp, got.Status.Phase, "the next report overrides the verdict")
+	}, 5*time.Second, 5*time.Millisecond)
 }
 
-// A write from another node based on an older copy of a bound claim (an API
-// update of its labels that raced with the binding, say) sets it back to
-// Requested on this node while this node runs its machine: the node puts the
-// binding back, with the same machine, instead of leaving it in limbo.
-func TestStaleClaimWriteIsRebound(t *testing.T) {
+// An update of a bound claim's labels written elsewhere from a copy older
+// than the binding changes the spec facet only: the binding stays.
+func TestSpecWriteFromAnOlderCopyKeepsTheBinding(t *testing.T) {
 	tn := newTestNode(t, "n1", `{"cpus": 4, "ram_gb": 8}`)
 	tn.put(template("small", 1, 1, `{}`))
-	tn.put(claim("c1", "small", time.Minute))
+	stale := claim("c1", "small", time.Minute)
+	tn.put(stale)
 	bound := tn.waitPhase("c1", types.ClaimBound)
 
-	stale := *bound
-	stale.Status.Phase = types.ClaimRequested
 	stale.Metadata.Labels = map[string]string{"team": "edu"}
-	tn.applyRemote(&stale, "n9")
+	stale.Metadata.CreatedAt = bound.Metadata.CreatedAt
+	tn.applyRemote(stale, types.FacetSpec, "n9")
 
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		got, err := store.Get[types.MachineClaim](tn.st, types.KindMachineClaim, "c1")
-		require.NoError(c, err)
-		assert.Equal(c, types.ClaimBound, got.Status.Phase)
-		assert.Equal(c, bound.Status.Machine, got.Status.Machine)
-		assert.Equal(c, bound.Status.Round, got.Status.Round)
-		assert.Equal(c, "edu", got.Metadata.Labels["team"], "the other write's change is kept")
-	}, 5*time.Second, 5*time.Millisecond)
-	assert.Equal(t, 1, testdriver.Held(tn.drv))
+	got := tn.claim("c1")
+	assert.Equal(t, types.ClaimBound, got.Status.Phase)
+	assert.Equal(t, bound.Status.Machine, got.Status.Machine)
+	assert.Equal(t, bound.Status.Round, got.Status.Round)
+	assert.Equal(t, "edu", got.Metadata.Labels["team"], "the other write's change is kept")
+	assert.Never(t, func() bool { return testdriver.Held(tn.drv) != 1 }, 200*time.Millisecond, 10*time.Millisecond)
 }
 
 // Idle reaping sees a paused machine as in use, the later of a driver's
@@ -136,9 +135,11 @@ func TestMachineActivity(t *testing.T) {
 			Annotations: map[string]string{types.AnnotationKeepalive: now.Add(-time.Minute).Format(time.RFC3339Nano)}},
 		Spec: types.SessionSpec{User: "alice"}, Status: types.SessionStatus{MachineClaim: "c3"}}
 	tn.put(s)
-	claims := []*types.MachineClaim{{Metadata: types.ObjectMeta{Name: "c3"}, Status: types.MachineClaimStatus{Machine: "m3"}}}
-	got := tn.node.machineActivity(now, claims, []*types.Machine{
-		mach("m1", true, seen), mach("m2", false, seen), mach("m3", false, seen), mach("m4", false, time.Time{}),
+	require.Eventually(t, func() bool { return tn.node.cache.Count(idxSessionClaim, "c3") == 1 }, 5*time.Second, 5*time.Millisecond)
+	claimed := mach("m3", false, seen)
+	claimed.Spec.Claim = "c3"
+	got := tn.node.duties.activity(now, []*types.Machine{
+		mach("m1", true, seen), mach("m2", false, seen), claimed, mach("m4", false, time.Time{}),
 	})
 	assert.Equal(t, map[string]time.Time{"m1": now, "m2": seen, "m3": now.Add(-time.Minute)}, got)
 }

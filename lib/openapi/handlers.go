@@ -159,7 +159,7 @@ func (k kindRoutes) create(c *gin.Context) {
 		s.writeErr(c, err)
 		return
 	}
-	prepareCreate(obj, s.cfg.Now())
+	prepareCreate(obj)
 	if !p.IsAdmin() {
 		switch owner, _ := ownerOf(obj); owner {
 		case "":

@@ -83,7 +83,7 @@ func TestCRUDEveryKind(t *testing.T) {
 
 func TestCreateSetsServerFields(t *testing.T) {
 	now := time.Date(2031, 5, 6, 7, 8, 9, 0, time.UTC)
-	e := newTestEnv(t, func(c *Config) { c.Now = func() time.Time { return now } })
+	e := newTestEnvOn(t, openStoreAt(t, func() time.Time { return now }))
 
 	t.Run("claim is Requested at now, client status ignored", func(t *testing.T) {
 		c := minimal(types.KindMachineClaim, "c1")

@@ -79,18 +79,15 @@ func apiFacets(kind string) []string {
 }
 
 // prepareCreate sets what the server owns on a new object: no version or times
-// from the client, the status reset, and a claim Requested at now.
-func prepareCreate(o types.Object, now time.Time) {
+// from the client, and the status reset (a claim is Requested from its
+// creation on: its status is derived from its facets).
+func prepareCreate(o types.Object) {
 	m := o.Meta()
 	m.Version, m.Facets = types.Version{}, nil
 	m.CreatedAt = time.Time{}
 	m.UpdatedAt = time.Time{}
 	if !clientWritesStatus(o.GetKind()) {
 		resetStatus(o)
-	}
-	if c, ok := o.(*types.MachineClaim); ok {
-		c.Status.Phase = types.ClaimRequested
-		c.Status.PhaseTimes.Mark(string(types.ClaimRequested), now)
 	}
 }
 

@@ -109,6 +109,10 @@ func (e *Elector) Step(now time.Time, in Input) []Action {
 		out = e.accepted(in)
 	case Declined:
 		out = e.declined(now, in)
+	case GaveBack:
+		if st, ok := e.claims[in.Claim]; ok && st.phase == phaseAccepted && st.offer.node == in.Node && st.offer.round == in.Round {
+			out = e.giveUp(now, st, in.Reason)
+		}
 	case Timeout:
 		out = e.timeout(now)
 	case NodeDown:
@@ -286,7 +290,9 @@ func (e *Elector) nodeDown(now time.Time, in NodeDown) []Action {
 		case phaseOffering:
 			out = append(out, e.giveUp(now, st, fmt.Sprintf("node %s went down with the offer unanswered", in.Node))...)
 		case phaseAccepted:
-			out = append(out, e.giveUp(now, st, fmt.Sprintf("node %s went down before binding the claim", in.Node))...)
+			if in.Quorum {
+				out = append(out, e.giveUp(now, st, fmt.Sprintf("node %s went down before binding the claim", in.Node))...)
+			}
 		}
 	}
 	// Whatever else the dead node held is gone with it.

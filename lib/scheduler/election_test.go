@@ -138,12 +138,18 @@ func TestElectorNodeDown(t *testing.T) {
 		assert.Equal(t, SendOffer{Claim: "c1", Node: "n2", Driver: "test", Round: 2}, o)
 		assert.Empty(t, e.Step(t0, NodeDown{Node: "n1"}), "duplicate")
 	})
-	t.Run("accepted node goes down before binding: elected again", func(t *testing.T) {
+	t.Run("accepted node goes down before binding: elected again with a majority", func(t *testing.T) {
 		e := newElector(t, threeNodes())
 		offerOf(t, e.Step(t0, request("c1", 2)))
 		require.Len(t, e.Step(t0, Accepted{Claim: "c1", Node: "n1", Driver: "test", Round: 1}), 1)
-		o := offerOf(t, e.Step(t0.Add(time.Second), NodeDown{Node: "n1"}))
+		o := offerOf(t, e.Step(t0.Add(time.Second), NodeDown{Node: "n1", Quorum: true}))
 		assert.Equal(t, SendOffer{Claim: "c1", Node: "n2", Driver: "test", Round: 2}, o)
+	})
+	t.Run("accepted node out of reach without a majority: kept", func(t *testing.T) {
+		e := newElector(t, threeNodes())
+		offerOf(t, e.Step(t0, request("c1", 2)))
+		require.Len(t, e.Step(t0, Accepted{Claim: "c1", Node: "n1", Driver: "test", Round: 1}), 1)
+		assert.Empty(t, e.Step(t0.Add(time.Second), NodeDown{Node: "n1"}), "a node cut off from the majority passes no verdict")
 	})
 	t.Run("pending node missing from a fresh snapshot", func(t *testing.T) {
 		e := newElector(t, threeNodes())

@@ -51,12 +51,26 @@ type Declined struct {
 	Fresh  *Candidate
 }
 
+// GaveBack says the node that accepted (Claim, Round) gave it back (its
+// allocation failed, say) or is gone: when the elector still waits for that
+// acceptance it elects again, without that node. Otherwise it is old news.
+type GaveBack struct {
+	Claim  string
+	Node   string
+	Round  uint64
+	Reason string
+}
+
 // Timeout says the time passed NextDeadline; Step finds what expired.
 type Timeout struct{}
 
-// NodeDown says a node left the cluster (declared dead by membership).
+// NodeDown says a node left the cluster (declared dead by membership). An
+// offer to it is given up either way (it will not be answered); a claim it
+// already accepted is elected again only with Quorum (this node reaches a
+// majority of the members it knows), since that is a verdict on the node.
 type NodeDown struct {
-	Node string
+	Node   string
+	Quorum bool
 }
 
 // ClaimGone says a claim is no longer this elector's: deleted, bound, failed, or
@@ -69,6 +83,7 @@ func (ClaimRequested) isInput()    {}
 func (CandidatesChanged) isInput() {}
 func (Accepted) isInput()          {}
 func (Declined) isInput()          {}
+func (GaveBack) isInput()          {}
 func (Timeout) isInput()           {}
 func (NodeDown) isInput()          {}
 func (ClaimGone) isInput()         {}

@@ -216,7 +216,7 @@ func (s *sim) kill(name string) {
 	n.alive = false
 	s.at(s.now.Add(s.detect), func() {
 		n.down = true
-		s.step(NodeDown{Node: name})
+		s.step(NodeDown{Node: name, Quorum: true})
 	})
 }
 

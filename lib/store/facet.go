@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
+	"sync"
 
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -12,9 +14,20 @@ import (
 // FacetRecord is one stored facet of an object (see types.Facet): its name,
 // the version of its last write and its JSON.
 type FacetRecord struct {
-	Name    string          `json:"name"`
+	Name string `json:"name"`
+	// Epoch orders copies before Version does (types.Facet.Epoch).
+	Epoch   uint64          `json:"epoch,omitempty"`
 	Version types.Version   `json:"version"`
 	Data    json.RawMessage `json:"data"`
+}
+
+// newer reports whether f supersedes g: a higher epoch, or the same epoch and
+// a higher version.
+func (f FacetRecord) newer(g FacetRecord) bool {
+	if f.Epoch != g.Epoch {
+		return f.Epoch > g.Epoch
+	}
+	return f.Version.Compare(g.Version) > 0
 }
 
 // facet returns the record's facet name, if it has one.
@@ -42,7 +55,7 @@ func splitFacets(obj types.Object) ([]FacetRecord, error) {
 		if err != nil {
 			return nil, fmt.Errorf("marshal facet %s: %w", f.Name, err)
 		}
-		out[i] = FacetRecord{Name: f.Name, Data: b}
+		out[i] = FacetRecord{Name: f.Name, Epoch: f.Epoch, Data: b}
 	}
 	return out, nil
 }
@@ -125,7 +138,7 @@ func merge(a, b Record) (out Record, changed bool, err error) {
 		byName[f.Name] = f
 	}
 	for _, f := range b.Facets {
-		if cur, ok := byName[f.Name]; !ok || f.Version.Compare(cur.Version) > 0 {
+		if cur, ok := byName[f.Name]; !ok || f.newer(cur) {
 			byName[f.Name] = f
 		}
 	}
@@ -146,7 +159,7 @@ func sameFacets(a, b Record) bool {
 	}
 	for _, f := range a.Facets {
 		g, ok := b.facet(f.Name)
-		if !ok || g.Version != f.Version {
+		if !ok || g.Version != f.Version || g.Epoch != f.Epoch {
 			return false
 		}
 	}
@@ -159,7 +172,7 @@ func sameFacets(a, b Record) bool {
 func (r *Record) Fingerprint() uint64 {
 	h := fnv1a(fnvOffset, r.Tomb.String())
 	for _, f := range r.Facets {
-		h = fnv1a(h, "\x00"+f.Name+"\x00"+f.Version.String())
+		h = fnv1a(h, "\x00"+f.Name+"\x00"+strconv.FormatUint(f.Epoch, 10)+"\x00"+f.Version.String())
 	}
 	return h
 }
@@ -177,15 +190,38 @@ func fnv1a(h uint64, s string) uint64 {
 	return h
 }
 
-// changedFacets returns the facets of next whose data differs from base's
-// (all of them when base lacks one).
-func changedFacets(next, base []FacetRecord) []FacetRecord {
+// changedFacets returns the facets of next whose data differs from base's.
+// A facet base lacks counts as the kind's zero value of it: writing the zero
+// value of a facet nobody has written is no change.
+func changedFacets(kind string, next, base []FacetRecord) []FacetRecord {
 	var out []FacetRecord
 	for _, f := range next {
 		i := slices.IndexFunc(base, func(b FacetRecord) bool { return b.Name == f.Name })
-		if i < 0 || !bytes.Equal(base[i].Data, f.Data) {
+		switch {
+		case i >= 0 && bytes.Equal(base[i].Data, f.Data):
+		case i < 0 && bytes.Equal(zeroFacet(kind, f.Name), f.Data):
+		default:
 			out = append(out, f)
 		}
 	}
 	return out
+}
+
+var zeroFacets sync.Map // kind -> map[facet]data
+
+// zeroFacet is the JSON of facet name of an empty object of kind.
+func zeroFacet(kind, name string) []byte {
+	if m, ok := zeroFacets.Load(kind); ok {
+		return m.(map[string][]byte)[name]
+	}
+	m := map[string][]byte{}
+	if obj, err := types.New(kind); err == nil {
+		if fs, err := splitFacets(obj); err == nil {
+			for _, f := range fs {
+				m[f.Name] = f.Data
+			}
+		}
+	}
+	zeroFacets.Store(kind, m)
+	return m[name]
 }

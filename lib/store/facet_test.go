@@ -145,7 +145,7 @@ func TestUpdateWritesOnlyChangedFacets(t *testing.T) {
 	rec := putClaim(t, s, "c1")
 	// Someone writes the status after rec was read.
 	_, err := Update(s, types.KindMachineClaim, "c1", func(o *types.MachineClaim) error {
-		o.Status.Reason = "owner's word"
+		o.Status.Election = &types.ClaimElection{Reason: "owner's word"}
 		return nil
 	})
 	require.NoError(t, err)
@@ -182,7 +182,7 @@ func TestMergeFacetByFacet(t *testing.T) {
 
 	// Facets may arrive before the object they belong to: kept, not shown.
 	ok, err := s.Apply(Record{Kind: types.KindMachineClaim, Name: "c", Version: v(5, "b"),
-		Facets: []FacetRecord{f("status", v(5, "b"), `{"reason":"early"}`)}})
+		Facets: []FacetRecord{f("election", v(5, "b"), `{"round":0,"reason":"early"}`)}})
 	require.NoError(t, err)
 	require.True(t, ok)
 	_, err = s.Get(types.KindMachineClaim, "c")
@@ -197,7 +197,7 @@ func TestMergeFacetByFacet(t *testing.T) {
 	assert.Equal(t, v(5, "b"), got.Metadata.Version, "the object's version is its newest facet's")
 
 	// An older copy of a facet changes nothing.
-	ok, err = s.Apply(Record{Kind: types.KindMachineClaim, Name: "c", Version: v(4, "c"), Facets: []FacetRecord{f("status", v(4, "c"), `{"reason":"old"}`)}})
+	ok, err = s.Apply(Record{Kind: types.KindMachineClaim, Name: "c", Version: v(4, "c"), Facets: []FacetRecord{f("election", v(4, "c"), `{"round":0,"reason":"old"}`)}})
 	require.NoError(t, err)
 	assert.False(t, ok)
 
@@ -210,15 +210,15 @@ func TestMergeFacetByFacet(t *testing.T) {
 	var kept Record
 	require.NoError(t, s.Scan(func(r Record) error { kept = r; return nil }))
 	require.Len(t, kept.Facets, 1)
-	assert.Equal(t, "status", kept.Facets[0].Name, "the status (5) came after it and stays")
+	assert.Equal(t, "election", kept.Facets[0].Name, "the election (5) came after it and stays")
 
 	// The same records in another order end in the same state.
 	s2, _ := newMemStore(t)
 	for _, r := range []Record{
 		{Kind: types.KindMachineClaim, Name: "c", Version: v(6, "a"), Tomb: v(4, "a")},
-		{Kind: types.KindMachineClaim, Name: "c", Version: v(4, "c"), Facets: []FacetRecord{f("status", v(4, "c"), `{"reason":"old"}`)}},
+		{Kind: types.KindMachineClaim, Name: "c", Version: v(4, "c"), Facets: []FacetRecord{f("election", v(4, "c"), `{"round":0,"reason":"old"}`)}},
 		{Kind: types.KindMachineClaim, Name: "c", Version: v(3, "a"), Facets: []FacetRecord{f("spec", v(3, "a"), spec)}},
-		{Kind: types.KindMachineClaim, Name: "c", Version: v(5, "b"), Facets: []FacetRecord{f("status", v(5, "b"), `{"reason":"early"}`)}},
+		{Kind: types.KindMachineClaim, Name: "c", Version: v(5, "b"), Facets: []FacetRecord{f("election", v(5, "b"), `{"round":0,"reason":"early"}`)}},
 	} {
 		_, err := s2.Apply(r)
 		require.NoError(t, err)
@@ -227,4 +227,42 @@ func TestMergeFacetByFacet(t *testing.T) {
 	require.NoError(t, s2.Scan(func(r Record) error { other = r; return nil }))
 	assert.Equal(t, kept.Fingerprint(), other.Fingerprint())
 	assert.Equal(t, kept.Facets, other.Facets)
+}
+
+// A claim's election and binding order by round (the facet's epoch) before
+// version: the node serving round 2 wins over the one of round 1 whatever
+// their clocks say, on every copy, and a late write of an older round is
+// refused.
+func TestEpochOrdersBeforeVersion(t *testing.T) {
+	n := newTwoNodes(t)
+	putClaim(t, n.a, "c")
+	n.exchange(t, types.KindMachineClaim, "c")
+	// b serves round 2 first (its clock is behind) ...
+	_, err := UpdateFacet(n.b, types.KindMachineClaim, "c", types.FacetBinding, func(c *types.MachineClaim) error {
+		c.Status.Binding = &types.ClaimBinding{Round: 2, Node: "b", Machine: "m2", Phase: types.BindingBound}
+		return nil
+	})
+	require.NoError(t, err)
+	// ... a writes round 1 later, by the clock.
+	n.clk.Add(time.Second)
+	_, err = UpdateFacet(n.a, types.KindMachineClaim, "c", types.FacetBinding, func(c *types.MachineClaim) error {
+		c.Status.Binding = &types.ClaimBinding{Round: 1, Node: "a", Machine: "m1", Phase: types.BindingBound}
+		return nil
+	})
+	require.NoError(t, err)
+	n.exchange(t, types.KindMachineClaim, "c")
+	for _, st := range []*Store{n.a, n.b} {
+		got, err := Get[types.MachineClaim](st, types.KindMachineClaim, "c")
+		require.NoError(t, err)
+		assert.Equal(t, "m2", got.Status.Machine, "%s: round 2 wins", st.NodeID())
+		var rec Record
+		require.NoError(t, st.Scan(func(r Record) error { rec = r; return nil }))
+		f, _ := rec.facet(types.FacetBinding)
+		assert.Equal(t, uint64(2), f.Epoch, "%s: the epoch is kept through replication", st.NodeID())
+	}
+	_, err = UpdateFacet(n.a, types.KindMachineClaim, "c", types.FacetBinding, func(c *types.MachineClaim) error {
+		c.Status.Binding = &types.ClaimBinding{Round: 1, Node: "a", Machine: "m1", Phase: types.BindingLost}
+		return nil
+	})
+	assert.ErrorIs(t, err, ErrFenced)
 }

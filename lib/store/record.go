@@ -93,7 +93,7 @@ func getUint(txn *badger.Txn, key []byte) (uint64, error) {
 //
 //	format(1)=2 flags(1) uvarint(seq)
 //	[uvarint(tomb hlc) str(tomb node) varint(deletedAt unix ns)  when flagTomb]
-//	uvarint(n) n x [str(facet) uvarint(hlc) str(node) uvarint(len) data]
+//	uvarint(n) n x [str(facet) uvarint(epoch) uvarint(hlc) str(node) uvarint(len) data]
 //
 // where str is uvarint(len) and the bytes. The version is the newest facet's
 // (or the deletion's) and the object JSON is assembled from the facets when
@@ -125,6 +125,7 @@ func encodeRecord(r *Record) []byte {
 	b = binary.AppendUvarint(b, uint64(len(r.Facets)))
 	for _, f := range r.Facets {
 		str(f.Name)
+		b = binary.AppendUvarint(b, f.Epoch)
 		b = binary.AppendUvarint(b, f.Version.HLC)
 		str(f.Version.Node)
 		b = binary.AppendUvarint(b, uint64(len(f.Data)))
@@ -160,6 +161,7 @@ func decodeRecord(kind, name string, b []byte) (Record, error) {
 	r.Version = r.Tomb
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		f := FacetRecord{Name: string(d.bytes("facet name"))}
+		f.Epoch = d.uint("facet epoch")
 		f.Version.HLC = d.uint("facet hlc")
 		f.Version.Node = string(d.bytes("facet node"))
 		f.Data = d.bytes("facet data")
@@ -274,6 +276,9 @@ func decodeRecordV1(kind, name string, b []byte) (Record, error) {
 	}
 	if err := json.Unmarshal(d.b, obj); err != nil {
 		return bad("object: " + err.Error())
+	}
+	if u, ok := obj.(interface{ Upgrade() }); ok {
+		u.Upgrade()
 	}
 	fs, err := splitFacets(obj)
 	if err != nil {

@@ -49,7 +49,7 @@ func TestRecordFormat1IsRead(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, v, r.Version)
 	assert.Equal(t, uint64(3), r.Seq)
-	require.Len(t, r.Facets, 2)
+	require.Len(t, r.Facets, 4)
 	for _, f := range r.Facets {
 		assert.Equal(t, v, f.Version)
 	}

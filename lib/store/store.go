@@ -39,6 +39,9 @@ var (
 	ErrClosed   = errors.New("store is closed")
 	// ErrNotOwner: a write would change a facet its caller does not own.
 	ErrNotOwner = errors.New("not the facet's writer")
+	// ErrFenced: a write of a facet at an epoch (a claim's round) older than
+	// the stored one; its writer has been superseded.
+	ErrFenced = errors.New("superseded by a later round")
 )
 
 // Defaults applied by Open to zero Config fields.
@@ -125,7 +128,8 @@ type PutOptions struct {
 	// with ErrConflict when another write changed one of those since.
 	Base *Record
 	// Facets, when set, are the only facets the write may change; changing
-	// another fails with ErrNotOwner.
+	// another fails with ErrNotOwner. A create writes only these and keeps
+	// facets of others that came before the object.
 	Facets []string
 }
 

@@ -69,8 +69,11 @@ func TestTypedUpdate(t *testing.T) {
 		wantRound uint64
 		wrote     bool
 	}{
-		{"changes", "c", func(c *types.MachineClaim) error { c.Status.Round = 5; return nil }, nil, 5, true},
-		{"no change", "c", func(c *types.MachineClaim) error { c.Status.Round = 9; return ErrNoChange }, nil, 0, false},
+		{"changes", "c", func(c *types.MachineClaim) error { c.Status.Election = &types.ClaimElection{Round: 5}; return nil }, nil, 5, true},
+		{"no change", "c", func(c *types.MachineClaim) error {
+			c.Status.Election = &types.ClaimElection{Round: 9}
+			return ErrNoChange
+		}, nil, 0, false},
 		{"fn error aborts", "c", func(c *types.MachineClaim) error { return boom }, boom, 0, false},
 		{"missing", "nope", func(c *types.MachineClaim) error { return nil }, ErrNotFound, 0, false},
 		{"renaming is refused", "c", func(c *types.MachineClaim) error { c.Metadata.Name = "d"; return nil }, nil, 0, false},
@@ -113,18 +116,23 @@ func TestTypedUpdateConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for range each {
 				_, err := Update(s, types.KindMachineClaim, "counter", func(c *types.MachineClaim) error {
-					c.Status.Round++
+					e := types.ClaimElection{}
+					if c.Status.Election != nil {
+						e = *c.Status.Election
+					}
+					e.Round++
+					c.Status.Election = &e
 					return nil
 				})
 				assert.NoError(t, err)
 			}
 		})
 	}
-	// A plain writer races them too; its writes only cause conflicts.
+	// A writer of another facet races them too; it never conflicts with them.
 	wg.Go(func() {
 		for range 50 {
 			_, err := Update(s, types.KindMachineClaim, "counter", func(c *types.MachineClaim) error {
-				c.Status.Reason = "touched"
+				c.Status.End = &types.ClaimEnd{Reason: "touched"}
 				return nil
 			})
 			assert.NoError(t, err)

@@ -59,14 +59,24 @@ func (s *Store) Put(obj types.Object, opt PutOptions) (Record, error) {
 			return Record{}, err
 		}
 		changed := facets
+		if !live && opt.Facets != nil {
+			// A creator writes the facets it owns; others (a drain that came
+			// before the node's first report, say) are kept.
+			changed = slices.DeleteFunc(slices.Clone(facets), func(f FacetRecord) bool { return !slices.Contains(opt.Facets, f.Name) })
+		}
 		if live {
 			base := prev
 			if opt.Base != nil {
 				base = *opt.Base
 			}
-			changed = changedFacets(facets, base.Facets)
+			changed = changedFacets(kind, facets, base.Facets)
 		}
 		for _, f := range changed {
+			if live {
+				if old, ok := prev.facet(f.Name); ok && old.Epoch > f.Epoch {
+					return Record{}, fmt.Errorf("%w: facet %s is at epoch %d, the write at %d", ErrFenced, f.Name, old.Epoch, f.Epoch)
+				}
+			}
 			if opt.Base != nil && prev.FacetVersion(f.Name) != opt.Base.FacetVersion(f.Name) {
 				return Record{}, ErrConflict // another write changed this facet since Base
 			}
@@ -84,7 +94,7 @@ func (s *Store) Put(obj types.Object, opt PutOptions) (Record, error) {
 		}
 		v := types.Version{HLC: s.clock.Now(), Node: s.cfg.NodeID}
 		next := Record{Kind: kind, Name: name, Tomb: prev.Tomb, DeletedAt: prev.DeletedAt}
-		if live {
+		if live || opt.Facets != nil {
 			next.Facets = slices.Clone(prev.Facets)
 		}
 		for _, f := range changed {
@@ -184,6 +194,9 @@ func wholeToFacets(rec *Record) error {
 	if err := json.Unmarshal(rec.Data, obj); err != nil {
 		return fmt.Errorf("object: %w", err)
 	}
+	if u, ok := obj.(interface{ Upgrade() }); ok {
+		u.Upgrade()
+	}
 	fs, err := splitFacets(obj)
 	if err != nil {
 		return err
@@ -223,7 +236,8 @@ func (s *Store) Apply(rec Record) (bool, error) {
 			if f.Version.IsZero() || !json.Valid(f.Data) {
 				return Record{}, fmt.Errorf("facet %q has no version or bad JSON", f.Name)
 			}
-			in.Facets = append(in.Facets, FacetRecord{Name: f.Name, Version: f.Version, Data: append(json.RawMessage(nil), f.Data...)})
+			f.Data = append(json.RawMessage(nil), f.Data...)
+			in.Facets = append(in.Facets, f)
 		}
 		if !in.Tomb.IsZero() && in.DeletedAt.IsZero() {
 			// Collection counts from DeletedAt; a tombstone without one would

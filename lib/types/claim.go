@@ -50,17 +50,152 @@ type MachineClaimSpec struct {
 	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
-// MachineClaimStatus is written by the claim's elector and its serving node.
+// MachineClaimStatus is the claim's state. Its first fields are derived from
+// the three facets after them (see Derive) and are read-only: election
+// (written by the claim's elector), binding (by the node serving the current
+// round) and end (a request to terminate, by whoever decided it: a set's
+// owner reaping, an event's owner at its end).
 type MachineClaimStatus struct {
 	Phase   ClaimPhase `json:"phase,omitempty"`
 	Machine string     `json:"machine,omitempty"`
 	Node    string     `json:"node,omitempty"`
 	Driver  string     `json:"driver,omitempty"`
-	// Round is the election round the current node accepted.
+	// Round is the claim's current election round.
 	Round  uint64 `json:"round,omitempty"`
 	Reason string `json:"reason,omitempty"`
 	// PhaseTimes records when each phase was entered.
 	PhaseTimes PhaseTimes `json:"phaseTimes,omitempty"`
+
+	Election *ClaimElection `json:"election,omitempty"`
+	Binding  *ClaimBinding  `json:"binding,omitempty"`
+	End      *ClaimEnd      `json:"end,omitempty"`
+}
+
+// ClaimElection is the election facet: the elector's word on the claim.
+type ClaimElection struct {
+	// Round is the round of the last acceptance, hand-back or failure; a
+	// binding of an older round is superseded by it.
+	Round uint64 `json:"round"`
+	// Node and Driver accepted Round (empty while nobody has).
+	Node   string `json:"node,omitempty"`
+	Driver string `json:"driver,omitempty"`
+	// Failed ends the claim: nothing could bind it (Reason says why).
+	Failed bool `json:"failed,omitempty"`
+	// Reason says why the claim waits, was handed back, or failed.
+	Reason string `json:"reason,omitempty"`
+	// At is when the elector wrote it.
+	At time.Time `json:"at,omitzero"`
+}
+
+// BindingPhase is what the serving node says of its round.
+type BindingPhase string
+
+// Binding phases.
+const (
+	// BindingBound: the claim is bound to Machine.
+	BindingBound BindingPhase = "Bound"
+	// BindingReleased: the node gave the round back before binding (its
+	// allocation failed, say); the elector elects again.
+	BindingReleased BindingPhase = "Released"
+	// BindingLost: the bound machine died; the template's onNodeLoss applies.
+	BindingLost BindingPhase = "Lost"
+	// BindingEnded: the machine finished on its own; the claim is over.
+	BindingEnded BindingPhase = "Ended"
+)
+
+// ClaimBinding is the binding facet, written by the node serving Round.
+type ClaimBinding struct {
+	Round   uint64       `json:"round"`
+	Node    string       `json:"node"`
+	Driver  string       `json:"driver,omitempty"`
+	Machine string       `json:"machine,omitempty"`
+	Phase   BindingPhase `json:"phase"`
+	Reason  string       `json:"reason,omitempty"`
+	// At is when the node wrote it (the claim's Bound time for Bound).
+	At time.Time `json:"at,omitzero"`
+}
+
+// ClaimEnd is the end facet: a request that the claim be terminated.
+type ClaimEnd struct {
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at,omitzero"`
+}
+
+// Upgrade turns a status written before facets (flat fields only, as the
+// previous release stored and replicated claims) into its facets, so a data
+// dir or a peer of that release keeps its claims' elections and bindings.
+func (o *MachineClaim) Upgrade() {
+	s := &o.Status
+	if s.Election != nil || s.Binding != nil || s.End != nil {
+		return
+	}
+	at := s.PhaseTimes[string(s.Phase)]
+	switch s.Phase {
+	case ClaimBound:
+		s.Binding = &ClaimBinding{Round: s.Round, Node: s.Node, Driver: s.Driver, Machine: s.Machine, Phase: BindingBound, At: at}
+	case ClaimFailed:
+		s.Election = &ClaimElection{Round: s.Round, Failed: true, Reason: s.Reason, At: at}
+	case ClaimTerminated:
+		s.End = &ClaimEnd{Reason: s.Reason, At: at}
+	default:
+		if s.Node != "" || s.Round > 0 || s.Reason != "" {
+			s.Election = &ClaimElection{Round: s.Round, Node: s.Node, Driver: s.Driver, Reason: s.Reason}
+		}
+	}
+}
+
+// Derive computes the read-only status fields from the facets:
+//   - end set: Terminated with its reason;
+//   - a binding at least as new as the election: Bound to its machine (or
+//     Terminated when it Ended; Requested while Released or Lost);
+//   - a failed election: Failed with its reason;
+//   - else Requested, with the accepting node when there is one, and the
+//     reason the claim waits.
+func (o *MachineClaim) Derive() {
+	s := &o.Status
+	e, b := s.Election, s.Binding
+	if e == nil {
+		e = &ClaimElection{}
+	}
+	s.Phase, s.Machine, s.Node, s.Driver, s.Reason = ClaimRequested, "", "", "", ""
+	s.Round = e.Round
+	s.PhaseTimes = PhaseTimes{}
+	if !o.Metadata.CreatedAt.IsZero() {
+		s.PhaseTimes[string(ClaimRequested)] = o.Metadata.CreatedAt
+	}
+	current := b != nil && b.Round >= e.Round
+	if current {
+		s.Round = b.Round
+		if b.Phase == BindingBound || b.Phase == BindingEnded {
+			s.Machine, s.Node, s.Driver = b.Machine, b.Node, b.Driver
+			s.PhaseTimes[string(ClaimBound)] = b.At
+		}
+	}
+	switch {
+	case s.End != nil:
+		s.Phase, s.Reason = ClaimTerminated, s.End.Reason
+		s.PhaseTimes[string(ClaimTerminated)] = s.End.At
+	case current && b.Phase == BindingBound:
+		s.Phase = ClaimBound
+	case current && b.Phase == BindingEnded:
+		s.Phase, s.Reason = ClaimTerminated, b.Reason
+		s.PhaseTimes[string(ClaimTerminated)] = b.At
+	case e.Failed:
+		s.Phase, s.Reason = ClaimFailed, e.Reason
+		s.PhaseTimes[string(ClaimFailed)] = e.At
+	case current:
+		s.Reason = b.Reason // Released or Lost: the elector elects again
+	default:
+		s.Node, s.Driver, s.Reason = e.Node, e.Driver, e.Reason
+	}
+	for k, t := range s.PhaseTimes {
+		if t.IsZero() {
+			delete(s.PhaseTimes, k)
+		}
+	}
+	if len(s.PhaseTimes) == 0 {
+		s.PhaseTimes = nil
+	}
 }
 
 // Meta returns the metadata.

@@ -30,6 +30,19 @@ const (
 	FacetMaintenance = "maintenance"
 	// FacetOwner is a machine as its node keeps it: spec and status.
 	FacetOwner = "owner"
+	// FacetReap is a request that a machine go, by its set's or event's owner.
+	FacetReap = "reap"
+	// FacetLost is the verdict that a machine is lost with its node.
+	FacetLost = "lost"
+	// FacetLiveness is the verdict that a node is gone.
+	FacetLiveness = "liveness"
+	// FacetElection is a claim's election: its elector's word.
+	FacetElection = "election"
+	// FacetBinding is a claim's binding: the word of the node serving the
+	// claim's current round.
+	FacetBinding = "binding"
+	// FacetEnd is a request that a claim be terminated.
+	FacetEnd = "end"
 )
 
 // Facet is one facet of an object: its name and a pointer (into the object,
@@ -39,6 +52,12 @@ const (
 type Facet struct {
 	Name  string
 	Value any
+	// Epoch orders writes of the facet before its version does: a copy of a
+	// higher epoch wins, and a write of a lower epoch than the stored one is
+	// refused. A claim's election and binding facets use the claim's round,
+	// so the node serving round r+1 always wins over the one of round r,
+	// whatever their clocks say.
+	Epoch uint64
 }
 
 // specFacet is the spec facet of most kinds: labels, annotations, createdAt
@@ -56,17 +75,17 @@ func specOf[S any](m *ObjectMeta, spec *S) *specFacet[S] {
 
 // Facets implements Object.
 func (o *Provider) Facets() []Facet {
-	return []Facet{{FacetSpec, specOf(&o.Metadata, &o.Spec)}}
+	return []Facet{{Name: FacetSpec, Value: specOf(&o.Metadata, &o.Spec)}}
 }
 
 // Facets implements Object.
 func (o *Environment) Facets() []Facet {
-	return []Facet{{FacetSpec, specOf(&o.Metadata, &o.Spec)}}
+	return []Facet{{Name: FacetSpec, Value: specOf(&o.Metadata, &o.Spec)}}
 }
 
 // Facets implements Object.
 func (o *MachineTemplate) Facets() []Facet {
-	return []Facet{{FacetSpec, specOf(&o.Metadata, &o.Spec)}}
+	return []Facet{{Name: FacetSpec, Value: specOf(&o.Metadata, &o.Spec)}}
 }
 
 // accessCodeFacet is an AccessCode's only facet: its status is the admin's
@@ -78,42 +97,89 @@ type accessCodeFacet struct {
 
 // Facets implements Object.
 func (o *AccessCode) Facets() []Facet {
-	return []Facet{{FacetSpec, &accessCodeFacet{specOf(&o.Metadata, &o.Spec), &o.Status}}}
+	return []Facet{{Name: FacetSpec, Value: &accessCodeFacet{specOf(&o.Metadata, &o.Spec), &o.Status}}}
 }
 
 // Facets implements Object.
 func (o *MachineSet) Facets() []Facet {
-	return []Facet{{FacetSpec, specOf(&o.Metadata, &o.Spec)}, {FacetStatus, &o.Status}}
+	return []Facet{{Name: FacetSpec, Value: specOf(&o.Metadata, &o.Spec)}, {Name: FacetStatus, Value: &o.Status}}
 }
 
 // Facets implements Object.
 func (o *ScheduledEvent) Facets() []Facet {
-	return []Facet{{FacetSpec, specOf(&o.Metadata, &o.Spec)}, {FacetStatus, &o.Status}}
+	return []Facet{{Name: FacetSpec, Value: specOf(&o.Metadata, &o.Spec)}, {Name: FacetStatus, Value: &o.Status}}
 }
 
 // Facets implements Object.
 func (o *Session) Facets() []Facet {
-	return []Facet{{FacetSpec, specOf(&o.Metadata, &o.Spec)}, {FacetStatus, &o.Status}}
+	return []Facet{{Name: FacetSpec, Value: specOf(&o.Metadata, &o.Spec)}, {Name: FacetStatus, Value: &o.Status}}
 }
 
 // Facets implements Object.
 func (o *MachineClaim) Facets() []Facet {
-	return []Facet{{FacetSpec, specOf(&o.Metadata, &o.Spec)}, {FacetStatus, &o.Status}}
+	var er, br uint64
+	if e := o.Status.Election; e != nil {
+		er = e.Round
+	}
+	if b := o.Status.Binding; b != nil {
+		br = b.Round
+	}
+	return []Facet{
+		{Name: FacetSpec, Value: specOf(&o.Metadata, &o.Spec)},
+		{Name: FacetElection, Value: &o.Status.Election, Epoch: er},
+		{Name: FacetBinding, Value: &o.Status.Binding, Epoch: br},
+		{Name: FacetEnd, Value: &o.Status.End},
+	}
 }
 
-// machineFacet is a machine as its node keeps it.
-type machineFacet struct {
-	*specFacet[MachineSpec]
-	Status *MachineStatus `json:"status"`
+// machineOwner is a machine's owner facet: spec and status without the reap
+// and lost facets, with the phase its node gave it (Derive may show Lost).
+type machineOwner struct{ o *Machine }
+
+type machineOwnerJSON struct {
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+	CreatedAt   time.Time         `json:"createdAt"`
+	Spec        MachineSpec       `json:"spec"`
+	Status      MachineStatus     `json:"status"`
+}
+
+// MarshalJSON writes the owner's part.
+func (f *machineOwner) MarshalJSON() ([]byte, error) {
+	o := f.o
+	v := machineOwnerJSON{Labels: o.Metadata.Labels, Annotations: o.Metadata.Annotations, CreatedAt: o.Metadata.CreatedAt, Spec: o.Spec, Status: o.Status}
+	v.Status.Reap, v.Status.Lost = nil, nil
+	if o.LostHolds() && o.Status.Phase == MachineLost {
+		v.Status.Phase, v.Status.Reason = o.Status.Lost.Was, o.Status.Lost.WasReason
+	}
+	return json.Marshal(v)
+}
+
+// UnmarshalJSON sets the owner's part and keeps the other facets.
+func (f *machineOwner) UnmarshalJSON(b []byte) error {
+	var v machineOwnerJSON
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	o := f.o
+	reap, lost := o.Status.Reap, o.Status.Lost
+	o.Metadata.Labels, o.Metadata.Annotations, o.Metadata.CreatedAt, o.Spec, o.Status = v.Labels, v.Annotations, v.CreatedAt, v.Spec, v.Status
+	o.Status.Reap, o.Status.Lost = reap, lost
+	return nil
 }
 
 // Facets implements Object.
 func (o *Machine) Facets() []Facet {
-	return []Facet{{FacetOwner, &machineFacet{specOf(&o.Metadata, &o.Spec), &o.Status}}}
+	return []Facet{
+		{Name: FacetOwner, Value: &machineOwner{o}},
+		{Name: FacetReap, Value: &o.Status.Reap},
+		{Name: FacetLost, Value: &o.Status.Lost},
+	}
 }
 
-// nodeReport is a Node's report facet: all of it but spec.maintenance, which
-// the API writes (a report from the node must not carry its own copy of it).
+// nodeReport is a Node's report facet: all of it but spec.maintenance (the
+// API's) and the down verdict, with the phase the node reported (Derive may
+// show Draining or Down).
 type nodeReport struct{ o *Node }
 
 type nodeReportJSON struct {
@@ -123,22 +189,30 @@ type nodeReportJSON struct {
 	Status    NodeStatus        `json:"status"`
 }
 
-// MarshalJSON writes the report without the maintenance flag.
+// MarshalJSON writes the report.
 func (r *nodeReport) MarshalJSON() ([]byte, error) {
-	v := nodeReportJSON{Labels: r.o.Metadata.Labels, CreatedAt: r.o.Metadata.CreatedAt, Spec: r.o.Spec, Status: r.o.Status}
-	v.Spec.Maintenance = false
+	o := r.o
+	v := nodeReportJSON{Labels: o.Metadata.Labels, CreatedAt: o.Metadata.CreatedAt, Spec: o.Spec, Status: o.Status}
+	v.Spec.Maintenance, v.Status.Down = false, nil
+	switch {
+	case o.DownHolds() && o.Status.Phase == NodeDown:
+		v.Status.Phase = o.Status.Down.Was
+	case o.Status.Phase == NodeDraining:
+		v.Status.Phase = NodeUp
+	}
 	return json.Marshal(v)
 }
 
-// UnmarshalJSON sets the report's fields and keeps the maintenance flag.
+// UnmarshalJSON sets the report's fields and keeps the other facets.
 func (r *nodeReport) UnmarshalJSON(b []byte) error {
 	var v nodeReportJSON
 	if err := json.Unmarshal(b, &v); err != nil {
 		return err
 	}
-	keep := r.o.Spec.Maintenance
-	r.o.Metadata.Labels, r.o.Metadata.CreatedAt, r.o.Spec, r.o.Status = v.Labels, v.CreatedAt, v.Spec, v.Status
-	r.o.Spec.Maintenance = keep
+	o := r.o
+	keep, down := o.Spec.Maintenance, o.Status.Down
+	o.Metadata.Labels, o.Metadata.CreatedAt, o.Spec, o.Status = v.Labels, v.CreatedAt, v.Spec, v.Status
+	o.Spec.Maintenance, o.Status.Down = keep, down
 	return nil
 }
 
@@ -148,7 +222,11 @@ type nodeMaintenance struct {
 
 // Facets implements Object.
 func (o *Node) Facets() []Facet {
-	return []Facet{{FacetReport, &nodeReport{o}}, {FacetMaintenance, &nodeMaintenance{&o.Spec.Maintenance}}}
+	return []Facet{
+		{Name: FacetReport, Value: &nodeReport{o}},
+		{Name: FacetMaintenance, Value: &nodeMaintenance{&o.Spec.Maintenance}},
+		{Name: FacetLiveness, Value: &o.Status.Down},
+	}
 }
 
 // FacetNames returns the facet names of kind, the creating facet first; nil

@@ -54,6 +54,50 @@ type MachineStatus struct {
 	// Paused is set while the machine's node holds it paused (its session
 	// ended with PauseOnEnd); it is still Running for capacity and binding.
 	Paused bool `json:"paused,omitempty"`
+
+	// Reap is a request that the machine go (its set's owner reaped it, an
+	// event ended): the reap facet. Its node carries it out.
+	Reap *MachineRequest `json:"reap,omitempty"`
+	// Lost is the verdict that the machine is lost with its node, passed by
+	// a node that reaches a majority of the cluster: the lost facet. It holds
+	// while the node has not written the machine since (see Derive).
+	Lost *MachineVerdict `json:"lost,omitempty"`
+}
+
+// MachineRequest asks a machine's node to do something with it.
+type MachineRequest struct {
+	Reason  string    `json:"reason"`
+	Message string    `json:"message,omitempty"`
+	At      time.Time `json:"at,omitzero"`
+	// By is the node that asked.
+	By string `json:"by,omitempty"`
+}
+
+// MachineVerdict says a machine is lost.
+type MachineVerdict struct {
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at,omitzero"`
+	By     string    `json:"by,omitempty"`
+	// Owner is the version of the owner facet the verdict was passed on;
+	// a later write by the machine's node overrides the verdict.
+	Owner Version `json:"owner"`
+	// Was and WasReason are the phase and reason the node had given the
+	// machine, shown again if the verdict is overridden.
+	Was       MachinePhase `json:"was,omitempty"`
+	WasReason string       `json:"wasReason,omitempty"`
+}
+
+// LostHolds reports whether the lost verdict is current: the machine's node
+// has not written it since the verdict was passed.
+func (o *Machine) LostHolds() bool {
+	return o.Status.Lost != nil && o.Status.Lost.Owner == o.Metadata.Facets[FacetOwner]
+}
+
+// Derive shows a current lost verdict as phase Lost with its reason.
+func (o *Machine) Derive() {
+	if o.LostHolds() && o.Status.Phase != MachineLost {
+		o.Status.Phase, o.Status.Reason = MachineLost, o.Status.Lost.Reason
+	}
 }
 
 // Meta returns the metadata.

@@ -63,13 +63,46 @@ type Capacity struct {
 	Free Resources `json:"free"`
 }
 
-// NodeStatus is the node's live state.
+// NodeStatus is the node's live state. Phase is derived (see Derive) from
+// what the node reports, its maintenance flag and the down verdict.
 type NodeStatus struct {
-	Phase     NodePhase `json:"phase,omitempty"`
-	StartedAt time.Time `json:"startedAt,omitzero"`
+	Phase NodePhase `json:"phase,omitempty"`
+	// Down is the verdict that the node is gone, passed by a node that
+	// reaches a majority of the cluster: the liveness facet. It holds while
+	// the node has not reported since.
+	Down      *NodeVerdict `json:"down,omitempty"`
+	StartedAt time.Time    `json:"startedAt,omitzero"`
 	// Heartbeat is the last time the node refreshed its own record.
 	Heartbeat time.Time `json:"heartbeat,omitzero"`
 	Machines  int       `json:"machines"`
+}
+
+// NodeVerdict says a node is gone.
+type NodeVerdict struct {
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at,omitzero"`
+	By     string    `json:"by,omitempty"`
+	// Report is the version of the report facet the verdict was passed on.
+	Report Version `json:"report"`
+	// Was is the phase the node had reported.
+	Was NodePhase `json:"was,omitempty"`
+}
+
+// DownHolds reports whether the down verdict is current: the node has not
+// reported since it was passed.
+func (o *Node) DownHolds() bool {
+	return o.Status.Down != nil && o.Status.Down.Report == o.Metadata.Facets[FacetReport]
+}
+
+// Derive sets the phase shown: Down under a current verdict, Draining for an
+// Up node in maintenance, else what the node reported.
+func (o *Node) Derive() {
+	switch {
+	case o.DownHolds():
+		o.Status.Phase = NodeDown
+	case o.Status.Phase == NodeUp && o.Spec.Maintenance:
+		o.Status.Phase = NodeDraining
+	}
 }
 
 // Meta returns the metadata.

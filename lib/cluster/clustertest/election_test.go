@@ -1,6 +1,7 @@
 package clustertest
 
 import (
+	"encoding/json"
 	"fmt"
 	"sync"
 	"testing"
@@ -24,8 +25,27 @@ func waitClaim(t *testing.T, h *Host, name string, want types.ClaimPhase) *types
 			return
 		}
 		assert.Equal(c, want, got.Status.Phase, "claim %s on %s: %q", name, h.Name, got.Status.Reason)
-	}, 15*time.Second, 10*time.Millisecond)
+	}, 15*time.Second, 10*time.Millisecond, "claim %s on %s: %s", name, h.Name, describeClaim(h, name))
 	return got
+}
+
+// describeClaim shows a claim's facets as h has them, for failure messages.
+func describeClaim(h *Host, name string) string {
+	c, err := store.Get[types.MachineClaim](h.Store, types.KindMachineClaim, name)
+	if err != nil {
+		return err.Error()
+	}
+	b, _ := json.Marshal(c.Status)
+	out := string(b) + " facets " + fmt.Sprint(c.Metadata.Facets)
+	_ = h.Store.Scan(func(r store.Record) error {
+		if r.Kind == types.KindMachineClaim && r.Name == name {
+			for _, f := range r.Facets {
+				out += fmt.Sprintf("\n  %s epoch %d %s %s", f.Name, f.Epoch, f.Version, f.Data)
+			}
+		}
+		return nil
+	})
+	return out
 }
 
 // Acceptance 1: 3 nodes fitting 2 each bind 6; the 7th waits until one is

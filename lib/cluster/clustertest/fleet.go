@@ -43,6 +43,9 @@ type Options struct {
 	LostGrace time.Duration
 }
 
+// Members are the peers of the node loop.
+var _ cluster.Peers = (*member.Member)(nil)
+
 // Host is one node of a fleet.
 type Host struct {
 	Name   string

@@ -74,3 +74,9 @@ func (f *Fleet) Host(name string) *Host {
 	f.T.Fatalf("no host %s in the fleet", name)
 	return nil
 }
+
+// nodeOf returns the Node object of name as h has it.
+func nodeOf(h *Host, name string) (*types.Node, bool) {
+	n, err := store.Get[types.Node](h.Store, types.KindNode, name)
+	return n, err == nil
+}

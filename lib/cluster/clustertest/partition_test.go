@@ -11,18 +11,25 @@ import (
 	"github.com/hf-fleet/hf/lib/types"
 )
 
-// Acceptance 4: a partition during a claim storm, long enough for each side to
-// declare the other's nodes dead and re-bind their claims, then heal: no claim
-// keeps two live machines, no machine is left without its claim, and every
-// driver's real holdings match the store.
+// Acceptance 4: a partition during a claim storm, long enough for the
+// majority side to declare the other node dead and re-bind its claims, then
+// heal: the node cut off alone passes no verdict on the majority's machines,
+// no claim bound on the majority side before the partition loses its machine,
+// no claim keeps two live machines, no machine is left without its claim, and
+// every driver's real holdings match the store.
 func TestPartitionDuringClaimStormConverges(t *testing.T) {
 	f := Start(t, 3, Options{Driver: `{"cpus": 100, "ram_gb": 1000}`, LostGrace: 2 * time.Second})
 	f.Put(0, Template("one", 1, 1))
 	for i := range 6 {
 		f.Put(i%3, Claim(fmt.Sprintf("before-%d", i), "one", time.Minute))
 	}
+	before := map[string]string{} // claim -> machine, for those on the majority side
 	for i := range 6 {
-		waitClaim(t, f.Hosts[0], fmt.Sprintf("before-%d", i), types.ClaimBound)
+		name := fmt.Sprintf("before-%d", i)
+		c := waitClaim(t, f.Hosts[0], name, types.ClaimBound)
+		if c.Status.Node != "n2" {
+			before[name] = c.Status.Machine
+		}
 	}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Len(c, f.Hosts[2].Claims(), 6)
@@ -38,14 +45,23 @@ func TestPartitionDuringClaimStormConverges(t *testing.T) {
 	f.Put(2, Claim("both", "one", time.Minute))
 	waitClaim(t, f.Hosts[0], "both", types.ClaimBound)
 	waitClaim(t, f.Hosts[2], "both", types.ClaimBound)
-	// Long enough for each side to mark the other down and its machines lost.
+	// The majority marks n2's machines lost after the grace ...
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		for _, m := range f.Hosts[2].Machines() {
-			if m.Spec.Node != "n2" {
-				assert.Equal(c, types.MachineLost, m.Status.Phase, "machine %s of %s seen from n2", m.Metadata.Name, m.Spec.Node)
+		for _, m := range f.Hosts[0].Machines() {
+			if m.Spec.Node == "n2" && m.Live() {
+				assert.Fail(c, "not lost yet", "machine %s of n2 seen from n0: %s", m.Metadata.Name, m.Status.Phase)
 			}
 		}
 	}, 15*time.Second, 50*time.Millisecond)
+	// ... and n2, alone, has passed no verdict on theirs.
+	for _, m := range f.Hosts[2].Machines() {
+		if m.Spec.Node != "n2" {
+			assert.NotEqual(t, types.MachineLost, m.Status.Phase, "machine %s of %s seen from n2", m.Metadata.Name, m.Spec.Node)
+		}
+	}
+	node, ok := nodeOf(f.Hosts[2], "n0")
+	require.True(t, ok)
+	assert.NotEqual(t, types.NodeDown, node.Status.Phase, "n2 does not mark n0 down")
 
 	f.Heal()
 	f.WaitMembers(20 * time.Second)
@@ -58,4 +74,8 @@ func TestPartitionDuringClaimStormConverges(t *testing.T) {
 		_, ok := Converged(f)
 		assert.True(c, ok, "stores converged")
 	}, 30*time.Second, 100*time.Millisecond)
+	for name, machine := range before {
+		c := waitClaim(t, f.Hosts[2], name, types.ClaimBound)
+		assert.Equal(t, machine, c.Status.Machine, "claim %s bound on the majority side kept its machine", name)
+	}
 }

@@ -319,8 +319,11 @@ func TestPoolIdleReaping(t *testing.T) {
 	waitClaim(t, f.Hosts[0], "idle", types.ClaimBound)
 	waitClaim(t, f.Hosts[0], busyClaim, types.ClaimBound)
 	used := waitClaim(t, f.Hosts[0], "used", types.ClaimBound)
-	usedMachine := f.Hosts[0].Machines()[used.Status.Machine]
-	require.NotNil(t, usedMachine)
+	var usedMachine *types.Machine
+	require.Eventually(t, func() bool {
+		usedMachine = f.Hosts[0].Machines()[used.Status.Machine]
+		return usedMachine != nil && usedMachine.Status.Resource != nil
+	}, 5*time.Second, 10*time.Millisecond, "the machine's record follows the claim's binding")
 	usedHost := f.Host(usedMachine.Spec.Node)
 
 	deadline := time.Now().Add(6 * time.Second)

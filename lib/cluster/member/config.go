@@ -11,7 +11,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
-	"github.com/hf-fleet/hf/lib/cluster"
+	"github.com/hf-fleet/hf/lib/cluster/wire"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -92,7 +92,7 @@ type Config struct {
 	Transport memberlist.Transport
 	// OnMessage receives the election messages sent to this member. It must
 	// not block; it is called from one goroutine at a time, in arrival order.
-	OnMessage func(cluster.Message)
+	OnMessage func(wire.Message)
 	// OnMembership is called after members join, leave or die (several
 	// changes may be folded into one call). It must not block.
 	OnMembership func()

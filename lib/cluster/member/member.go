@@ -11,8 +11,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
-	"github.com/hf-fleet/hf/lib/cluster"
 	"github.com/hf-fleet/hf/lib/cluster/internal/queue"
+	"github.com/hf-fleet/hf/lib/cluster/wire"
 	"github.com/hf-fleet/hf/lib/store"
 )
 
@@ -52,7 +52,7 @@ type Member struct {
 
 	// changed wakes the membership loop (OnMembership).
 	changed chan struct{}
-	inbox   *queue.Queue[cluster.Message]
+	inbox   *queue.Queue[wire.Message]
 	applyQ  *queue.Queue[[]byte]
 	aeQ     *queue.Queue[[]byte]
 	ae      *antiEntropy
@@ -77,8 +77,6 @@ type Member struct {
 	ioClosed   bool
 }
 
-var _ cluster.Peers = (*Member)(nil)
-
 // New builds a member; Start joins the cluster. st's NodeID must equal
 // cfg.Name.
 func New(cfg Config, log *slog.Logger, st *store.Store) (*Member, error) {
@@ -100,7 +98,7 @@ func New(cfg Config, log *slog.Logger, st *store.Store) (*Member, error) {
 		log:     log.With("node", cfg.Name),
 		st:      st,
 		changed: make(chan struct{}, 1),
-		inbox:   queue.New[cluster.Message](),
+		inbox:   queue.New[wire.Message](),
 		applyQ:  queue.New[[]byte](),
 		aeQ:     queue.New[[]byte](),
 	}
@@ -388,7 +386,7 @@ func (m *Member) MemberStates() []MemberState { return m.table.states() }
 // Send delivers msg to msg.To by reliable stream. A message to this member
 // goes to OnMessage from the inbox goroutine, never synchronously. ctx bounds
 // the wait; a send under way finishes in the background.
-func (m *Member) Send(ctx context.Context, msg cluster.Message) error {
+func (m *Member) Send(ctx context.Context, msg wire.Message) error {
 	if msg.To == m.cfg.Name {
 		m.inbox.Push(msg)
 		return nil

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hf-fleet/hf/lib/cluster"
 	"github.com/hf-fleet/hf/lib/cluster/member"
 	"github.com/hf-fleet/hf/lib/cluster/member/membertest"
+	"github.com/hf-fleet/hf/lib/cluster/wire"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -90,21 +90,21 @@ func TestSend(t *testing.T) {
 	n0, n1 := c.Nodes[0], c.Nodes[1]
 	ctx := context.Background()
 
-	msg := cluster.Message{Type: cluster.MsgOffer, From: n0.Name, To: n1.Name, Claim: "c1", Round: 3,
+	msg := wire.Message{Type: wire.MsgOffer, From: n0.Name, To: n1.Name, Claim: "c1", Round: 3,
 		Fresh: &types.Capacity{Total: types.Resources{CPU: 4, RAMGB: 8}}}
 	require.NoError(t, n0.Member.Send(ctx, msg))
 	require.Eventually(t, func() bool { return len(n1.Messages()) == 1 }, 2*time.Second, 5*time.Millisecond)
 	assert.Equal(t, msg, n1.Messages()[0])
 
-	self := cluster.Message{Type: cluster.MsgAccept, From: n0.Name, To: n0.Name, Claim: "c2"}
+	self := wire.Message{Type: wire.MsgAccept, From: n0.Name, To: n0.Name, Claim: "c2"}
 	require.NoError(t, n0.Member.Send(ctx, self))
 	require.Eventually(t, func() bool { return len(n0.Messages()) == 1 }, 2*time.Second, 5*time.Millisecond)
 	assert.Equal(t, self, n0.Messages()[0])
 
 	withTimeout, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	err := n0.Member.Send(withTimeout, cluster.Message{Type: cluster.MsgOffer, From: n0.Name, To: "nobody"})
+	err := n0.Member.Send(withTimeout, wire.Message{Type: wire.MsgOffer, From: n0.Name, To: "nobody"})
 	assert.ErrorIs(t, err, member.ErrNotMember)
-	require.NoError(t, n0.Member.Send(withTimeout, cluster.Message{Type: cluster.MsgDecline, From: n0.Name, To: n1.Name, Reason: "full"}))
+	require.NoError(t, n0.Member.Send(withTimeout, wire.Message{Type: wire.MsgDecline, From: n0.Name, To: n1.Name, Reason: "full"}))
 	require.Eventually(t, func() bool { return len(n1.Messages()) == 2 }, 2*time.Second, 5*time.Millisecond)
 }

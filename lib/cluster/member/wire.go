@@ -8,7 +8,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/hf-fleet/hf/lib/cluster"
+	"github.com/hf-fleet/hf/lib/cluster/wire"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -21,7 +21,7 @@ type msgType byte
 // and 6 carried whole objects with one version each (before facets); a node
 // of that release and one of this do not understand each other's records.
 const (
-	// msgElection carries a cluster.Message (JSON: small and rare).
+	// msgElection carries a wire.Message (JSON: small and rare).
 	msgElection msgType = 1
 	// msgRecords is a replication batch: own writes pushed by the writer, or
 	// records an anti-entropy round found the peer lacking.
@@ -296,7 +296,7 @@ func entrySize(e *Entry) int {
 // assembles the objects):
 //
 //	type from uvarint(n) n x [kind name bool(deleted before) [uvarint(hlc) node varint(deletedAt)]
-//	                          uvarint(m) m x [facet uvarint(hlc) node bytes(data)]]
+//	                          uvarint(m) m x [facet uvarint(epoch) uvarint(hlc) node bytes(data)]]
 func encodeRecords(t msgType, from string, recs []store.Record) []byte {
 	size := len(from) + binary.MaxVarintLen64
 	for i := range recs {
@@ -317,6 +317,7 @@ func encodeRecords(t msgType, from string, recs []store.Record) []byte {
 		e.uint(uint64(len(r.Facets)))
 		for _, f := range r.Facets {
 			e.str(f.Name)
+			e.uint(f.Epoch)
 			e.version(f.Version)
 			e.bytes(f.Data)
 		}
@@ -343,7 +344,10 @@ func decodeRecords(t msgType, body []byte) (recordsMsg, error) {
 		r.Version = r.Tomb
 		nf := d.count(4)
 		for j := 0; j < nf && d.err == nil; j++ {
-			f := store.FacetRecord{Name: d.str(), Version: d.version(), Data: d.raw()}
+			f := store.FacetRecord{Name: d.str()}
+			f.Epoch = d.uint()
+			f.Version = d.version()
+			f.Data = d.raw()
 			if f.Version.Compare(r.Version) > 0 {
 				r.Version = f.Version
 			}
@@ -475,7 +479,7 @@ func decodeLeaving(body []byte) (leavingMsg, error) {
 	return m, d.done(msgLeaving)
 }
 
-func encodeElection(m cluster.Message) ([]byte, error) {
+func encodeElection(m wire.Message) ([]byte, error) {
 	b, err := json.Marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("encode election message: %w", err)
@@ -483,8 +487,8 @@ func encodeElection(m cluster.Message) ([]byte, error) {
 	return append([]byte{byte(msgElection)}, b...), nil
 }
 
-func decodeElection(body []byte) (cluster.Message, error) {
-	var m cluster.Message
+func decodeElection(body []byte) (wire.Message, error) {
+	var m wire.Message
 	if err := json.Unmarshal(body, &m); err != nil {
 		return m, fmt.Errorf("decode %s: %w", msgElection, err)
 	}

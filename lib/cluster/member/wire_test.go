@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hf-fleet/hf/lib/cluster"
+	"github.com/hf-fleet/hf/lib/cluster/wire"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -84,7 +84,7 @@ func TestDigestMessagesRoundTrip(t *testing.T) {
 }
 
 func TestElectionRoundTrip(t *testing.T) {
-	msg := cluster.Message{Type: cluster.MsgDecline, From: "a", To: "b", Claim: "c", Round: 4, Reason: "full",
+	msg := wire.Message{Type: wire.MsgDecline, From: "a", To: "b", Claim: "c", Round: 4, Reason: "full",
 		Fresh: &types.Capacity{Total: types.Resources{CPU: 2}}}
 	buf, err := encodeElection(msg)
 	require.NoError(t, err)

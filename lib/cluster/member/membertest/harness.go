@@ -16,8 +16,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/hf-fleet/hf/lib/cluster"
 	"github.com/hf-fleet/hf/lib/cluster/member"
+	"github.com/hf-fleet/hf/lib/cluster/wire"
 	"github.com/hf-fleet/hf/lib/store"
 )
 
@@ -71,15 +71,15 @@ type Node struct {
 
 	running     bool
 	mu          sync.Mutex
-	messages    []cluster.Message
+	messages    []wire.Message
 	memberships atomic.Int64
 }
 
 // Messages returns the election messages the member received so far.
-func (n *Node) Messages() []cluster.Message {
+func (n *Node) Messages() []wire.Message {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return append([]cluster.Message(nil), n.messages...)
+	return append([]wire.Message(nil), n.messages...)
 }
 
 // MembershipCalls counts OnMembership calls, across restarts.
@@ -204,7 +204,7 @@ func (c *Cluster) start(n *Node) {
 	cfg.Bind = tr.Addr()
 	cfg.Join = join
 	cfg.Transport = tr
-	cfg.OnMessage = func(m cluster.Message) {
+	cfg.OnMessage = func(m wire.Message) {
 		n.mu.Lock()
 		n.messages = append(n.messages, m)
 		n.mu.Unlock()

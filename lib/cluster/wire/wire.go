@@ -1,11 +1,14 @@
-package cluster
+// Package wire holds the direct messages of the claim election, which the
+// node loop (lib/cluster) and the membership (lib/cluster/member) exchange:
+// a small package of its own so neither imports the other.
+package wire
 
 import (
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
-// MessageType is the one-byte prefix of every direct message between nodes.
+// MessageType is the kind of a direct message between nodes.
 type MessageType byte
 
 // Direct message types of the offer/accept exchange.
@@ -38,6 +41,6 @@ type Message struct {
 	// Records travel with an offer: the elector's copies of the claim and its
 	// template, so a candidate that has not had them replicated yet (the offer
 	// overtook the push) judges the same claim the elector did. The candidate
-	// applies them like any replicated record: newer versions win.
+	// applies them like any replicated record: newer facets win.
 	Records []store.Record `json:"records,omitempty"`
 }

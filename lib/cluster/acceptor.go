@@ -1,0 +1,613 @@
+package cluster
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hf-fleet/hf/lib/cluster/internal/queue"
+	"github.com/hf-fleet/hf/lib/cluster/internal/workqueue"
+	"github.com/hf-fleet/hf/lib/cluster/wire"
+	"github.com/hf-fleet/hf/lib/scheduler"
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// entry is one machine this node holds, as its ledger counts it.
+type entry struct {
+	Machine string
+	Claim   string // "" for a warm machine of a pool
+	Driver  string
+	Round   uint64
+	Res     types.Resources
+	Phase   types.MachinePhase
+	// Resource is what the driver holds, once allocated: enough to release it
+	// even when the machine record is gone.
+	Resource *types.Resource
+	// Busy: an allocation or release is under way.
+	Busy bool
+}
+
+// acceptor looks after this node's own machines. Its word on them is final:
+// only this node writes their records, so the ledger (entries, under mu) is
+// authoritative, and mu held across check-and-reserve makes an offer's
+// acceptance atomic, so the node never over-commits.
+//
+// Offers and takes come through inbox (one at a time); everything else is
+// level-triggered work per key on q: a claim's name (what to do with this
+// node's machines of it, by scheduler.DecideMachine) or "m/<machine>" for a
+// warm pool machine. Driver calls run on goroutines of their own and queue
+// the key again when done.
+type acceptor struct {
+	n     *Node
+	inbox *queue.Queue[Message]
+	q     *workqueue.Queue
+
+	mu       sync.Mutex
+	entries  map[string]*entry          // by machine name
+	byClaim  map[string]map[string]bool // claim -> machine names
+	failures map[string]int             // claim -> failed allocations here
+}
+
+func newAcceptor(n *Node) *acceptor {
+	return &acceptor{
+		n: n, inbox: queue.New[Message](), q: workqueue.New(nil),
+		entries: map[string]*entry{}, byClaim: map[string]map[string]bool{}, failures: map[string]int{},
+	}
+}
+
+// poolKey is the work key of a warm machine.
+func poolKey(machine string) string { return "m/" + machine }
+
+func (a *acceptor) deliver(m Message) { a.inbox.Push(m) }
+
+func (a *acceptor) start() {
+	a.n.spawn(a.inboxLoop)
+	a.n.spawn(a.workLoop)
+	a.n.spawn(a.healthLoop)
+}
+
+func (a *acceptor) stop() { a.q.ShutDown() }
+
+// changed queues the keys a change concerns. It never blocks.
+func (a *acceptor) changed(kind, name string, old, obj types.Object) {
+	self := a.n.cfg.Name
+	switch kind {
+	case types.KindMachineClaim:
+		if a.holds(name) || servedBy(old, self) || servedBy(obj, self) {
+			a.q.Add(name)
+		}
+	case types.KindMachine:
+		for _, o := range []types.Object{old, obj} {
+			if m, ok := o.(*types.Machine); ok && m.Spec.Node == self {
+				a.q.Add(a.keyOf(name, m.Spec.Claim))
+			}
+		}
+	case types.KindSession:
+		// A session pausing or resuming changes what its claim's machine does.
+		for _, o := range []types.Object{old, obj} {
+			if s, ok := o.(*types.Session); ok && s.Status.MachineClaim != "" && a.holds(s.Status.MachineClaim) {
+				a.q.Add(s.Status.MachineClaim)
+			}
+		}
+	}
+}
+
+// servedBy reports whether claim o names node as accepting or serving it.
+func servedBy(o types.Object, node string) bool {
+	c, ok := o.(*types.MachineClaim)
+	if !ok {
+		return false
+	}
+	s := c.Status
+	return (s.Election != nil && s.Election.Node == node) || (s.Binding != nil && s.Binding.Node == node)
+}
+
+// keyOf is the work key of machine name, which the ledger or its record says
+// is of claim.
+func (a *acceptor) keyOf(machine, claim string) string {
+	a.mu.Lock()
+	if e, ok := a.entries[machine]; ok {
+		claim = e.Claim
+	}
+	a.mu.Unlock()
+	if claim == "" {
+		return poolKey(machine)
+	}
+	return claim
+}
+
+// holds reports whether this node holds a machine of claim.
+func (a *acceptor) holds(claim string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.byClaim[claim]) > 0
+}
+
+// putLocked adds or replaces an entry. Caller holds mu.
+func (a *acceptor) putLocked(e *entry) {
+	if old, ok := a.entries[e.Machine]; ok && old.Claim != e.Claim {
+		a.unindexLocked(old)
+	}
+	a.entries[e.Machine] = e
+	if e.Claim != "" {
+		if a.byClaim[e.Claim] == nil {
+			a.byClaim[e.Claim] = map[string]bool{}
+		}
+		a.byClaim[e.Claim][e.Machine] = true
+	}
+}
+
+func (a *acceptor) unindexLocked(e *entry) {
+	if m := a.byClaim[e.Claim]; m != nil {
+		delete(m, e.Machine)
+		if len(m) == 0 {
+			delete(a.byClaim, e.Claim)
+		}
+	}
+}
+
+// remove forgets a machine.
+func (a *acceptor) remove(machine string) {
+	a.mu.Lock()
+	e, ok := a.entries[machine]
+	if ok {
+		a.unindexLocked(e)
+		delete(a.entries, machine)
+	}
+	a.mu.Unlock()
+	if ok {
+		a.capacityChanged()
+	}
+}
+
+// update changes an entry under the lock; false when it is gone.
+func (a *acceptor) update(machine string, fn func(e *entry)) bool {
+	a.mu.Lock()
+	e, ok := a.entries[machine]
+	if ok {
+		old := e.Claim
+		fn(e)
+		if e.Claim != old {
+			if m := a.byClaim[old]; m != nil {
+				delete(m, machine)
+				if len(m) == 0 {
+					delete(a.byClaim, old)
+				}
+			}
+			a.putLocked(e)
+		}
+	}
+	a.mu.Unlock()
+	if ok {
+		a.capacityChanged()
+	}
+	return ok
+}
+
+// get returns a copy of a machine's entry.
+func (a *acceptor) get(machine string) (entry, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e, ok := a.entries[machine]
+	if !ok {
+		return entry{}, false
+	}
+	return *e, true
+}
+
+// ofClaim returns copies of the entries of claim.
+func (a *acceptor) ofClaim(claim string) []entry {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]entry, 0, len(a.byClaim[claim]))
+	for m := range a.byClaim[claim] {
+		out = append(out, *a.entries[m])
+	}
+	return out
+}
+
+// all returns copies of every entry.
+func (a *acceptor) all() []entry {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]entry, 0, len(a.entries))
+	for _, e := range a.entries {
+		out = append(out, *e)
+	}
+	return out
+}
+
+// usageLocked sums used and reserved resources of a driver instance. Caller
+// holds mu.
+func (a *acceptor) usageLocked(driver string) (used, reserved types.Resources, count int) {
+	for _, e := range a.entries {
+		if e.Driver != driver {
+			continue
+		}
+		count++
+		if e.Phase == types.MachineRunning {
+			used = used.Add(e.Res)
+		} else {
+			reserved = reserved.Add(e.Res)
+		}
+	}
+	return used, reserved, count
+}
+
+// capacityOf is an instance's capacity with this node's used and reserved.
+func (a *acceptor) capacityOf(in Instance) (types.Capacity, int) {
+	a.mu.Lock()
+	used, reserved, count := a.usageLocked(in.Name)
+	a.mu.Unlock()
+	return scheduler.WithUsage(in.Driver.HostCapacity(), used, reserved), count
+}
+
+// capacityChanged tells the elector and the reporter that this node's free
+// capacity changed.
+func (a *acceptor) capacityChanged() {
+	a.n.el.refresh()
+	a.n.rep.kick()
+}
+
+// inboxLoop answers offers and takes one at a time.
+func (a *acceptor) inboxLoop() {
+	for {
+		select {
+		case <-a.n.ctx.Done():
+			return
+		case <-a.inbox.Wait():
+		}
+		for _, m := range a.inbox.Drain() {
+			if a.n.ctx.Err() != nil {
+				return
+			}
+			switch m.Type {
+			case wire.MsgOffer:
+				a.handleOffer(m)
+			case wire.MsgTake:
+				a.handleTake(m)
+			}
+		}
+	}
+}
+
+// applyRecords stores the records that came with an offer or take (the
+// elector's copies of the claim and its template), so this node judges what
+// the elector saw even when replication has not brought them yet.
+func (a *acceptor) applyRecords(m Message) {
+	for _, rec := range m.Records {
+		if rec.Kind != types.KindMachineClaim && rec.Kind != types.KindMachineTemplate {
+			continue
+		}
+		if _, err := a.n.st.Apply(rec); err != nil {
+			a.n.log.Debug("apply offered record", "kind", rec.Kind, "name", rec.Name, "err", err)
+		}
+	}
+}
+
+// reply sends an answer to an offer or take on its own goroutine.
+func (a *acceptor) reply(m Message) {
+	if m.To == a.n.cfg.Name {
+		a.n.el.deliver(m)
+		return
+	}
+	a.n.spawn(func() { a.n.send(m) })
+}
+
+// handleOffer is the candidate's side of the election: under the ledger lock
+// it checks real free capacity minus reservations and persists the
+// reservation (a Pending Machine of its own) before it accepts.
+func (a *acceptor) handleOffer(m Message) {
+	a.applyRecords(m)
+	reply := Message{From: a.n.cfg.Name, To: m.From, Claim: m.Claim, Node: a.n.cfg.Name, Driver: m.Driver, Round: m.Round}
+	fresh, err := a.reserve(m)
+	if err != nil {
+		reply.Type, reply.Reason, reply.Fresh = wire.MsgDecline, err.Error(), fresh
+		a.n.log.Debug("offer declined", "claim", m.Claim, "round", m.Round, "reason", reply.Reason)
+	} else {
+		reply.Type = wire.MsgAccept
+		a.q.Add(m.Claim)
+	}
+	a.reply(reply)
+}
+
+// machineName is deterministic per (claim, round, node), so a repeated offer
+// finds the reservation it already made.
+func machineName(claim string, round uint64, node string) string {
+	h := sha256.Sum256([]byte(claim + "/" + strconv.FormatUint(round, 10) + "/" + node))
+	return "m-" + hex.EncodeToString(h[:6])
+}
+
+// reserve does the atomic check-and-reserve of an offer. On a decline it
+// returns the reason and, when capacity was short, the driver's real capacity.
+func (a *acceptor) reserve(m Message) (*types.Capacity, error) {
+	self := a.n.cfg.Name
+	in, ok := a.n.instances[m.Driver]
+	if !ok {
+		return nil, fmt.Errorf("node %s has no driver %q", self, m.Driver)
+	}
+	name := machineName(m.Claim, m.Round, self)
+	if _, ok := a.get(name); ok {
+		return nil, nil // a repeated offer: already reserved
+	}
+	claim, err := store.Get[types.MachineClaim](a.n.st, types.KindMachineClaim, m.Claim)
+	if err != nil {
+		return nil, fmt.Errorf("claim %s: %w", m.Claim, err)
+	}
+	if claim.Status.Phase != types.ClaimRequested {
+		return nil, fmt.Errorf("claim %s is %s", m.Claim, claim.Status.Phase)
+	}
+	if r := a.n.claimState(claim).Round(); r >= m.Round {
+		return nil, fmt.Errorf("claim %s is at round %d already; offer of round %d is stale", m.Claim, r, m.Round)
+	}
+	tmpl, err := store.Get[types.MachineTemplate](a.n.st, types.KindMachineTemplate, claim.Spec.MachineTemplate)
+	if err != nil {
+		return nil, fmt.Errorf("machine template %s: %w", claim.Spec.MachineTemplate, err)
+	}
+	if err := in.Driver.ValidateTemplate(*tmpl); err != nil {
+		return nil, fmt.Errorf("driver %s cannot serve template %s: %w", in.Name, tmpl.Metadata.Name, err)
+	}
+	if node, ok := cacheNode(a.n, self); ok && node.Spec.Maintenance {
+		return nil, fmt.Errorf("node %s is in maintenance", self)
+	}
+
+	a.mu.Lock()
+	if _, ok := a.entries[name]; ok {
+		a.mu.Unlock()
+		return nil, nil // a repeated offer: already reserved
+	}
+	used, reserved, _ := a.usageLocked(in.Name)
+	capa := scheduler.WithUsage(in.Driver.HostCapacity(), used, reserved)
+	if ok, why := scheduler.Reserve(capa, tmpl.Spec.Resources, tmpl.Spec.AllowOverbook); !ok {
+		a.mu.Unlock()
+		return &capa, errors.New(why)
+	}
+	mach := &types.Machine{
+		TypeMeta: types.TypeMeta{Kind: types.KindMachine},
+		Metadata: types.ObjectMeta{Name: name, Labels: map[string]string{"hf/claim": m.Claim, "hf/node": self}},
+		Spec: types.MachineSpec{
+			MachineTemplate: tmpl.Metadata.Name, Environment: claim.Spec.Environment,
+			Node: self, Driver: in.Name, Claim: m.Claim, Round: m.Round,
+			MachineSet: cmp.Or(claim.Metadata.Labels[LabelProvisionFor], m.Set),
+		},
+		Status: types.MachineStatus{Phase: types.MachinePending},
+	}
+	mach.Status.PhaseTimes.Mark(string(types.MachinePending), a.n.cfg.Now())
+	// Persisted before anyone hears of it: a restart finds the reservation.
+	if _, err := a.n.st.Put(mach, store.PutOptions{Create: true}); err != nil {
+		a.mu.Unlock()
+		return nil, fmt.Errorf("persist reservation: %w", err)
+	}
+	a.putLocked(&entry{Machine: name, Claim: m.Claim, Driver: in.Name, Round: m.Round, Res: tmpl.Spec.Resources, Phase: types.MachinePending})
+	a.mu.Unlock()
+	a.capacityChanged()
+	return nil, nil
+}
+
+// handleTake is the hosting node's side of binding a warm machine: under the
+// ledger lock, a machine that is still unclaimed is given to the claim
+// (machine first, then the claim's binding), and only then accepted.
+func (a *acceptor) handleTake(m Message) {
+	a.applyRecords(m)
+	reply := Message{From: a.n.cfg.Name, To: m.From, Claim: m.Claim, Node: a.n.cfg.Name, Machine: m.Machine, Round: m.Round}
+	if err := a.take(m); err != nil {
+		reply.Type, reply.Reason = wire.MsgDecline, err.Error()
+	} else {
+		reply.Type = wire.MsgAccept
+	}
+	a.reply(reply)
+}
+
+func (a *acceptor) take(m Message) error {
+	self := a.n.cfg.Name
+	claim, err := store.Get[types.MachineClaim](a.n.st, types.KindMachineClaim, m.Claim)
+	if err != nil {
+		return fmt.Errorf("claim %s: %w", m.Claim, err)
+	}
+	cs := a.n.claimState(claim)
+	if claim.Status.Phase != types.ClaimRequested || cs.Round() >= m.Round {
+		return fmt.Errorf("claim %s is taken care of", m.Claim)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e, ok := a.entries[m.Machine]
+	if !ok || e.Claim != "" || e.Phase != types.MachineRunning || e.Busy {
+		return fmt.Errorf("machine %s is not a warm machine here", m.Machine)
+	}
+	mach, err := store.UpdateFacet(a.n.st, types.KindMachine, m.Machine, types.FacetOwner, func(mm *types.Machine) error {
+		if mm.Spec.Claim != "" {
+			return fmt.Errorf("machine %s is bound to %s", m.Machine, mm.Spec.Claim)
+		}
+		if mm.Status.Reap != nil {
+			return fmt.Errorf("machine %s is being reaped", m.Machine)
+		}
+		mm.Spec.Claim, mm.Spec.Round = m.Claim, m.Round
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	now := a.n.cfg.Now()
+	_, err = store.UpdateFacet(a.n.st, types.KindMachineClaim, m.Claim, types.FacetBinding, func(c *types.MachineClaim) error {
+		c.Status.Binding = &types.ClaimBinding{Round: m.Round, Node: self, Driver: e.Driver, Machine: m.Machine, Phase: types.BindingBound, At: now}
+		return nil
+	})
+	if err != nil {
+		// Give the machine back to the pool.
+		if _, uerr := store.UpdateFacet(a.n.st, types.KindMachine, m.Machine, types.FacetOwner, func(mm *types.Machine) error {
+			mm.Spec.Claim, mm.Spec.Round = "", mach.Spec.Round
+			return nil
+		}); uerr != nil {
+			a.n.log.Warn("return machine to pool", "machine", m.Machine, "err", uerr)
+		}
+		return err
+	}
+	e.Claim, e.Round = m.Claim, m.Round
+	a.putLocked(e)
+	a.n.metrics.bound.WithLabelValues("pool").Inc()
+	a.n.metrics.bindLatency.Observe(now.Sub(claim.Metadata.CreatedAt).Seconds())
+	a.n.log.Debug("pool machine taken", "claim", m.Claim, "machine", m.Machine)
+	return nil
+}
+
+// workLoop runs the per-key reconcile.
+func (a *acceptor) workLoop() {
+	for {
+		key, ok := a.q.Get()
+		if !ok {
+			return
+		}
+		a.reconcile(key)
+		a.q.Done(key)
+	}
+}
+
+// held is the scheduler's view of an entry, with its reap request.
+func (a *acceptor) held(e entry) scheduler.Held {
+	h := scheduler.Held{Machine: e.Machine, Claim: e.Claim, Round: e.Round, Phase: e.Phase, Busy: e.Busy}
+	if m, ok := a.n.machine(e.Machine); ok {
+		h.Reap = m.Status.Reap
+	}
+	return h
+}
+
+// reconcile decides about this node's machines of one claim (or one warm
+// machine) and carries the decisions out.
+func (a *acceptor) reconcile(key string) {
+	if machine, ok := strings.CutPrefix(key, "m/"); ok {
+		if e, ok := a.get(machine); ok {
+			if e.Claim != "" {
+				a.q.Add(e.Claim) // bound since
+				return
+			}
+			a.act(e, nil, scheduler.DecideMachine(a.n.cfg.Now(), a.n.cfg.Name, a.held(e), scheduler.ClaimState{}))
+		}
+		return
+	}
+	claim, _ := a.n.claim(key)
+	cs := a.n.claimState(claim)
+	entries := a.ofClaim(key)
+	for _, e := range entries {
+		d := scheduler.DecideMachine(a.n.cfg.Now(), a.n.cfg.Name, a.held(e), cs)
+		if d.Action == scheduler.Keep || d.Action == scheduler.Bind {
+			a.overrideLost(e)
+		}
+		a.act(e, claim, d)
+	}
+	a.checkAccepted(claim, cs, entries)
+	a.reconcilePause(claim, entries)
+}
+
+// overrideLost answers a lost verdict on a machine this node still runs for
+// its claim (passed while this node was out of reach, and not acted on yet):
+// the node's own word on its machine, written again, overrides it.
+func (a *acceptor) overrideLost(e entry) {
+	m, ok := a.n.machine(e.Machine)
+	if !ok || !m.LostHolds() || e.Phase != types.MachineRunning || e.Resource == nil {
+		return
+	}
+	if err := a.setMachine(e.Machine, func(m *types.Machine) {
+		showResource(m, e.Resource)
+		m.Status.PhaseTimes.Mark(string(types.MachineRunning), a.n.cfg.Now()) // running again since now
+	}); err != nil {
+		a.n.log.Warn("override lost verdict", "machine", e.Machine, "err", err)
+		return
+	}
+	a.n.log.Info("machine still runs here, lost verdict overridden", "machine", e.Machine, "claim", e.Claim)
+}
+
+// checkAccepted gives back a round the claim's elector recorded as accepted
+// by this node when this node holds nothing for it (its reservation is gone:
+// released, or lost with a data dir), so the claim is elected again instead
+// of waiting for a machine that will never come.
+func (a *acceptor) checkAccepted(claim *types.MachineClaim, cs scheduler.ClaimState, entries []entry) {
+	e := cs.Election
+	if claim == nil || claim.Status.Phase != types.ClaimRequested || e.Node != a.n.cfg.Name || e.Round != cs.Round() {
+		return
+	}
+	for _, x := range entries {
+		if x.Round == e.Round {
+			return
+		}
+	}
+	// The cache may lag this node's own writes (a give-back it just made):
+	// decide on the stored claim.
+	stored, err := store.Get[types.MachineClaim](a.n.st, types.KindMachineClaim, claim.Metadata.Name)
+	if err != nil {
+		return
+	}
+	cs = a.n.claimState(stored)
+	if stored.Status.Phase != types.ClaimRequested || cs.Election.Node != a.n.cfg.Name || cs.Round() != e.Round ||
+		(cs.Binding != nil && cs.Binding.Round == e.Round) {
+		return
+	}
+	a.giveBack(claim.Metadata.Name, e.Round, e.Driver, fmt.Sprintf("node %s holds no reservation for round %d", a.n.cfg.Name, e.Round))
+}
+
+// act carries out one decision about an entry.
+func (a *acceptor) act(e entry, claim *types.MachineClaim, d scheduler.MachineDecision) {
+	switch d.Action {
+	case scheduler.Allocate:
+		a.startAllocate(e, claim)
+	case scheduler.Bind:
+		a.bind(e, claim)
+	case scheduler.Release:
+		a.startRelease(e, d.Reason)
+	case scheduler.GiveBack:
+		a.giveBack(e.Claim, e.Round, e.Driver, d.Reason)
+		a.startRelease(e, d.Reason)
+	}
+}
+
+// giveBack writes the claim's binding for round as Released with reason: the
+// elector elects it again.
+func (a *acceptor) giveBack(claim string, round uint64, driver, reason string) {
+	now := a.n.cfg.Now()
+	written := false
+	_, err := store.UpdateFacet(a.n.st, types.KindMachineClaim, claim, types.FacetBinding, func(c *types.MachineClaim) error {
+		if b := c.Status.Binding; b != nil && b.Round == round && b.Phase == types.BindingReleased {
+			return store.ErrNoChange
+		}
+		written = true
+		c.Status.Binding = &types.ClaimBinding{Round: round, Node: a.n.cfg.Name, Driver: driver, Phase: types.BindingReleased, Reason: reason, At: now}
+		return nil
+	})
+	switch {
+	case err == nil && written:
+		a.n.log.Info("claim given back", "claim", claim, "round", round, "reason", reason)
+	case err != nil && !isNotFound(err) && !errors.Is(err, store.ErrFenced):
+		a.n.log.Warn("give claim back", "claim", claim, "err", err)
+	}
+}
+
+// failureBackoff is how long to wait before handing back a claim whose
+// allocation failed here again: 100 ms, doubling per failure, at most 5 s.
+func (a *acceptor) failureBackoff(claim string) time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := a.failures[claim]
+	a.failures[claim] = n + 1
+	return min(100*time.Millisecond<<min(n, 6), 5*time.Second)
+}
+
+func (a *acceptor) forgetFailures(claim string) {
+	a.mu.Lock()
+	delete(a.failures, claim)
+	a.mu.Unlock()
+}
+
+// cacheNode returns the Node object of name from the cache.
+func cacheNode(n *Node, name string) (*types.Node, bool) {
+	o, ok := n.cache.Get(types.KindNode, name)
+	if !ok {
+		return nil, false
+	}
+	return o.(*types.Node), true
+}

@@ -1,0 +1,321 @@
+// Package cache is the node's in-memory, indexed copy of the store: every live
+// object decoded once, indexes kept as objects change, and change handlers
+// that hand work to the reconcilers. It is fed by the store's watch, so it
+// follows every local write and every replicated one; a watch that falls
+// behind (EventResync) makes it list the store again.
+//
+// Readers get shared objects: they must not change them.
+package cache
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// IndexFunc returns the keys an object is indexed under (none: not indexed).
+type IndexFunc func(o types.Object) []string
+
+// Handler is told of every change, old or new nil for a creation or a
+// deletion. Handlers run one at a time on the cache's goroutine, in commit
+// order, after the cache holds the new state: they must not block (hand work
+// to a queue) and must not change the objects.
+type Handler func(kind, name string, old, new types.Object)
+
+type index struct {
+	kind  string
+	fn    IndexFunc
+	byKey map[string]map[string]types.Object // key -> name -> object
+	keys  map[string][]string                // name -> keys it is under
+}
+
+// Cache is the indexed copy. Configure it (Index, OnChange) before Start.
+type Cache struct {
+	st  *store.Store
+	log *slog.Logger
+
+	mu       sync.RWMutex
+	objs     map[string]map[string]types.Object // kind -> name -> object
+	indexes  map[string]*index
+	byKind   map[string][]*index
+	handlers []Handler
+
+	wg sync.WaitGroup
+}
+
+// New returns an empty cache of st.
+func New(st *store.Store, log *slog.Logger) *Cache {
+	return &Cache{st: st, log: log, objs: map[string]map[string]types.Object{}, indexes: map[string]*index{}, byKind: map[string][]*index{}}
+}
+
+// Index adds an index named name over the objects of kind.
+func (c *Cache) Index(name, kind string, fn IndexFunc) {
+	ix := &index{kind: kind, fn: fn, byKey: map[string]map[string]types.Object{}, keys: map[string][]string{}}
+	c.indexes[name] = ix
+	c.byKind[kind] = append(c.byKind[kind], ix)
+}
+
+// OnChange adds a handler.
+func (c *Cache) OnChange(h Handler) { c.handlers = append(c.handlers, h) }
+
+// Start loads every live object (telling the handlers of each), then follows
+// the store's watch until ctx ends. It returns once the load is done.
+func (c *Cache) Start(ctx context.Context) error {
+	from := c.st.Seq()
+	if err := c.load(); err != nil {
+		return err
+	}
+	events := c.st.Watch(ctx, from)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		for ev := range events {
+			c.apply(ev)
+		}
+	}()
+	return nil
+}
+
+// Wait returns once the watch goroutine has ended (its ctx is done).
+func (c *Cache) Wait() { c.wg.Wait() }
+
+// load lists every kind into the cache, telling the handlers what changed.
+func (c *Cache) load() error {
+	for _, kind := range types.Kinds() {
+		recs, err := c.st.List(kind)
+		if err != nil {
+			return fmt.Errorf("cache: list %s: %w", kind, err)
+		}
+		seen := make(map[string]bool, len(recs))
+		for _, r := range recs {
+			seen[r.Name] = true
+			c.put(r)
+		}
+		c.mu.RLock()
+		var gone []string
+		for name := range c.objs[kind] {
+			if !seen[name] {
+				gone = append(gone, name)
+			}
+		}
+		c.mu.RUnlock()
+		for _, name := range gone {
+			c.set(kind, name, nil)
+		}
+	}
+	return nil
+}
+
+func (c *Cache) apply(ev store.Event) {
+	switch ev.Type {
+	case store.EventResync:
+		c.log.Info("cache watch fell behind, listing the store again")
+		if err := c.load(); err != nil {
+			c.log.Warn("cache reload", "err", err)
+		}
+	case store.EventDelete:
+		c.set(ev.Record.Kind, ev.Record.Name, nil)
+	case store.EventPut:
+		c.put(ev.Record)
+	}
+}
+
+// put decodes a live record into the cache.
+func (c *Cache) put(r store.Record) {
+	obj, err := store.Decode(r)
+	if err != nil {
+		c.log.Warn("cache: undecodable record", "kind", r.Kind, "name", r.Name, "err", err)
+		return
+	}
+	c.set(r.Kind, r.Name, obj)
+}
+
+// set stores obj (nil: removes) and tells the handlers.
+func (c *Cache) set(kind, name string, obj types.Object) {
+	c.mu.Lock()
+	byName := c.objs[kind]
+	if byName == nil {
+		byName = map[string]types.Object{}
+		c.objs[kind] = byName
+	}
+	old, had := byName[name]
+	if obj == nil {
+		if !had {
+			c.mu.Unlock()
+			return
+		}
+		delete(byName, name)
+	} else {
+		if had && old.Meta().Version == obj.Meta().Version && sameFacets(old, obj) {
+			c.mu.Unlock()
+			return // a record seen twice (load and watch overlap)
+		}
+		byName[name] = obj
+	}
+	for _, ix := range c.byKind[kind] {
+		ix.remove(name)
+		if obj != nil {
+			ix.add(name, obj)
+		}
+	}
+	c.mu.Unlock()
+	if !had {
+		old = nil
+	}
+	for _, h := range c.handlers {
+		h(kind, name, old, obj)
+	}
+}
+
+func sameFacets(a, b types.Object) bool {
+	fa, fb := a.Meta().Facets, b.Meta().Facets
+	if len(fa) != len(fb) {
+		return false
+	}
+	for k, v := range fa {
+		if fb[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func (ix *index) remove(name string) {
+	for _, k := range ix.keys[name] {
+		if m := ix.byKey[k]; m != nil {
+			delete(m, name)
+			if len(m) == 0 {
+				delete(ix.byKey, k)
+			}
+		}
+	}
+	delete(ix.keys, name)
+}
+
+func (ix *index) add(name string, obj types.Object) {
+	keys := ix.fn(obj)
+	if len(keys) == 0 {
+		return
+	}
+	ix.keys[name] = keys
+	for _, k := range keys {
+		m := ix.byKey[k]
+		if m == nil {
+			m = map[string]types.Object{}
+			ix.byKey[k] = m
+		}
+		m[name] = obj
+	}
+}
+
+// Get returns the live object kind/name.
+func (c *Cache) Get(kind, name string) (types.Object, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	o, ok := c.objs[kind][name]
+	return o, ok
+}
+
+// List returns every live object of kind, in no order.
+func (c *Cache) List(kind string) []types.Object {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]types.Object, 0, len(c.objs[kind]))
+	for _, o := range c.objs[kind] {
+		out = append(out, o)
+	}
+	return out
+}
+
+// Len is the number of live objects of kind.
+func (c *Cache) Len(kind string) int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.objs[kind])
+}
+
+// ByIndex returns the objects under key in the named index, in no order.
+func (c *Cache) ByIndex(name, key string) []types.Object {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	ix := c.indexes[name]
+	if ix == nil {
+		return nil
+	}
+	m := ix.byKey[key]
+	out := make([]types.Object, 0, len(m))
+	for _, o := range m {
+		out = append(out, o)
+	}
+	return out
+}
+
+// Count is the number of objects under key in the named index.
+func (c *Cache) Count(name, key string) int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if ix := c.indexes[name]; ix != nil {
+		return len(ix.byKey[key])
+	}
+	return 0
+}
+
+// Keys returns every key of the named index with its count.
+func (c *Cache) Keys(name string) map[string]int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := map[string]int{}
+	if ix := c.indexes[name]; ix != nil {
+		for k, m := range ix.byKey {
+			out[k] = len(m)
+		}
+	}
+	return out
+}
+
+// Typed returns the object kind/name as T when it is one.
+func Typed[T any, PT interface {
+	*T
+	types.Object
+}](c *Cache, kind, name string) (PT, bool) {
+	o, ok := c.Get(kind, name)
+	if !ok {
+		return nil, false
+	}
+	t, ok := o.(PT)
+	return t, ok
+}
+
+// TypedIndex returns the objects under key in the named index as T.
+func TypedIndex[T any, PT interface {
+	*T
+	types.Object
+}](c *Cache, name, key string) []PT {
+	objs := c.ByIndex(name, key)
+	out := make([]PT, 0, len(objs))
+	for _, o := range objs {
+		if t, ok := o.(PT); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// TypedList returns every live object of kind as T.
+func TypedList[T any, PT interface {
+	*T
+	types.Object
+}](c *Cache, kind string) []PT {
+	objs := c.List(kind)
+	out := make([]PT, 0, len(objs))
+	for _, o := range objs {
+		if t, ok := o.(PT); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}

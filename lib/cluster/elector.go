@@ -1,0 +1,428 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hf-fleet/hf/lib/cluster/cache"
+	"github.com/hf-fleet/hf/lib/cluster/internal/queue"
+	"github.com/hf-fleet/hf/lib/cluster/internal/workqueue"
+	"github.com/hf-fleet/hf/lib/cluster/wire"
+	"github.com/hf-fleet/hf/lib/scheduler"
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// Special work keys of the elector; claim names never start with '!'.
+const (
+	keyAnswers   = "!answers"   // offers and takes answered
+	keyRefresh   = "!refresh"   // candidates' capacity changed
+	keyMembers   = "!members"   // membership changed
+	keyTimeout   = "!timeout"   // the pure elector's next deadline
+	keyRequested = "!requested" // look at every Requested claim again
+	keyTemplate  = "!template/" // + template: claims of it may route differently now
+)
+
+// elector elects the serving node of the claims this node is the elector of:
+// the claim's rendezvous owner, or for a claim of an OnDemand set or under an
+// environment's cap, the set's or environment's owner (so that one node
+// counts what is under way). It owns a scheduler.Elector, fed and carried
+// out on one goroutine (the workqueue's worker): claim keys go through
+// scheduler.DecideClaim and the routing of pools; offers' answers and the
+// elector's deadlines are its other keys.
+type elector struct {
+	n       *Node
+	q       *workqueue.Queue
+	answers *queue.Queue[Message]
+
+	// The rest belongs to the worker goroutine.
+	e        *scheduler.Elector
+	members  map[string]bool
+	takes    map[string]string // claim -> warm machine asked for
+	onDemand map[string]string // claim -> OnDemand set it is elected for
+	capped   map[string]string // claim -> environment cap key it counts against
+	waiting  map[string]string // claim -> template, for claims waiting for a set
+	due      time.Time         // when keyTimeout is asked for
+}
+
+func newElector(n *Node) *elector {
+	return &elector{
+		n: n, q: workqueue.New(nil), answers: queue.New[Message](),
+		e:     scheduler.NewElector(n.cfg.OfferTimeout),
+		takes: map[string]string{}, onDemand: map[string]string{}, capped: map[string]string{}, waiting: map[string]string{},
+	}
+}
+
+func (el *elector) start() {
+	el.members = map[string]bool{}
+	for _, m := range el.n.view.live() {
+		el.members[m] = true
+	}
+	el.q.Add(keyRefresh)
+	el.n.spawn(el.workLoop)
+}
+
+func (el *elector) stop() { el.q.ShutDown() }
+
+// deliver takes an answer to an offer or a take. It never blocks.
+func (el *elector) deliver(m Message) {
+	el.answers.Push(m)
+	el.q.Add(keyAnswers)
+}
+
+// refresh asks for the candidates to be read again. It never blocks.
+func (el *elector) refresh() { el.q.Add(keyRefresh) }
+
+// membersChanged never blocks.
+func (el *elector) membersChanged() { el.q.Add(keyMembers) }
+
+// changed queues what a change concerns. It never blocks.
+func (el *elector) changed(kind, name string, old, obj types.Object) {
+	switch kind {
+	case types.KindMachineClaim:
+		el.q.Add(name)
+	case types.KindMachine:
+		for _, o := range []types.Object{old, obj} {
+			if m, ok := o.(*types.Machine); ok {
+				if m.Spec.Claim != "" {
+					el.q.Add(m.Spec.Claim)
+				}
+				if m.Spec.MachineSet != "" || m.Spec.Environment != "" {
+					el.q.Add(keyTemplate + m.Spec.MachineTemplate)
+				}
+			}
+		}
+	case types.KindMachineTemplate:
+		el.q.Add(keyTemplate + name)
+	case types.KindMachineSet:
+		for _, o := range []types.Object{old, obj} {
+			if s, ok := o.(*types.MachineSet); ok {
+				el.q.Add(keyTemplate + s.Spec.MachineTemplate)
+			}
+		}
+	case types.KindEnvironment:
+		el.q.Add(keyRequested)
+	}
+}
+
+func (el *elector) workLoop() {
+	for {
+		key, ok := el.q.Get()
+		if !ok {
+			return
+		}
+		el.handle(key)
+		el.q.Done(key)
+		el.arm()
+	}
+}
+
+func (el *elector) handle(key string) {
+	now := el.n.cfg.Now()
+	switch {
+	case key == keyAnswers:
+		for _, m := range el.answers.Drain() {
+			el.answered(now, m)
+		}
+	case key == keyRefresh:
+		el.execute(el.e.Step(now, scheduler.CandidatesChanged{Candidates: el.candidates()}))
+	case key == keyMembers:
+		el.membership(now)
+	case key == keyTimeout:
+		el.due = time.Time{}
+		el.execute(el.e.Step(now, scheduler.Timeout{}))
+	case key == keyRequested:
+		for _, c := range cache.TypedIndex[types.MachineClaim](el.n.cache, idxClaimPhase, string(types.ClaimRequested)) {
+			el.q.Add(c.Metadata.Name)
+		}
+	case strings.HasPrefix(key, keyTemplate):
+		tmpl := strings.TrimPrefix(key, keyTemplate)
+		for _, c := range cache.TypedIndex[types.MachineClaim](el.n.cache, idxClaimTemplate, tmpl) {
+			if c.Status.Phase == types.ClaimRequested {
+				el.q.Add(c.Metadata.Name)
+			}
+		}
+	default:
+		el.reconcile(now, key)
+	}
+}
+
+// arm asks for keyTimeout at the pure elector's next deadline.
+func (el *elector) arm() {
+	d, ok := el.e.NextDeadline()
+	if !ok || (!el.due.IsZero() && !d.Before(el.due)) {
+		return
+	}
+	el.due = d
+	el.q.AddAfter(keyTimeout, d.Sub(el.n.cfg.Now()))
+}
+
+// membership tells the pure elector which members went, and looks at every
+// Requested claim again: some have another elector now, some wait for a
+// majority.
+func (el *elector) membership(now time.Time) {
+	cur := map[string]bool{}
+	for _, m := range el.n.view.live() {
+		cur[m] = true
+	}
+	quorum := el.n.view.quorum()
+	for m := range el.members {
+		if !cur[m] {
+			el.n.log.Info("member gone", "member", m, "quorum", quorum)
+			el.execute(el.e.Step(now, scheduler.NodeDown{Node: m, Quorum: quorum}))
+		}
+	}
+	for m := range cur {
+		if !el.members[m] {
+			el.n.log.Info("member joined", "member", m)
+		}
+	}
+	el.members = cur
+	el.execute(el.e.Step(now, scheduler.CandidatesChanged{Candidates: el.candidates()}))
+	el.q.Add(keyRequested)
+}
+
+// forget drops the elector's interest in a claim.
+func (el *elector) forget(now time.Time, name string) {
+	el.execute(el.e.Step(now, scheduler.ClaimGone{Claim: name}))
+	delete(el.waiting, name)
+}
+
+// reconcile decides about one claim (scheduler.DecideClaim) and acts.
+func (el *elector) reconcile(now time.Time, name string) {
+	c, ok := el.n.claim(name)
+	if !ok {
+		el.forget(now, name)
+		delete(el.takes, name)
+		delete(el.onDemand, name)
+		delete(el.capped, name)
+		return
+	}
+	cs := el.n.claimState(c)
+	lost := ""
+	if c.Status.Phase == types.ClaimBound {
+		if m, ok := el.n.machine(c.Status.Machine); ok && m.LostHolds() {
+			lost = m.Status.Lost.Reason
+		}
+	}
+	policy := types.LostRebind
+	if t, ok := el.n.template(c.Spec.MachineTemplate); ok && t.Spec.OnNodeLoss != "" {
+		policy = t.Spec.OnNodeLoss
+	}
+	d := scheduler.DecideClaim(cs, c.Status.Phase, lost, policy, el.n.view.alive, el.n.view.quorum())
+	el.n.log.Debug("claim decision", "claim", name, "phase", c.Status.Phase, "action", d.Action, "round", d.Round, "exclude", d.Exclude, "accepted_by", d.AcceptedBy)
+	switch d.Action {
+	case scheduler.Forget, scheduler.Wait:
+		el.forget(now, name)
+		if c.Status.Phase != types.ClaimRequested {
+			delete(el.onDemand, name)
+			delete(el.capped, name)
+		}
+	case scheduler.Rebind, scheduler.FailLost:
+		el.forget(now, name)
+		if el.n.view.mine(name) {
+			el.writeElection(name, types.ClaimElection{Round: d.Round, Failed: d.Action == scheduler.FailLost, Reason: d.Reason, At: now})
+			el.n.log.Info("claim handed back", "claim", name, "round", d.Round, "failed", d.Action == scheduler.FailLost, "reason", d.Reason)
+		}
+	case scheduler.Elect:
+		if node := d.Exclude + d.AcceptedBy; node != "" {
+			// The round's node gave it back or is gone: if the elector
+			// still waits for it, it elects again (else this is old news).
+			el.execute(el.e.Step(now, scheduler.GaveBack{Claim: name, Node: node, Round: d.Round, Reason: d.Reason}))
+		}
+		el.route(now, c, cs, d)
+	}
+}
+
+// request is the pure elector's request for a claim.
+func (el *elector) request(c *types.MachineClaim) scheduler.Request {
+	req := scheduler.Request{Claim: c.Metadata.Name, Template: c.Spec.MachineTemplate, Placement: el.n.cfg.Placement}
+	if t, ok := el.n.template(c.Spec.MachineTemplate); ok {
+		req.Resources = t.Spec.Resources
+		req.AllowOverbook = t.Spec.AllowOverbook
+		for p := range t.Spec.ProviderConfiguration {
+			req.Providers = append(req.Providers, p)
+		}
+		slices.Sort(req.Providers)
+	}
+	if c.Spec.Environment != "" {
+		if o, ok := el.n.cache.Get(types.KindEnvironment, c.Spec.Environment); ok {
+			env := o.(*types.Environment)
+			req.NodeSelector = env.Spec.NodeSelector
+			if env.Spec.Placement != "" {
+				req.Placement = env.Spec.Placement
+			}
+		}
+	}
+	return req
+}
+
+// feed hands a claim to the pure elector.
+func (el *elector) feed(now time.Time, c *types.MachineClaim, cs scheduler.ClaimState, d scheduler.ClaimDecision) {
+	req := el.request(c)
+	if d.Exclude != "" {
+		req.Exclude = map[string]bool{d.Exclude: true}
+	}
+	el.execute(el.e.Step(now, scheduler.ClaimRequested{
+		Claim: c.Metadata.Name, Request: req, Round: d.Round, Deadline: cs.Deadline, AcceptedBy: d.AcceptedBy,
+	}))
+}
+
+// execute carries out the pure elector's actions, in order. Offers go out on
+// goroutines of their own.
+func (el *elector) execute(actions []scheduler.Action) {
+	now := el.n.cfg.Now()
+	for _, a := range actions {
+		switch a := a.(type) {
+		case scheduler.SendOffer:
+			m := Message{Type: wire.MsgOffer, From: el.n.cfg.Name, To: a.Node, Claim: a.Claim, Node: a.Node, Driver: a.Driver, Round: a.Round,
+				Set: el.onDemand[a.Claim]}
+			if a.Node != el.n.cfg.Name {
+				m.Records = el.records(a.Claim)
+			}
+			el.n.log.Debug("offer", "claim", a.Claim, "to", a.Node, "driver", a.Driver, "round", a.Round)
+			el.n.spawn(func() { el.n.send(m) })
+		case scheduler.RecordAccepted:
+			el.writeElection(a.Claim, types.ClaimElection{Round: a.Round, Node: a.Node, Driver: a.Driver, At: now})
+		case scheduler.Fail:
+			el.fail(a.Claim, a.Reason)
+		case scheduler.Waiting:
+			el.setWaiting(a.Claim, a.Reason)
+		}
+	}
+}
+
+// answered feeds an answer to an offer, or ends a take.
+func (el *elector) answered(now time.Time, m Message) {
+	if m.Machine != "" {
+		el.takeAnswered(m)
+		return
+	}
+	if m.Type == wire.MsgAccept {
+		el.execute(el.e.Step(now, scheduler.Accepted{Claim: m.Claim, Node: m.Node, Driver: m.Driver, Round: m.Round}))
+		return
+	}
+	var fresh *scheduler.Candidate
+	if m.Fresh != nil {
+		fresh = &scheduler.Candidate{Node: m.Node, Driver: m.Driver, Alive: true, Capacity: *m.Fresh}
+		if in, ok := el.n.instances[m.Driver]; ok && m.Node == el.n.cfg.Name {
+			fresh.DriverType = in.Type
+		}
+	}
+	el.execute(el.e.Step(now, scheduler.Declined{Claim: m.Claim, Node: m.Node, Round: m.Round, Reason: m.Reason, Fresh: fresh}))
+}
+
+// writeElection writes a claim's election facet.
+func (el *elector) writeElection(claim string, e types.ClaimElection) {
+	_, err := store.UpdateFacet(el.n.st, types.KindMachineClaim, claim, types.FacetElection, func(c *types.MachineClaim) error {
+		if cur := c.Status.Election; cur != nil && *cur == e {
+			return store.ErrNoChange
+		}
+		c.Status.Election = &e
+		return nil
+	})
+	if err != nil && !isNotFound(err) && !errors.Is(err, store.ErrFenced) {
+		el.n.log.Warn("write election", "claim", claim, "err", err)
+	}
+}
+
+// fail marks a claim Failed at its current round, keeping what went wrong
+// last (it is usually what a person needs to act on).
+func (el *elector) fail(name, reason string) {
+	now := el.n.cfg.Now()
+	_, err := store.UpdateFacet(el.n.st, types.KindMachineClaim, name, types.FacetElection, func(c *types.MachineClaim) error {
+		if c.Status.Phase != types.ClaimRequested {
+			return store.ErrNoChange
+		}
+		if last := c.Status.Reason; last != "" && !strings.Contains(reason, last) {
+			reason += "; last: " + last
+		}
+		c.Status.Election = &types.ClaimElection{Round: el.n.claimState(c).Round(), Failed: true, Reason: reason, At: now}
+		return nil
+	})
+	if err != nil && !isNotFound(err) && !errors.Is(err, store.ErrFenced) {
+		el.n.log.Warn("fail claim", "claim", name, "err", err)
+		return
+	}
+	el.n.log.Info("claim failed", "claim", name, "reason", reason)
+}
+
+// setWaiting shows why a claim waits, so a person can act on it.
+func (el *elector) setWaiting(name, reason string) {
+	_, err := store.UpdateFacet(el.n.st, types.KindMachineClaim, name, types.FacetElection, func(c *types.MachineClaim) error {
+		if c.Status.Phase != types.ClaimRequested || c.Status.Reason == reason {
+			return store.ErrNoChange
+		}
+		c.Status.Election = &types.ClaimElection{Round: el.n.claimState(c).Round(), Reason: reason, At: el.n.cfg.Now()}
+		return nil
+	})
+	if err != nil && !isNotFound(err) && !errors.Is(err, store.ErrFenced) {
+		el.n.log.Warn("claim reason", "claim", name, "err", err)
+	}
+}
+
+// records are the claim's and its template's records as this node has them,
+// sent with an offer or take.
+func (el *elector) records(claim string) []store.Record {
+	rec, err := el.n.st.Get(types.KindMachineClaim, claim)
+	if err != nil {
+		return nil
+	}
+	out := []store.Record{rec}
+	if c, ok := el.n.claim(claim); ok {
+		if t, err := el.n.st.Get(types.KindMachineTemplate, c.Spec.MachineTemplate); err == nil {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// candidates lists every driver instance of every live member with its
+// capacity: this node's from its own ledger, the others' from their Node
+// objects.
+func (el *elector) candidates() []scheduler.Candidate {
+	n := el.n
+	var out []scheduler.Candidate
+	self, _ := cacheNode(n, n.cfg.Name)
+	maint := self != nil && self.Spec.Maintenance
+	for _, name := range n.order {
+		in := n.instances[name]
+		capa, _ := n.acc.capacityOf(in)
+		out = append(out, scheduler.Candidate{
+			Node: n.cfg.Name, Driver: in.Name, DriverType: in.Type, Remote: in.Driver.IsRemote(),
+			Labels: n.cfg.Labels, Maintenance: maint, Alive: true, Capacity: capa,
+		})
+	}
+	for _, m := range n.view.live() {
+		if m == n.cfg.Name {
+			continue
+		}
+		node, ok := cacheNode(n, m)
+		if !ok {
+			continue
+		}
+		for _, d := range node.Spec.Drivers {
+			out = append(out, scheduler.Candidate{
+				Node: m, Driver: d.Name, DriverType: d.Driver, Remote: d.Remote,
+				Labels: node.Metadata.Labels, Maintenance: node.Spec.Maintenance, Alive: true, Capacity: d.Capacity,
+			})
+		}
+	}
+	return out
+}
+
+// send delivers m, turning a failed offer into a decline for the elector.
+func (n *Node) send(m Message) {
+	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.OfferTimeout)
+	defer cancel()
+	if err := n.peers.Send(ctx, m); err != nil {
+		if m.Type == wire.MsgOffer || m.Type == wire.MsgTake {
+			n.el.deliver(Message{Type: wire.MsgDecline, From: m.To, To: m.From, Claim: m.Claim, Node: m.To, Machine: m.Machine,
+				Round: m.Round, Reason: "unreachable: " + err.Error()})
+		}
+		n.log.Debug("send failed", "to", m.To, "claim", m.Claim, "err", err)
+	}
+}

@@ -1,0 +1,115 @@
+package cluster
+
+import (
+	"log/slog"
+
+	"github.com/hf-fleet/hf/lib/cluster/cache"
+	"github.com/hf-fleet/hf/lib/scheduler"
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// LabelProvisionFor marks the claims a MachineSet's owner creates to provision
+// warm machines: their machines join the set unclaimed once running.
+const LabelProvisionFor = "hf/provision-for"
+
+// LabelSession marks the claim a session made for its user.
+const LabelSession = "hf/session"
+
+// Indexes of the node's cache: the reconcilers find what a change concerns
+// through them, never by listing a kind.
+const (
+	idxClaimPhase     = "claim/phase"        // derived phase
+	idxClaimNode      = "claim/node"         // accepting and binding nodes
+	idxClaimSet       = "claim/provision"    // hf/provision-for label
+	idxClaimEvent     = "claim/event"        // spec.scheduledEvent
+	idxClaimSession   = "claim/session"      // hf/session label
+	idxClaimTemplate  = "claim/template"     // spec.machineTemplate
+	idxMachineClaim   = "machine/claim"      // spec.claim
+	idxMachineNode    = "machine/node"       // spec.node
+	idxMachineSet     = "machine/set"        // spec.machineSet
+	idxMachineEnvTmpl = "machine/env-tmpl"   // live machines by environment/template
+	idxMachinePhase   = "machine/phase"      // status.phase
+	idxSetTemplate    = "set/template"       // spec.machineTemplate
+	idxSessionClaim   = "session/claim"      // status.machineClaim
+	idxEventSet       = "set/event"          // sets an event created (by name)
+	idxEnvironmentCap = "environment/capped" // environments with a capacity cap
+)
+
+func one(k string) []string {
+	if k == "" {
+		return nil
+	}
+	return []string{k}
+}
+
+// capKey names the machines an environment cap counts.
+func capKey(env, template string) string { return env + "/" + template }
+
+// newCache builds the node's cache with its indexes.
+func newCache(st *store.Store, log *slog.Logger) *cache.Cache {
+	c := cache.New(st, log)
+	claim := func(o types.Object) *types.MachineClaim { return o.(*types.MachineClaim) }
+	machine := func(o types.Object) *types.Machine { return o.(*types.Machine) }
+	c.Index(idxClaimPhase, types.KindMachineClaim, func(o types.Object) []string {
+		return one(string(claim(o).Status.Phase))
+	})
+	c.Index(idxClaimNode, types.KindMachineClaim, func(o types.Object) []string {
+		s := claim(o).Status
+		var out []string
+		if s.Election != nil && s.Election.Node != "" {
+			out = append(out, s.Election.Node)
+		}
+		if s.Binding != nil && s.Binding.Node != "" && (len(out) == 0 || out[0] != s.Binding.Node) {
+			out = append(out, s.Binding.Node)
+		}
+		return out
+	})
+	c.Index(idxClaimSet, types.KindMachineClaim, func(o types.Object) []string {
+		return one(claim(o).Metadata.Labels[LabelProvisionFor])
+	})
+	c.Index(idxClaimEvent, types.KindMachineClaim, func(o types.Object) []string {
+		return one(claim(o).Spec.ScheduledEvent)
+	})
+	c.Index(idxClaimSession, types.KindMachineClaim, func(o types.Object) []string {
+		return one(claim(o).Metadata.Labels[LabelSession])
+	})
+	c.Index(idxClaimTemplate, types.KindMachineClaim, func(o types.Object) []string {
+		return one(claim(o).Spec.MachineTemplate)
+	})
+	c.Index(idxMachineClaim, types.KindMachine, func(o types.Object) []string {
+		return one(machine(o).Spec.Claim)
+	})
+	c.Index(idxMachineNode, types.KindMachine, func(o types.Object) []string {
+		return one(machine(o).Spec.Node)
+	})
+	c.Index(idxMachineSet, types.KindMachine, func(o types.Object) []string {
+		return one(machine(o).Spec.MachineSet)
+	})
+	c.Index(idxMachineEnvTmpl, types.KindMachine, func(o types.Object) []string {
+		m := machine(o)
+		if m.Spec.Environment == "" || !m.Live() {
+			return nil
+		}
+		return one(capKey(m.Spec.Environment, m.Spec.MachineTemplate))
+	})
+	c.Index(idxMachinePhase, types.KindMachine, func(o types.Object) []string {
+		return one(string(machine(o).Status.Phase))
+	})
+	c.Index(idxSetTemplate, types.KindMachineSet, func(o types.Object) []string {
+		return one(o.(*types.MachineSet).Spec.MachineTemplate)
+	})
+	c.Index(idxEventSet, types.KindMachineSet, func(o types.Object) []string {
+		return one(o.(*types.MachineSet).Metadata.Labels[scheduler.LabelScheduledEvent])
+	})
+	c.Index(idxSessionClaim, types.KindSession, func(o types.Object) []string {
+		return one(o.(*types.Session).Status.MachineClaim)
+	})
+	c.Index(idxEnvironmentCap, types.KindEnvironment, func(o types.Object) []string {
+		if len(o.(*types.Environment).Spec.Capacity) == 0 {
+			return nil
+		}
+		return []string{""}
+	})
+	return c
+}

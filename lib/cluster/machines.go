@@ -1,0 +1,329 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// rollbackTimeout bounds a release that must finish although the node is
+// stopping (the restart would otherwise find a half-made machine).
+const rollbackTimeout = 2 * time.Minute
+
+// claimMeta is what a machine learns of its claim: the claim's metadata, under
+// the keys its template declares only, plus HF_* names, passed to the driver
+// (environment variables, user data, labels). The API refuses other metadata;
+// a template changed since the claim was made is checked again here.
+func claimMeta(c *types.MachineClaim, t *types.MachineTemplate, machine, node string) (map[string]string, error) {
+	if err := t.CheckClaimMetadata(c.Spec.Metadata); err != nil {
+		return nil, err
+	}
+	meta := maps.Clone(c.Spec.Metadata)
+	if meta == nil {
+		meta = map[string]string{}
+	}
+	meta[types.MetaClaim] = c.Metadata.Name
+	meta[types.MetaMachine] = machine
+	meta[types.MetaNode] = node
+	meta[types.MetaTemplate] = c.Spec.MachineTemplate
+	if c.Spec.User != "" {
+		meta[types.MetaUser] = c.Spec.User
+	}
+	return meta, nil
+}
+
+// claimBusy marks an entry busy; false when it is gone or already busy.
+func (a *acceptor) claimBusy(machine string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e, ok := a.entries[machine]
+	if !ok || e.Busy {
+		return false
+	}
+	e.Busy = true
+	return true
+}
+
+// doneBusy ends an entry's operation and queues its key again after wait
+// (at once when 0).
+func (a *acceptor) doneBusy(machine, key string, wait time.Duration) {
+	a.mu.Lock()
+	if e, ok := a.entries[machine]; ok {
+		e.Busy = false
+		if e.Claim != "" {
+			key = e.Claim
+		}
+	}
+	a.mu.Unlock()
+	a.q.AddAfter(key, wait)
+}
+
+// setMachine changes this node's own machine record (its owner facet).
+func (a *acceptor) setMachine(name string, fn func(m *types.Machine)) error {
+	_, err := store.UpdateFacet(a.n.st, types.KindMachine, name, types.FacetOwner, func(m *types.Machine) error {
+		fn(m)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("write machine %s: %w", name, err)
+	}
+	return nil
+}
+
+// startAllocate allocates a reserved machine on a goroutine of its own.
+func (a *acceptor) startAllocate(e entry, claim *types.MachineClaim) {
+	if claim == nil || !a.claimBusy(e.Machine) {
+		return
+	}
+	key := e.Claim
+	a.n.spawn(func() {
+		defer a.doneBusy(e.Machine, key, 0)
+		a.allocate(e, claim)
+	})
+}
+
+func (a *acceptor) allocate(e entry, claim *types.MachineClaim) {
+	ctx := a.n.ctx
+	if dl := a.n.claimState(claim).Deadline; !dl.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dl)
+		defer cancel()
+	}
+	in, ok := a.n.instances[e.Driver]
+	if !ok {
+		a.allocFailed(e, fmt.Errorf("no driver %q", e.Driver))
+		return
+	}
+	tmpl, ok := a.n.template(claim.Spec.MachineTemplate)
+	if !ok {
+		t, err := store.Get[types.MachineTemplate](a.n.st, types.KindMachineTemplate, claim.Spec.MachineTemplate)
+		if err != nil {
+			a.allocFailed(e, fmt.Errorf("machine template %s: %w", claim.Spec.MachineTemplate, err))
+			return
+		}
+		tmpl = t
+	}
+	meta, err := claimMeta(claim, tmpl, e.Machine, a.n.cfg.Name)
+	if err != nil {
+		a.allocFailed(e, fmt.Errorf("claim metadata: %w", err))
+		return
+	}
+	shown := a.showProvisioning(e.Machine)
+	res, err := in.Driver.Allocate(ctx, *tmpl, meta)
+	shown()
+	if err != nil {
+		switch {
+		case a.n.ctx.Err() != nil:
+			return // stopping: the restart reconcile settles this machine
+		case ctx.Err() != nil:
+			err = fmt.Errorf("the claim's bind timeout passed while allocating: %w", err)
+		}
+		a.allocFailed(e, err)
+		return
+	}
+	now := a.n.cfg.Now()
+	a.update(e.Machine, func(x *entry) { x.Phase, x.Resource = types.MachineRunning, res })
+	if err := a.setMachine(e.Machine, func(m *types.Machine) {
+		showResource(m, res)
+		m.Status.PhaseTimes.Mark(string(types.MachineRunning), now)
+	}); err != nil {
+		// The record went away meanwhile: nothing may hold the resource.
+		a.n.log.Warn("record running machine", "machine", e.Machine, "err", err)
+		a.deallocate(in, e.Machine, res)
+		a.remove(e.Machine)
+		return
+	}
+	a.forgetFailures(e.Claim)
+	a.n.log.Debug("machine allocated", "machine", e.Machine, "claim", e.Claim, "round", e.Round)
+}
+
+// provisioningShownAfter is how long an allocation runs before its machine
+// is shown Provisioning: a fast driver's machines go from Pending to Running
+// without the extra write.
+const provisioningShownAfter = 200 * time.Millisecond
+
+// showProvisioning marks the machine Provisioning if the allocation is
+// still under way after provisioningShownAfter. The returned function ends
+// that: it returns once no such write is under way, so the Running write
+// that follows is the last.
+func (a *acceptor) showProvisioning(machine string) (stop func()) {
+	var mu sync.Mutex
+	done := false
+	t := time.AfterFunc(provisioningShownAfter, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return
+		}
+		if err := a.setMachine(machine, func(m *types.Machine) {
+			m.Status.Phase = types.MachineProvisioning
+			m.Status.PhaseTimes.Mark(string(types.MachineProvisioning), a.n.cfg.Now())
+		}); err != nil {
+			a.n.log.Debug("show provisioning", "machine", machine, "err", err)
+		}
+	})
+	return func() {
+		t.Stop()
+		mu.Lock()
+		done = true
+		mu.Unlock()
+	}
+}
+
+// showResource makes m Running on res: the resource and what users see of it.
+func showResource(m *types.Machine, res *types.Resource) {
+	m.Status.Phase = types.MachineRunning
+	m.Status.Reason = ""
+	m.Status.Resource = res
+	m.Status.MachineInformation = res.Info
+	m.Status.ConnectEndpoints = res.Endpoints
+}
+
+// allocFailed drops the reservation and gives the round back, after a
+// back-off so that a driver that keeps failing (a bad image, a broken
+// engine) is not hammered in a tight loop.
+func (a *acceptor) allocFailed(e entry, cause error) {
+	reason := fmt.Sprintf("allocation on %s (driver %s) failed: %v", a.n.cfg.Name, e.Driver, cause)
+	a.n.metrics.allocFailed.WithLabelValues(e.Driver).Inc()
+	a.n.log.Info("allocation failed", "machine", e.Machine, "claim", e.Claim, "err", cause)
+	select {
+	case <-a.n.ctx.Done():
+		return // the restart reconcile drops the reservation
+	case <-time.After(a.failureBackoff(e.Claim)):
+	}
+	a.giveBack(e.Claim, e.Round, e.Driver, reason)
+	a.dropMachine(e.Machine)
+}
+
+// dropMachine forgets a machine that holds nothing in its driver.
+func (a *acceptor) dropMachine(name string) {
+	a.remove(name)
+	if _, err := a.n.st.Delete(types.KindMachine, name, types.Version{}); err != nil && !isNotFound(err) {
+		a.n.log.Warn("delete machine", "machine", name, "err", err)
+	}
+}
+
+// bind writes the claim's binding to a running machine of this node: Bound,
+// or for a provisioning claim, Ended with the machine joining its set warm.
+func (a *acceptor) bind(e entry, claim *types.MachineClaim) {
+	if claim == nil {
+		return
+	}
+	if set := claim.Metadata.Labels[LabelProvisionFor]; set != "" {
+		a.joinPool(e, claim, set)
+		return
+	}
+	now := a.n.cfg.Now()
+	bound := false
+	_, err := store.UpdateFacet(a.n.st, types.KindMachineClaim, e.Claim, types.FacetBinding, func(c *types.MachineClaim) error {
+		if b := c.Status.Binding; b != nil && b.Round == e.Round && b.Machine == e.Machine && b.Phase == types.BindingBound {
+			return store.ErrNoChange
+		}
+		bound = true
+		c.Status.Binding = &types.ClaimBinding{Round: e.Round, Node: a.n.cfg.Name, Driver: e.Driver, Machine: e.Machine, Phase: types.BindingBound, At: now}
+		return nil
+	})
+	switch {
+	case err == nil && bound:
+		a.n.metrics.bound.WithLabelValues("allocated").Inc()
+		a.n.metrics.bindLatency.Observe(now.Sub(claim.Metadata.CreatedAt).Seconds())
+		a.n.log.Debug("claim bound", "claim", e.Claim, "machine", e.Machine, "round", e.Round)
+	case errors.Is(err, store.ErrFenced), isNotFound(err):
+		a.q.Add(e.Claim) // the claim moved on or went: release next
+	case err != nil:
+		a.n.log.Warn("bind claim", "claim", e.Claim, "err", err)
+		a.q.AddAfter(e.Claim, time.Second)
+	}
+}
+
+// joinPool turns a freshly allocated machine of a provisioning claim into a
+// warm, unclaimed machine of its set, and ends the claim (its creator, the
+// set's owner, deletes it).
+func (a *acceptor) joinPool(e entry, claim *types.MachineClaim, set string) {
+	if !a.update(e.Machine, func(x *entry) { x.Claim = "" }) {
+		return
+	}
+	if err := a.setMachine(e.Machine, func(m *types.Machine) { m.Spec.Claim, m.Spec.MachineSet = "", set }); err != nil {
+		a.n.log.Warn("machine joins pool", "machine", e.Machine, "err", err)
+	}
+	_, err := store.UpdateFacet(a.n.st, types.KindMachineClaim, claim.Metadata.Name, types.FacetBinding, func(c *types.MachineClaim) error {
+		c.Status.Binding = &types.ClaimBinding{Round: e.Round, Node: a.n.cfg.Name, Driver: e.Driver, Machine: e.Machine,
+			Phase: types.BindingEnded, Reason: "machine " + e.Machine + " joined machine set " + set, At: a.n.cfg.Now()}
+		return nil
+	})
+	if err != nil && !isNotFound(err) && !errors.Is(err, store.ErrFenced) {
+		a.n.log.Warn("end provisioning claim", "claim", claim.Metadata.Name, "err", err)
+	}
+	a.n.log.Debug("machine joined pool", "machine", e.Machine, "set", set)
+}
+
+// startRelease releases a machine on a goroutine of its own.
+func (a *acceptor) startRelease(e entry, why string) {
+	if !a.claimBusy(e.Machine) {
+		return
+	}
+	key := e.Claim
+	if key == "" {
+		key = poolKey(e.Machine)
+	}
+	a.n.spawn(func() {
+		var wait time.Duration
+		if !a.release(e.Machine, why) {
+			wait = 5 * time.Second // the driver failed: try again later
+		}
+		a.doneBusy(e.Machine, key, wait)
+	})
+}
+
+// release marks the machine Terminating, deallocates it and deletes its
+// record; false when the driver failed (the machine stays Terminating). The
+// release finishes even when the node is stopping.
+func (a *acceptor) release(name, why string) bool {
+	e, ok := a.get(name)
+	if !ok {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.n.ctx), rollbackTimeout)
+	defer cancel()
+	if e.Phase != types.MachineTerminating {
+		a.update(name, func(x *entry) { x.Phase = types.MachineTerminating })
+		if err := a.setMachine(name, func(m *types.Machine) {
+			m.Status.Phase = types.MachineTerminating
+			m.Status.Reason = why
+			m.Status.PhaseTimes.Mark(string(types.MachineTerminating), a.n.cfg.Now())
+		}); err != nil && !isNotFound(err) {
+			a.n.log.Warn("mark terminating", "machine", name, "err", err)
+		}
+	}
+	if e.Resource != nil {
+		in, ok := a.n.instances[e.Driver]
+		if !ok {
+			a.n.log.Warn("release: no such driver", "machine", name, "driver", e.Driver)
+			return false
+		}
+		if err := in.Driver.Deallocate(ctx, e.Resource); err != nil && !errors.Is(err, drivers.ErrNotFound) {
+			a.n.log.Warn("deallocate", "machine", name, "err", err)
+			return false
+		}
+		a.n.metrics.released.WithLabelValues(e.Driver).Inc()
+	}
+	a.dropMachine(name)
+	a.n.log.Info("machine released", "machine", name, "claim", e.Claim, "reason", why)
+	return true
+}
+
+// deallocate gives a resource back that no record holds any more.
+func (a *acceptor) deallocate(in Instance, machine string, res *types.Resource) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.n.ctx), rollbackTimeout)
+	defer cancel()
+	if err := in.Driver.Deallocate(ctx, res); err != nil && !errors.Is(err, drivers.ErrNotFound) {
+		a.n.log.Warn("deallocate orphan", "machine", machine, "err", err)
+	}
+}

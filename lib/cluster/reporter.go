@@ -1,0 +1,96 @@
+package cluster
+
+import (
+	"time"
+
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// reportMinGap is the least time between two reports of this node's capacity:
+// every report is replicated to every member, and the acceptor's own check,
+// not the report, keeps capacity exact.
+const reportMinGap = 100 * time.Millisecond
+
+// reporter keeps this node's Node object (its report facet) fresh: soon
+// after every capacity change, coalesced, and on a heartbeat interval.
+type reporter struct {
+	n  *Node
+	ch chan struct{}
+}
+
+func newReporter(n *Node) *reporter { return &reporter{n: n, ch: make(chan struct{}, 1)} }
+
+// kick asks for a report soon. It never blocks.
+func (r *reporter) kick() {
+	select {
+	case r.ch <- struct{}{}:
+	default:
+	}
+}
+
+func (r *reporter) start() { r.n.spawn(r.loop) }
+
+func (r *reporter) loop() {
+	tick := time.NewTicker(r.n.cfg.ReportInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.n.ctx.Done():
+			return
+		case <-tick.C:
+		case <-r.ch:
+		}
+		if err := r.report(types.NodeUp); err != nil {
+			r.n.log.Warn("report", "err", err)
+		}
+		select {
+		case <-r.n.ctx.Done():
+			return
+		case <-time.After(reportMinGap):
+		}
+	}
+}
+
+// report writes the report facet: addresses, drivers and their capacity, and
+// phase (Up, or Down when the node stops). The maintenance flag and the down
+// verdict are other facets; reporting overrides a down verdict.
+func (r *reporter) report(phase types.NodePhase) error {
+	n := r.n
+	now := n.cfg.Now()
+	spec := types.NodeSpec{
+		APIAddress: n.cfg.APIAddress, GossipAddress: n.cfg.GossipAddress,
+		SoftwareVersion: n.cfg.SoftwareVersion,
+	}
+	machines := 0
+	for _, name := range n.order {
+		in := n.instances[name]
+		capa, count := n.acc.capacityOf(in)
+		machines += count
+		status := "ok"
+		if s, ok := in.Driver.(interface{ StatusText() string }); ok {
+			status = s.StatusText()
+		}
+		spec.Drivers = append(spec.Drivers, types.NodeDriver{
+			Name: in.Name, Driver: in.Type, Remote: in.Driver.IsRemote(), Status: status, Capacity: capa,
+		})
+	}
+	status := types.NodeStatus{Phase: phase, StartedAt: n.startedAt, Heartbeat: now, Machines: machines}
+	_, err := store.UpdateFacet(n.st, types.KindNode, n.cfg.Name, types.FacetReport, func(o *types.Node) error {
+		spec.Maintenance = o.Spec.Maintenance
+		status.Down = o.Status.Down
+		o.Spec, o.Status, o.Metadata.Labels = spec, status, n.cfg.Labels
+		return nil
+	})
+	if err == nil || !isNotFound(err) {
+		return err
+	}
+	o := &types.Node{
+		TypeMeta: types.TypeMeta{Kind: types.KindNode},
+		Metadata: types.ObjectMeta{Name: n.cfg.Name, Labels: n.cfg.Labels},
+		Spec:     spec,
+		Status:   status,
+	}
+	_, err = n.st.Put(o, store.PutOptions{Create: true, Facets: []string{types.FacetReport}})
+	return err
+}

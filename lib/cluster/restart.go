@@ -1,0 +1,117 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// reconcileStart settles what the drivers really hold against the store
+// before the node serves anything: machines the drivers still hold are
+// adopted into the ledger (their claims are reconciled as usual once the
+// node runs), machines they lost are reported in their claims' bindings
+// (Lost: the template's onNodeLoss applies) and their records dropped,
+// reservations that were never allocated are given back, and resources the
+// store does not know are released.
+func (a *acceptor) reconcileStart(ctx context.Context) error {
+	self := a.n.cfg.Name
+	held := map[string]map[string]types.Resource{} // instance -> resource id -> resource
+	for _, name := range a.n.order {
+		rs, err := a.n.instances[name].Driver.List(ctx)
+		if err != nil {
+			return fmt.Errorf("list driver %s: %w", name, err)
+		}
+		held[name] = map[string]types.Resource{}
+		for _, r := range rs {
+			held[name][r.ID] = r
+		}
+	}
+	machines, err := store.List[types.Machine](a.n.st, types.KindMachine)
+	if err != nil {
+		return fmt.Errorf("list machines: %w", err)
+	}
+	known := map[string]map[string]bool{}
+	for _, m := range machines {
+		if m.Spec.Node != self {
+			continue
+		}
+		name := m.Metadata.Name
+		res := m.Status.Resource
+		if res != nil {
+			if known[m.Spec.Driver] == nil {
+				known[m.Spec.Driver] = map[string]bool{}
+			}
+			known[m.Spec.Driver][res.ID] = true
+		}
+		e := &entry{Machine: name, Claim: m.Spec.Claim, Driver: m.Spec.Driver, Round: m.Spec.Round, Phase: m.Status.Phase, Resource: res}
+		if res != nil {
+			e.Res = res.Resources
+		} else if t, err := store.Get[types.MachineTemplate](a.n.st, types.KindMachineTemplate, m.Spec.MachineTemplate); err == nil {
+			e.Res = t.Spec.Resources
+		}
+		_, stillHeld := held[m.Spec.Driver][idOf(res)]
+		switch {
+		case res != nil && stillHeld:
+			if e.Phase == types.MachineLost {
+				e.Phase = types.MachineRunning // the verdict was wrong: it runs here
+			}
+			a.mu.Lock()
+			a.putLocked(e)
+			a.mu.Unlock()
+		case res == nil && (m.Status.Phase == types.MachinePending || m.Status.Phase == types.MachineProvisioning):
+			// Reserved, never allocated: the claim's round is given back.
+			if m.Spec.Claim != "" {
+				a.giveBack(m.Spec.Claim, m.Spec.Round, m.Spec.Driver, fmt.Sprintf("node %s restarted before allocating", self))
+			}
+			a.dropMachine(name)
+		default:
+			if m.Spec.Claim != "" && m.Status.Phase != types.MachineTerminating {
+				a.machineGoneAtStart(m, "driver "+m.Spec.Driver+" no longer holds it")
+			}
+			a.dropMachine(name)
+		}
+	}
+	for inst, rs := range held {
+		for id, r := range rs {
+			if known[inst][id] {
+				continue
+			}
+			a.n.log.Info("release unknown resource", "driver", inst, "resource", id)
+			if err := a.n.instances[inst].Driver.Deallocate(ctx, &r); err != nil && !errors.Is(err, drivers.ErrNotFound) {
+				a.n.log.Warn("release unknown resource", "driver", inst, "resource", id, "err", err)
+			}
+		}
+	}
+	return nil
+}
+
+func idOf(r *types.Resource) string {
+	if r == nil {
+		return ""
+	}
+	return r.ID
+}
+
+// machineGoneAtStart records in its claim's binding that a machine of this
+// node was lost while the node was down.
+func (a *acceptor) machineGoneAtStart(m *types.Machine, why string) {
+	_, err := store.UpdateFacet(a.n.st, types.KindMachineClaim, m.Spec.Claim, types.FacetBinding, func(c *types.MachineClaim) error {
+		b := c.Status.Binding
+		if b == nil || b.Round != m.Spec.Round || b.Machine != m.Metadata.Name || b.Phase != types.BindingBound {
+			return store.ErrNoChange
+		}
+		nb := *b
+		nb.Phase, nb.Reason, nb.At = types.BindingLost, "machine "+m.Metadata.Name+": "+why, a.n.cfg.Now()
+		c.Status.Binding = &nb
+		return nil
+	})
+	if err != nil && !isNotFound(err) && !errors.Is(err, store.ErrFenced) {
+		a.n.log.Warn("record machine lost", "claim", m.Spec.Claim, "err", err)
+	}
+	a.n.metrics.lost.Inc()
+	a.n.log.Info("machine lost", "machine", m.Metadata.Name, "claim", m.Spec.Claim, "reason", why)
+}
