@@ -7,6 +7,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type metrics struct {
 	pushed     prometheus.Counter
 	pushFailed prometheus.Counter
+	coalesced  prometheus.Counter
 	received   prometheus.Counter
 	applied    prometheus.Counter
 	rounds     *prometheus.CounterVec
@@ -24,6 +25,10 @@ func newMetrics(m *Member) *metrics {
 		pushFailed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hf_replication_push_failures_total",
 			Help: "Pushes to a peer that failed; anti-entropy repairs that peer.",
+		}),
+		coalesced: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hf_replication_records_coalesced_total",
+			Help: "Writes not sent on their own because a newer write of the same object replaced them in a peer's queue (each peer counts).",
 		}),
 		received: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hf_replication_records_received_total",
@@ -46,7 +51,7 @@ func newMetrics(m *Member) *metrics {
 		Name: "hf_gossip_members",
 		Help: "Members memberlist reports alive, this node included.",
 	}, func() float64 { return float64(len(m.Members())) })
-	x.all = []prometheus.Collector{x.pushed, x.pushFailed, x.received, x.applied, x.rounds, x.repaired, members}
+	x.all = []prometheus.Collector{x.pushed, x.pushFailed, x.coalesced, x.received, x.applied, x.rounds, x.repaired, members}
 	return x
 }
 

@@ -121,9 +121,35 @@ type senders struct {
 	idle    chan struct{} // closed while running == 0
 }
 
+// peerQueue is what waits to be sent to one peer, coalesced by key: a newer
+// record of an object replaces the queued older one in place (a record is
+// the object's whole current state, so the newer one carries everything the
+// older did), and a hot object is sent once per batch, not once per write.
 type peerQueue struct {
-	recs  []store.Record // shared with the other peers' queues: read-only
+	recs  []store.Record // elements share Data with the other peers' queues: read-only
 	bytes int
+	// pos is the index of each queued key, counted from the first record
+	// ever queued; taken is how many have been taken off the front.
+	pos   map[Key]int
+	taken int
+}
+
+func (q *peerQueue) reset() {
+	q.recs, q.bytes, q.pos, q.taken = nil, 0, map[Key]int{}, 0
+}
+
+// add queues r, replacing a queued record of the same object.
+func (q *peerQueue) add(r store.Record) {
+	k := Key{Kind: r.Kind, Name: r.Name}
+	if i, ok := q.pos[k]; ok {
+		j := i - q.taken
+		q.bytes += recordSize(&r) - recordSize(&q.recs[j])
+		q.recs[j] = r
+		return
+	}
+	q.pos[k] = q.taken + len(q.recs)
+	q.recs = append(q.recs, r)
+	q.bytes += recordSize(&r)
 }
 
 func newSenders(m *Member) *senders {
@@ -142,7 +168,7 @@ func (s *senders) enqueue(peer string, recs []store.Record) {
 	defer s.mu.Unlock()
 	q, ok := s.byPeer[peer]
 	if !ok {
-		q = &peerQueue{}
+		q = &peerQueue{pos: map[Key]int{}}
 		if !s.m.spawnIO(func(ctx context.Context) { s.run(ctx, peer, q) }) {
 			return
 		}
@@ -154,11 +180,14 @@ func (s *senders) enqueue(peer string, recs []store.Record) {
 	}
 	if q.bytes+size > maxPendingBytes {
 		s.m.log.Warn("replication queue overflow, peer left to anti-entropy", "peer", peer, "bytes", q.bytes)
-		q.recs, q.bytes = nil, 0
+		q.reset()
 		s.m.ae.want(peer)
 	}
-	q.recs = append(q.recs, recs...)
-	q.bytes += size
+	before := len(q.recs)
+	for _, r := range recs {
+		q.add(r)
+	}
+	s.m.metrics.coalesced.Add(float64(len(recs) - (len(q.recs) - before)))
 }
 
 // next takes up to batchBytes of q's records; nil when q is empty or ctx is
@@ -167,7 +196,7 @@ func (s *senders) next(ctx context.Context, peer string, q *peerQueue) []store.R
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(q.recs) == 0 || ctx.Err() != nil {
-		q.recs, q.bytes = nil, 0
+		q.reset()
 		delete(s.byPeer, peer)
 		s.running--
 		if s.running == 0 {
@@ -181,7 +210,11 @@ func (s *senders) next(ctx context.Context, peer string, q *peerQueue) []store.R
 		n++
 	}
 	batch := q.recs[:n:n]
+	for i := range batch {
+		delete(q.pos, Key{Kind: batch[i].Kind, Name: batch[i].Name})
+	}
 	q.recs = q.recs[n:]
+	q.taken += n
 	q.bytes -= size
 	if len(q.recs) == 0 {
 		q.recs = nil // let the backing array go
@@ -207,7 +240,7 @@ func (s *senders) run(ctx context.Context, peer string, q *peerQueue) {
 		s.m.metrics.pushFailed.Inc()
 		s.mu.Lock()
 		dropped := len(q.recs)
-		q.recs, q.bytes = nil, 0
+		q.reset()
 		s.mu.Unlock()
 		s.m.log.Debug("push failed, peer left to anti-entropy", "peer", peer, "dropped", dropped+len(batch), "err", err)
 		if !errors.Is(err, ErrNotMember) {

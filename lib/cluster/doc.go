@@ -1,0 +1,73 @@
+// Package cluster is the node loop of hf-node: what a node does in the
+// cluster, as four reconcilers over an indexed cache of the store.
+//
+// # One writer per facet
+//
+// Every object is stored and replicated as facets (types.Facet), each with
+// exactly one writer role and a version of its own; copies merge facet by
+// facet (store.Apply), so no write from an older copy undoes another
+// writer's field. The writers:
+//
+//	object        facet        writer
+//	------------  -----------  ---------------------------------------------
+//	any           spec         the API node that took the request, or the
+//	                           creator (a set's owner, a session's owner)
+//	MachineSet,   status       the rendezvous owner of set/<name>,
+//	Event,Session              event/<name>, session/<name>
+//	Node          report       the node itself
+//	              maintenance  the API (drain)
+//	              liveness     the owner of node/<name>: the down verdict
+//	Machine       owner        its node (spec and status)
+//	              reap         a set's or event's owner: a request
+//	              lost         the owner of node/<its node>: the verdict
+//	MachineClaim  election     its elector        } epoch = round: round r+1
+//	              binding      the node of round r } wins over round r
+//	              end          a set's or event's owner: a request
+//
+// A verdict about someone else's record (a node is Down, a machine is Lost)
+// or a request (reap a machine, end a claim) is written by whoever decides,
+// into a facet of its own, and carried out by the owner. Verdicts about a
+// node this node cannot reach need a majority of the known members
+// (view.quorum): a node cut off alone keeps serving what it holds and new
+// claims sent to it, but never takes over the others' machines.
+//
+// # The election
+//
+//	claim created (spec)          elector E = rendezvous(claim, live members)
+//	  |                           (or the owner of its OnDemand set / capped
+//	  v                            environment, who counts what is under way)
+//	E: scheduler.DecideClaim -> route: warm machine? take : elect
+//	E --Offer(claim, r)--> candidate C            (direct reliable send)
+//	C: under the ledger lock: fits free - reserved?
+//	     yes: persist Machine(Pending, claim, r) -> Accept
+//	     no : Decline(reason, fresh capacity) -> E offers round r+1 elsewhere
+//	E on Accept: election facet {round r, node C}
+//	C: scheduler.DecideMachine per machine of the claim:
+//	     Allocate -> driver -> Machine Running -> Bind: binding {r, Bound, m}
+//	     failure  -> binding {r, Released, why}  -> E elects round r+1
+//	     claim at a later round / bound elsewhere / failed / ended / gone
+//	              -> Release (deallocate, delete the record): fencing
+//	deadline (bind timeout) passed: E fails the claim (election failed);
+//	  C gives back a round it could not allocate in time.
+//
+//	warm machine M on host H:
+//	E --Take(claim, M, r)--> H: M unclaimed? machine.claim = claim,
+//	                            binding {r, Bound, M} -> Accept
+//
+//	node X gone (memberlist):  owner of node/X, with a majority:
+//	  after DownAfter : liveness {down, report version seen}
+//	  after LostGrace : lost {verdict, owner version seen} on X's machines
+//	  E sees its bound claim's machine lost -> election {r+1} (Rebind) or
+//	  {r+1, failed} (onNodeLoss Fail); X, if it comes back, finds its claims
+//	  at a later round and releases its machines.
+//
+// # The reconcilers
+//
+//	store --watch--> cache (indexes) --changes--> acceptor | elector | duties
+//	                                                       reporter <- capacity
+//
+// Each owns its state and works per key (internal/workqueue), level
+// triggered, asking to run again when a time limit trips; nothing lists a
+// kind on a timer, so an idle node costs (almost) nothing whatever it holds.
+// Node is the wiring.
+package cluster
