@@ -108,4 +108,3 @@ func TestSend(t *testing.T) {
 	require.NoError(t, n0.Member.Send(withTimeout, wire.Message{Type: wire.MsgDecline, From: n0.Name, To: n1.Name, Reason: "full"}))
 	require.Eventually(t, func() bool { return len(n1.Messages()) == 2 }, 2*time.Second, 5*time.Millisecond)
 }
-
