@@ -24,7 +24,7 @@ func (s *Server) auth(next http.Handler) http.Handler {
 			r.Body = readCloser{bytes.NewReader(body)}
 		}
 		s.mu.Lock()
-		s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, IfMatch: r.Header.Get("If-Match"), Body: body})
+		s.requests = append(s.requests, Request{Method: r.Method, Host: r.Host, Path: r.URL.Path, Query: r.URL.RawQuery, IfMatch: r.Header.Get("If-Match"), Body: body})
 		s.mu.Unlock()
 		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 		switch {

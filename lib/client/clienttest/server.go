@@ -32,8 +32,10 @@ const (
 // Request is what the fake recorded of one API request.
 type Request struct {
 	Method string
-	Path   string
-	Query  string
+	// Host is the Host header: which of the server's names was used.
+	Host  string
+	Path  string
+	Query string
 	// IfMatch is the If-Match header.
 	IfMatch string
 	Body    []byte

@@ -28,6 +28,9 @@ type benchOptions struct {
 	concurrency int
 	waitTimeout time.Duration
 	keep        bool
+	// endpoints, when set, take the creates round-robin (the nodes of a
+	// cluster, as its clients would spread over them).
+	endpoints []string
 }
 
 // benchResult is what `bench claims` prints; also its JSON shape.
@@ -72,7 +75,9 @@ func newBenchClaimsCmd(f *Factory) *cobra.Command {
 			"them in flight (a claim is in flight from its create until it is Bound or\n" +
 			"Failed), and prints claims/s and the Requested -> Bound latency percentiles from\n" +
 			"the claims' phase times. --concurrency 1 measures latency without load. The\n" +
-			"claims carry the label " + LabelBench + "=<run> and are deleted at the end unless --keep.",
+			"claims carry the label " + LabelBench + "=<run> and are deleted at the end unless --keep.\n" +
+			"With --endpoints the creates go to several nodes in turn, as a cluster's\n" +
+			"clients would; the progress is followed through --endpoint.",
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if opts.template == "" {
@@ -90,6 +95,7 @@ func newBenchClaimsCmd(f *Factory) *cobra.Command {
 	fl.IntVar(&opts.concurrency, "concurrency", 10, "claims in flight (created, not yet settled) at once")
 	fl.DurationVar(&opts.waitTimeout, "wait-timeout", 5*time.Minute, "give up waiting for the claims after this long (exit 6)")
 	fl.BoolVar(&opts.keep, "keep", false, "keep the claims (and their machines) instead of deleting them")
+	fl.StringSliceVar(&opts.endpoints, "endpoints", nil, "API endpoints to spread the creates over, round-robin (default: --endpoint only)")
 	return c
 }
 
@@ -104,11 +110,24 @@ func runBench(ctx context.Context, opts *benchOptions) error {
 		return fmt.Errorf("bench run id: %w", err)
 	}
 	run := "bench-" + hex.EncodeToString(b)
+	creators := []*client.Client{c}
+	if len(opts.endpoints) > 0 {
+		creators = creators[:0]
+		for _, ep := range opts.endpoints {
+			cc, err := f.clientFor(ep)
+			if err != nil {
+				return err
+			}
+			creators = append(creators, cc)
+		}
+	}
+	var next atomic.Int64
 	names := make([]string, opts.count)
 	for i := range names {
 		names[i] = run + "-" + strconv.Itoa(i)
 	}
-	fmt.Fprintf(f.Err, "%d claims for template %s, %d in flight at a time (run %s)\n", opts.count, opts.template, opts.concurrency, run)
+	fmt.Fprintf(f.Err, "%d claims for template %s, %d in flight at a time through %d endpoint(s) (run %s)\n",
+		opts.count, opts.template, opts.concurrency, len(creators), run)
 	wctx, cancel := context.WithTimeout(ctx, opts.waitTimeout)
 	defer cancel()
 	tr := watchSettled(wctx, c, run)
@@ -122,7 +141,7 @@ func runBench(ctx context.Context, opts *benchOptions) error {
 			Spec:     types.MachineClaimSpec{MachineTemplate: opts.template},
 		}
 		rctx, rcancel := f.requestContext(ctx)
-		_, err := c.Create(rctx, cl)
+		_, err := creators[int(next.Add(1)-1)%len(creators)].Create(rctx, cl)
 		rcancel()
 		if err != nil {
 			return err

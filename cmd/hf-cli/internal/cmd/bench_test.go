@@ -67,6 +67,28 @@ func TestBenchClaims(t *testing.T) {
 	assert.Equal(t, ExitUsage, c.run("bench", "claims", "--template", "small", "--count", "0").code)
 }
 
+// --endpoints spreads the creates over the nodes in turn, as a cluster's
+// clients would (here two names of one fake server).
+func TestBenchClaimsEndpoints(t *testing.T) {
+	c := newCLI(t)
+	playCluster(c)
+	other := strings.Replace(c.srv.URL, "127.0.0.1", "localhost", 1)
+	r := c.run("bench", "claims", "--template", "small", "--count", "10", "--concurrency", "2",
+		"--endpoints", c.srv.URL+","+other, "-o", "json")
+	require.Equal(t, 0, r.code, r.err)
+	var got benchResult
+	require.NoError(t, json.Unmarshal([]byte(r.out), &got), r.out)
+	assert.Equal(t, 10, got.Bound)
+	hosts := map[string]int{}
+	for _, req := range c.srv.Requests() {
+		if req.Method == "POST" && strings.HasSuffix(req.Path, "/machineclaims") {
+			hosts[strings.Split(req.Host, ":")[0]]++
+		}
+	}
+	assert.Equal(t, map[string]int{"127.0.0.1": 5, "localhost": 5}, hosts)
+	assert.Contains(t, r.err, "through 2 endpoint(s)")
+}
+
 // A claim that never settles ends the wait with the timeout exit code, and
 // the claims are still deleted.
 func TestBenchClaimsTimeout(t *testing.T) {

@@ -89,6 +89,8 @@ type Factory struct {
 	timeout  time.Duration
 
 	client *client.Client
+	// tokenUsed is the token Client settled on, for clientFor.
+	tokenUsed string
 }
 
 // NewRootCmd builds the whole command tree.
@@ -182,19 +184,29 @@ func (f *Factory) Client() (*client.Client, error) {
 		return fromProfile
 	}
 	endpoint := pick(f.endpoint, f.Getenv("HF_ENDPOINT"), prof.Endpoint)
-	token := pick(f.token, f.Getenv("HF_TOKEN"), prof.Token)
+	f.tokenUsed = pick(f.token, f.Getenv("HF_TOKEN"), prof.Token)
 	if endpoint == "" {
 		endpoint = DefaultEndpoint
 	}
+	c, err := f.clientFor(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	f.client = c
+	return c, nil
+}
+
+// clientFor is a client of endpoint with the token and options of the main
+// one (call Client first).
+func (f *Factory) clientFor(endpoint string) (*client.Client, error) {
 	opts := []client.Option{client.WithUserAgent("hf-cli/" + f.Version)}
 	if f.HTTPClient != nil {
 		opts = append(opts, client.WithHTTPClient(f.HTTPClient))
 	}
-	c, err := client.New(endpoint, token, opts...)
+	c, err := client.New(endpoint, f.tokenUsed, opts...)
 	if err != nil {
 		return nil, usageErrorf("%v", err)
 	}
-	f.client = c
 	return c, nil
 }
 
