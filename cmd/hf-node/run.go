@@ -181,6 +181,18 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "  admin token: in %s\n", filepath.Join(cfg.DataDir, "admin.token"))
 	}
 
+	if a := cfg.Debug.PprofAddress; a != "" {
+		stopPprof, err := servePprof(a, log)
+		if err != nil {
+			ln.Close()
+			_ = node.Stop(context.Background())
+			_ = mem.Stop(context.Background())
+			return err
+		}
+		defer stopPprof()
+		fmt.Fprintf(stdout, "  pprof:    http://%s/debug/pprof/\n", a)
+	}
+
 	serveErr := api.Serve(ctx, ln) // returns when ctx ends
 	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -34,6 +34,8 @@ type Config struct {
 	Scheduler SchedulerConfig `mapstructure:"scheduler" yaml:"scheduler"`
 	// Store configures the local object store.
 	Store StoreConfig `mapstructure:"store" yaml:"store"`
+	// Debug configures what helps to find out why a node is slow.
+	Debug DebugConfig `mapstructure:"debug" yaml:"debug"`
 	// Drivers are the driver instances this node runs. Default: [{name: test}].
 	Drivers []DriverConfig `mapstructure:"drivers" yaml:"drivers"`
 	// DefaultDrivers is true when no drivers were configured, so the node may
@@ -211,6 +213,13 @@ type SchedulerConfig struct {
 	// get before its node writes a newer one: finer costs a replicated write
 	// per busy machine that often. Default: 1m.
 	ActivityResolution time.Duration `mapstructure:"activity_resolution" yaml:"activity_resolution"`
+}
+
+// DebugConfig configures the node's debug endpoints.
+type DebugConfig struct {
+	// PprofAddress, when set, serves Go's profiles (/debug/pprof/) on this
+	// loopback host:port, without a token. Default: "" (off).
+	PprofAddress string `mapstructure:"pprof_address" yaml:"pprof_address"`
 }
 
 // StoreConfig configures the local object store.

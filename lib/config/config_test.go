@@ -265,3 +265,18 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestPprofAddressIsLoopbackOnly(t *testing.T) {
+	for addr, ok := range map[string]bool{"127.0.0.1:6060": true, "[::1]:0": true, "localhost:6060": true,
+		"0.0.0.0:6060": false, ":6060": false, "10.0.0.1:6060": false} {
+		c := config.Default()
+		c.DataDir = "/tmp/hf"
+		c.Debug.PprofAddress = addr
+		err := c.Validate()
+		if ok {
+			assert.NoError(t, err, addr)
+		} else if assert.Error(t, err, addr) {
+			assert.Contains(t, err.Error(), "debug.pprof_address", addr)
+		}
+	}
+}

@@ -72,8 +72,23 @@ func (c *Config) validate() []*types.FieldError {
 		// collected before that round would let the object come back.
 		p.addf("store.tombstone_ttl", "must be longer than cluster.anti_entropy_interval (%s)", c.Cluster.AntiEntropyInterval)
 	}
+	if a := c.Debug.PprofAddress; a != "" {
+		checkHostPort(&p, "debug.pprof_address", a, true, 0)
+		if host, _, err := net.SplitHostPort(a); err == nil && !isLoopback(host) {
+			// Profiles show what the process holds and need no token.
+			p.addf("debug.pprof_address", "must be a loopback address (127.0.0.1, ::1 or localhost), got %q", a)
+		}
+	}
 	validateDrivers(&p, c.Drivers)
 	return p
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 func (a *APIConfig) validate(p *problems) {
