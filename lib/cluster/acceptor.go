@@ -425,7 +425,7 @@ func (a *acceptor) take(m Message) error {
 		if mm.Spec.Claim != "" {
 			return fmt.Errorf("machine %s is bound to %s", m.Machine, mm.Spec.Claim)
 		}
-		if mm.Status.Reap != nil {
+		if mm.Status.Reap != nil && mm.Status.Reap.Claim == "" {
 			return fmt.Errorf("machine %s is being reaped", m.Machine)
 		}
 		mm.Spec.Claim, mm.Spec.Round = m.Claim, m.Round
@@ -523,32 +523,41 @@ func (a *acceptor) overrideLost(e entry) {
 	a.n.log.Info("machine still runs here, lost verdict overridden", "machine", e.Machine, "claim", e.Claim)
 }
 
-// checkAccepted gives back a round the claim's elector recorded as accepted
-// by this node when this node holds nothing for it (its reservation is gone:
-// released, or lost with a data dir), so the claim is elected again instead
-// of waiting for a machine that will never come.
+// checkAccepted gives back the claim's round when this node was elected or
+// bound for it and holds nothing for it (scheduler.DecideOrphan), so the
+// claim is elected again instead of waiting on a machine that is gone.
 func (a *acceptor) checkAccepted(claim *types.MachineClaim, cs scheduler.ClaimState, entries []entry) {
-	e := cs.Election
-	if claim == nil || claim.Status.Phase != types.ClaimRequested || e.Node != a.n.cfg.Name || e.Round != cs.Round() {
+	if claim == nil {
 		return
 	}
-	for _, x := range entries {
-		if x.Round == e.Round {
-			return
-		}
+	held := make([]scheduler.Held, 0, len(entries))
+	for _, e := range entries {
+		held = append(held, a.held(e))
+	}
+	if _, _, orphan := scheduler.DecideOrphan(a.n.cfg.Name, claim.Status.Phase, cs, held); !orphan {
+		return
 	}
 	// The cache may lag this node's own writes (a give-back it just made):
-	// decide on the stored claim.
+	// decide on the stored claim, and on the ledger read after it (a take
+	// writes the binding and then its entry, under the ledger's lock).
 	stored, err := store.Get[types.MachineClaim](a.n.st, types.KindMachineClaim, claim.Metadata.Name)
 	if err != nil {
 		return
 	}
 	cs = a.n.claimState(stored)
-	if stored.Status.Phase != types.ClaimRequested || cs.Election.Node != a.n.cfg.Name || cs.Round() != e.Round ||
-		(cs.Binding != nil && cs.Binding.Round == e.Round) {
+	held = held[:0]
+	for _, e := range a.ofClaim(claim.Metadata.Name) {
+		held = append(held, a.held(e))
+	}
+	round, reason, orphan := scheduler.DecideOrphan(a.n.cfg.Name, stored.Status.Phase, cs, held)
+	if !orphan {
 		return
 	}
-	a.giveBack(claim.Metadata.Name, e.Round, e.Driver, fmt.Sprintf("node %s holds no reservation for round %d", a.n.cfg.Name, e.Round))
+	driver := cs.Election.Driver
+	if b := cs.Binding; b != nil && b.Round == round {
+		driver = b.Driver
+	}
+	a.giveBack(claim.Metadata.Name, round, driver, reason)
 }
 
 // act carries out one decision about an entry.

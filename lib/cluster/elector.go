@@ -45,7 +45,11 @@ type elector struct {
 	onDemand map[string]string // claim -> OnDemand set it is elected for
 	capped   map[string]string // claim -> environment cap key it counts against
 	waiting  map[string]string // claim -> template, for claims waiting for a set
-	due      time.Time         // when keyTimeout is asked for
+	// issued is the highest round this node has used for a claim (in a
+	// take or an offer): an answer lost on the way leaves the replica at
+	// the older round, and a round must never be asked of two nodes.
+	issued map[string]uint64
+	due    time.Time // when keyTimeout is asked for
 }
 
 func newElector(n *Node) *elector {
@@ -53,6 +57,7 @@ func newElector(n *Node) *elector {
 		n: n, q: workqueue.New(nil), answers: queue.New[Message](),
 		e:     scheduler.NewElector(n.cfg.OfferTimeout),
 		takes: map[string]string{}, onDemand: map[string]string{}, capped: map[string]string{}, waiting: map[string]string{},
+		issued: map[string]uint64{},
 	}
 }
 
@@ -199,9 +204,13 @@ func (el *elector) reconcile(now time.Time, name string) {
 		delete(el.takes, name)
 		delete(el.onDemand, name)
 		delete(el.capped, name)
+		delete(el.issued, name)
 		return
 	}
 	cs := el.n.claimState(c)
+	if el.issued[name] <= cs.Round() {
+		delete(el.issued, name) // the replica has caught up
+	}
 	lost := ""
 	if c.Status.Phase == types.ClaimBound {
 		if m, ok := el.n.machine(c.Status.Machine); ok && m.LostHolds() {
@@ -267,7 +276,7 @@ func (el *elector) feed(now time.Time, c *types.MachineClaim, cs scheduler.Claim
 		req.Exclude = map[string]bool{d.Exclude: true}
 	}
 	el.execute(el.e.Step(now, scheduler.ClaimRequested{
-		Claim: c.Metadata.Name, Request: req, Round: d.Round, Deadline: cs.Deadline, AcceptedBy: d.AcceptedBy,
+		Claim: c.Metadata.Name, Request: req, Round: max(d.Round, el.issued[c.Metadata.Name]), Deadline: cs.Deadline, AcceptedBy: d.AcceptedBy,
 	}))
 }
 
@@ -278,6 +287,7 @@ func (el *elector) execute(actions []scheduler.Action) {
 	for _, a := range actions {
 		switch a := a.(type) {
 		case scheduler.SendOffer:
+			el.issued[a.Claim] = max(el.issued[a.Claim], a.Round)
 			m := Message{Type: wire.MsgOffer, From: el.n.cfg.Name, To: a.Node, Claim: a.Claim, Node: a.Node, Driver: a.Driver, Round: a.Round,
 				Set: el.onDemand[a.Claim]}
 			if a.Node != el.n.cfg.Name {

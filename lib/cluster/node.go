@@ -193,9 +193,15 @@ func (n *Node) Deliver(m Message) {
 // MembershipChanged tells the node that a member joined, left or died. It
 // never blocks (memberlist's event callbacks call it).
 func (n *Node) MembershipChanged() {
+	n.view.membersChanged()
+	n.lookAgain()
+	n.rep.kick()
+}
+
+// lookAgain has the elector and the duties look at membership again.
+func (n *Node) lookAgain() {
 	n.el.membersChanged()
 	n.duties.membersChanged()
-	n.rep.kick()
 }
 
 // Name is the node's name.
@@ -214,6 +220,7 @@ func (n *Node) Ready() error {
 func (n *Node) Start(ctx context.Context) error {
 	n.startedAt = n.cfg.Now()
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.view.start(n.ctx, n.lookAgain)
 	if err := n.acc.reconcileStart(ctx); err != nil {
 		n.cancel()
 		return fmt.Errorf("start: %w", err)

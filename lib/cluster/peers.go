@@ -13,6 +13,10 @@ type Peers interface {
 	Self() string
 	// Members returns the names of live members, this node included, sorted.
 	Members() []string
+	// Known returns every member seen lately, live or not, sorted.
+	Known() []string
+	// Ping checks that a live member answers now; nil means it did.
+	Ping(ctx context.Context, name string) error
 	// Send delivers m to m.To reliably or returns an error.
 	Send(ctx context.Context, m Message) error
 }
@@ -27,6 +31,15 @@ var _ Peers = (*localPeers)(nil)
 
 func (p *localPeers) Self() string      { return p.self }
 func (p *localPeers) Members() []string { return []string{p.self} }
+
+func (p *localPeers) Known() []string { return []string{p.self} }
+
+func (p *localPeers) Ping(_ context.Context, name string) error {
+	if name == p.self {
+		return nil
+	}
+	return fmt.Errorf("ping %s: not a member", name)
+}
 
 // Send hands m to the node on another goroutine, as a network would.
 func (p *localPeers) Send(_ context.Context, m Message) error {

@@ -209,7 +209,9 @@ func (el *elector) startTake(c *types.MachineClaim, cs scheduler.ClaimState, mac
 	}
 	name := c.Metadata.Name
 	el.takes[name] = machine
-	msg := Message{Type: wire.MsgTake, From: el.n.cfg.Name, To: m.Spec.Node, Claim: name, Machine: machine, Round: cs.Round() + 1}
+	round := max(cs.Round(), el.issued[name]) + 1
+	el.issued[name] = round
+	msg := Message{Type: wire.MsgTake, From: el.n.cfg.Name, To: m.Spec.Node, Claim: name, Machine: machine, Round: round}
 	if m.Spec.Node != el.n.cfg.Name {
 		msg.Records = el.records(name)
 		el.n.spawn(func() { el.n.send(msg) })

@@ -121,7 +121,7 @@ func (d *duties) reap(del scheduler.Deletion) {
 		if m.Status.Reap != nil {
 			return store.ErrNoChange
 		}
-		m.Status.Reap = &types.MachineRequest{Reason: string(del.Reason), Message: del.Message, At: now, By: n.cfg.Name}
+		m.Status.Reap = &types.MachineRequest{Reason: string(del.Reason), Message: del.Message, Claim: del.Claim, At: now, By: n.cfg.Name}
 		return nil
 	})
 	if err != nil && !isNotFound(err) {

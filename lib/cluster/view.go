@@ -1,7 +1,11 @@
 package cluster
 
 import (
+	"context"
 	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/hf-fleet/hf/lib/cluster/cache"
 	"github.com/hf-fleet/hf/lib/scheduler"
@@ -16,7 +20,28 @@ type view struct {
 	self  string
 	peers Peers
 	cache *cache.Cache
+	// ctx ends the probes; reprobe is called when a probe has an answer,
+	// to look again at what waited for it.
+	ctx     context.Context
+	reprobe func()
+
+	mu sync.Mutex
+	// gen counts membership changes; a probe answers for the gen it
+	// started in, for reachFresh.
+	gen     uint64
+	probing bool
+	reach   reachProbe
 }
+
+// reachProbe is the answer of a probe of the live members.
+type reachProbe struct {
+	gen       uint64
+	at        time.Time
+	reachable int
+}
+
+// reachFresh is how long a probe's answer stands.
+const reachFresh = 2 * time.Second
 
 // live returns the live members, sorted.
 func (v *view) live() []string { return v.peers.Members() }
@@ -27,22 +52,84 @@ func (v *view) alive(node string) bool {
 	return ok
 }
 
-// quorum reports whether the live members are a majority of the members this
-// node knows: every node with a Node object, and every live member. A node
-// cut off from the others (or on the smaller side of a partition) has none:
-// it passes no verdict on the nodes it cannot see, whose machines may run
-// fine on the other side. Known members are forgotten only when their Node
+// start lets quorum probe until ctx ends.
+func (v *view) start(ctx context.Context, reprobe func()) {
+	v.mu.Lock()
+	v.ctx, v.reprobe = ctx, reprobe
+	v.mu.Unlock()
+}
+
+// membersChanged makes earlier probes stale.
+func (v *view) membersChanged() {
+	v.mu.Lock()
+	v.gen++
+	v.mu.Unlock()
+}
+
+// quorum reports whether this node reaches a majority of the members it
+// knows: every node with a Node object, and every member memberlist has seen
+// lately (a node just joined may not have every Node object yet). A node cut
+// off from the others (or on the smaller side of a partition) has none: it
+// passes no verdict on the nodes it cannot see, whose machines may run fine
+// on the other side. Known members are forgotten only when their Node
 // object is deleted (hf-cli node delete).
+//
+// Membership lags a partition: the far members are declared dead one
+// probe apart, and in between a node cut off alone still counts some of
+// them live. So while a known member is absent (the only time a verdict is
+// due) the live ones must answer a direct probe, started after the last
+// membership change; until one has answered, quorum is false and reprobe
+// is called when it has.
 func (v *view) quorum() bool {
 	live := v.live()
 	known := map[string]bool{}
 	for _, m := range live {
 		known[m] = true
 	}
+	for _, m := range v.peers.Known() {
+		known[m] = true
+	}
 	for _, o := range v.cache.List(types.KindNode) {
 		known[o.Meta().Name] = true
 	}
-	return 2*len(live) > len(known)
+	switch {
+	case 2*len(live) <= len(known):
+		return false
+	case len(live) == len(known):
+		return true // nobody is absent: no verdict to pass
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if r := v.reach; r.gen == v.gen && time.Since(r.at) < reachFresh {
+		return 2*r.reachable > len(known)
+	}
+	if !v.probing && v.ctx != nil {
+		v.probing = true
+		go v.probe(v.ctx, v.reprobe, v.gen, live)
+	}
+	return false
+}
+
+// probe pings the live members and records how many answered.
+func (v *view) probe(ctx context.Context, reprobe func(), gen uint64, live []string) {
+	start := time.Now()
+	var answered atomic.Int32
+	var wg sync.WaitGroup
+	for _, m := range live {
+		wg.Go(func() {
+			if v.peers.Ping(ctx, m) == nil {
+				answered.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	v.mu.Lock()
+	v.probing = false
+	v.reach = reachProbe{gen: gen, at: start, reachable: int(answered.Load())}
+	v.mu.Unlock()
+	if ctx.Err() == nil {
+		reprobe()
+	}
 }
 
 // owner is the rendezvous owner of key among the live members.

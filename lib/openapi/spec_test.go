@@ -198,7 +198,7 @@ func fullObjects(t testing.TB) []types.Object {
 			Spec: types.MachineSpec{MachineSet: "pool", MachineTemplate: "small", Environment: "lab", Node: "n1", Driver: "test", Claim: "c1", Round: 2},
 			Status: types.MachineStatus{Phase: types.MachineRunning, MachineInformation: map[string]string{"ip": "10.0.0.1"},
 				ConnectEndpoints: ep, Reason: "r", PhaseTimes: pt, LastActivity: ts, Paused: true,
-				Reap:     &types.MachineRequest{Reason: "Stale", Message: "m", At: ts, By: "n2"},
+				Reap:     &types.MachineRequest{Reason: "Stale", Message: "m", Claim: "c", At: ts, By: "n2"},
 				Lost:     &types.MachineVerdict{Reason: "gone", At: ts, By: "n2", Owner: types.Version{HLC: 1, Node: "n1"}, Was: types.MachineRunning, WasReason: "r"},
 				Resource: &types.Resource{ID: "id", Driver: "test", Info: map[string]string{"a": "b"}, Endpoints: ep, Resources: res, Data: json.RawMessage(`{"pid":1}`)}}},
 		&types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim}, Metadata: meta("c1"),

@@ -136,7 +136,8 @@ func DecideMachine(now time.Time, self string, h Held, c ClaimState) MachineDeci
 		return keep
 	case h.Phase == types.MachineTerminating:
 		return release("its release was under way")
-	case h.Reap != nil:
+	case h.Reap != nil && h.Reap.Claim == h.Claim:
+		// (A request for a warm machine that a claim took since lapses.)
 		return release("%s", orUnknown(firstNonEmpty(h.Reap.Message, h.Reap.Reason)))
 	case h.Claim == "":
 		return keep // a warm pool machine
@@ -179,6 +180,36 @@ func DecideMachine(now time.Time, self string, h Held, c ClaimState) MachineDeci
 		return MachineDecision{Action: Allocate}
 	}
 	return release("machine is %s", h.Phase)
+}
+
+// DecideOrphan is the decision of node self about a claim it holds no
+// machine for (held: its machines of the claim): when the claim's current
+// round was accepted by self, or is bound by self to a machine self no
+// longer holds, self gives the round back (it returns the round and the
+// reason), so the claim is elected again instead of waiting on, or staying
+// bound to, a machine that is gone.
+func DecideOrphan(self string, phase types.ClaimPhase, c ClaimState, held []Held) (round uint64, reason string, giveBack bool) {
+	if !c.Exists || c.Ended {
+		return 0, "", false
+	}
+	round = c.Round()
+	has := func(machine string) bool {
+		for _, h := range held {
+			if h.Round == round && (machine == "" || h.Machine == machine) {
+				return true
+			}
+		}
+		return false
+	}
+	switch b := c.Binding; {
+	case phase == types.ClaimRequested && c.Election.Node == self && c.Election.Round == round &&
+		(b == nil || b.Round < round) && !has(""):
+		return round, fmt.Sprintf("node %s holds no reservation for round %d", self, round), true
+	case phase == types.ClaimBound && b != nil && b.Round == round && b.Node == self &&
+		b.Phase == types.BindingBound && !has(b.Machine):
+		return round, fmt.Sprintf("machine %s of round %d is gone from node %s", b.Machine, round, self), true
+	}
+	return 0, "", false
 }
 
 // ClaimAction is what a claim's elector does about it.

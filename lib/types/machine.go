@@ -66,9 +66,13 @@ type MachineStatus struct {
 
 // MachineRequest asks a machine's node to do something with it.
 type MachineRequest struct {
-	Reason  string    `json:"reason"`
-	Message string    `json:"message,omitempty"`
-	At      time.Time `json:"at,omitzero"`
+	Reason  string `json:"reason"`
+	Message string `json:"message,omitempty"`
+	// Claim is the claim the machine held when it was asked for ("" for a
+	// warm machine): a request for a warm machine lapses once a claim has
+	// taken it (the take and the request crossed).
+	Claim string    `json:"claim,omitempty"`
+	At    time.Time `json:"at,omitzero"`
 	// By is the node that asked.
 	By string `json:"by,omitempty"`
 }

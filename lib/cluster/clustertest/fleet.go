@@ -67,10 +67,15 @@ type Fleet struct {
 	log   *slog.Logger
 }
 
-// Logger is the log of fleet nodes: discarded unless HF_TEST_LOG is set.
+// Logger is the log of fleet nodes: discarded unless HF_TEST_LOG is set (to
+// a level such as info or warn; any other value means debug).
 func Logger() *slog.Logger {
-	if os.Getenv("HF_TEST_LOG") != "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if v := os.Getenv("HF_TEST_LOG"); v != "" {
+		var level slog.Level
+		if level.UnmarshalText([]byte(v)) != nil {
+			level = slog.LevelDebug
+		}
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }

@@ -323,11 +323,14 @@ func TestPoolIdleReaping(t *testing.T) {
 	require.Eventually(t, func() bool {
 		usedMachine = f.Hosts[0].Machines()[used.Status.Machine]
 		return usedMachine != nil && usedMachine.Status.Resource != nil
-	}, 5*time.Second, 10*time.Millisecond, "the machine's record follows the claim's binding")
+	}, 15*time.Second, 10*time.Millisecond, "the machine's record follows the claim's binding: %+v; claim %+v", describeMachine(f, used.Status.Machine), describeClaim(f.Hosts[0], "used"))
 	usedHost := f.Host(usedMachine.Spec.Node)
 
-	deadline := time.Now().Add(6 * time.Second)
-	for time.Now().Before(deadline) { // keep "busy" and "used" alive for 3x maxIdle
+	// Keep "busy" and "used" alive for 3x maxIdle at least, and until "idle"
+	// is reaped (however slow the machine).
+	least, most := time.Now().Add(6*time.Second), time.Now().Add(60*time.Second)
+	reaped := func() bool { return f.Hosts[0].Claims()["idle"].Status.Phase == types.ClaimTerminated }
+	for time.Now().Before(least) || (!reaped() && time.Now().Before(most)) {
 		// 50 ms of CPU on "used" per half second, as its driver would see it.
 		require.True(t, testdriver.Use(usedHost.Driver, usedMachine.Status.Resource.ID, 50_000_000))
 		_, err := store.Update(f.Hosts[0].Store, types.KindSession, "busy", func(o *types.Session) error {
@@ -434,4 +437,18 @@ func TestOnDemandClaimHandedBackIsElectedAgain(t *testing.T) {
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Empty(c, f.Audit(nil))
 	}, 10*time.Second, 50*time.Millisecond)
+}
+
+// describeMachine shows machine name as every host sees it, for failures.
+func describeMachine(f *Fleet, name string) string {
+	out := ""
+	for _, h := range f.Hosts {
+		m := h.Machines()[name]
+		if m == nil {
+			out += h.Name + ": nil; "
+			continue
+		}
+		out += fmt.Sprintf("%s: %+v %+v %+v; ", h.Name, m.Metadata, m.Spec, m.Status)
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -378,6 +379,45 @@ func (m *Member) Self() string { return m.cfg.Name }
 // Members returns the names of the live members, this one included, sorted.
 // A suspected member counts as live until it is declared dead.
 func (m *Member) Members() []string { return m.table.live() }
+
+// Known returns the names of every member in MemberStates: the live ones
+// and those dead or left within Config.ForgetAfter, sorted.
+func (m *Member) Known() []string {
+	var out []string
+	for _, s := range m.table.states() {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// Ping checks that the live member name answers now, by direct probe
+// (memberlist's ping, up to three tries of its probe timeout each); nil
+// means it answered. Membership alone lags: a member on the far side of a
+// partition stays live until it has been suspected and its suspicion has
+// timed out, which happens to the far members one probe apart.
+func (m *Member) Ping(ctx context.Context, name string) error {
+	ml, err := m.memberlist()
+	if err != nil {
+		return fmt.Errorf("ping %s: %w", name, err)
+	}
+	if name == m.cfg.Name {
+		return nil
+	}
+	node, ok := m.table.lookup(name)
+	if !ok {
+		return fmt.Errorf("ping %s: not a live member", name)
+	}
+	addr := &net.UDPAddr{IP: node.Addr, Port: int(node.Port)}
+	for range 3 {
+		if err = ctx.Err(); err != nil {
+			break
+		}
+		if _, err = ml.Ping(name, addr); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("ping %s: %w", name, err)
+}
 
 // MemberStates returns every known member with its state and address, sorted
 // by name; dead and left members stay for Config.ForgetAfter.

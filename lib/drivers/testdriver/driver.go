@@ -33,12 +33,14 @@ type Driver struct {
 	env drivers.Env
 	log *slog.Logger
 
-	// mu guards everything below and serialises state file writes, so the file
-	// always matches held.
+	// mu guards everything below and serialises state file writes, so the
+	// files always match held.
 	mu       sync.Mutex
 	cfg      Config
 	prepared bool
 	held     map[string]types.Resource
+	// journaled counts the journal's lines since the last snapshot.
+	journaled int
 	// used is each resource's activity counter (see Use).
 	used map[string]uint64
 	// paused holds the resources paused by Pause.
@@ -110,8 +112,13 @@ func (d *Driver) Prepare(ctx context.Context, cfg []byte) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.cfg = c
 	d.held = held
+	// Start from a snapshot alone, so the journal holds this run's changes.
+	if err := d.compactLocked(); err != nil {
+		d.held = map[string]types.Resource{}
+		return fmt.Errorf("prepare %s: %w", d.env.Instance, err)
+	}
+	d.cfg = c
 	d.prepared = true
 	d.log.Debug("test driver prepared", "resources", len(held), "delay", c.Delay.String(),
 		"failure_rate", c.FailureRate)
@@ -185,7 +192,7 @@ func (d *Driver) Allocate(ctx context.Context, t types.MachineTemplate, meta map
 		Data:      data,
 	}
 	d.held[id] = r
-	if err := d.saveLocked(); err != nil {
+	if err := d.journalLocked(journalLine{Put: &r}); err != nil {
 		delete(d.held, id)
 		return nil, fmt.Errorf("allocate: %w", err)
 	}
@@ -327,7 +334,7 @@ func (d *Driver) Deallocate(ctx context.Context, r *types.Resource) error {
 		return nil
 	}
 	delete(d.held, r.ID)
-	if err := d.saveLocked(); err != nil {
+	if err := d.journalLocked(journalLine{Del: r.ID}); err != nil {
 		d.held[r.ID] = old
 		return fmt.Errorf("deallocate %s: %w", r.ID, err)
 	}

@@ -254,7 +254,7 @@ func TestHeld(t *testing.T) {
 type notTest struct{ drivers.Driver }
 
 // BenchmarkAllocateDeallocate measures one allocate + deallocate pair, each of
-// which rewrites and syncs the state file; "memory" has no data dir.
+// which appends a line to the journal; "memory" has no data dir.
 func BenchmarkAllocateDeallocate(b *testing.B) {
 	for _, bc := range []struct {
 		name string

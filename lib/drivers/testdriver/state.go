@@ -1,23 +1,48 @@
 package testdriver
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
-// StateFile is the name of the state file in the driver's data dir.
+// StateFile is the name of the state file in the driver's data dir: a
+// snapshot of what the driver holds.
 const StateFile = "testdriver.json"
 
+// JournalFile holds the changes since the snapshot, one JSON line each, so
+// that an allocation writes one line instead of the whole state (a node
+// holding 10,000 test machines would otherwise rewrite them all for each).
+const JournalFile = "testdriver.journal"
+
 const stateVersion = 1
+
+// minCompact is the least number of journal lines before the journal is
+// folded into the snapshot; beyond it, when it has more lines than the
+// driver holds resources, so writes stay O(1) amortized.
+const minCompact = 256
+
+// journalLine is one change: a resource held (Put) or released (Del).
+type journalLine struct {
+	Put *types.Resource `json:"put,omitempty"`
+	Del string          `json:"del,omitempty"`
+}
 
 func stateFile(dataDir string) drivers.ResourceFile[types.Resource] {
 	return drivers.ResourceFile[types.Resource]{Dir: dataDir, Name: StateFile, Version: stateVersion}
 }
 
-// loadState reads the resources held in dataDir; no file means none. An empty
-// dataDir keeps nothing on disk.
+// loadState reads the resources held in dataDir, the snapshot and then the
+// journal; no files mean none. An empty dataDir keeps nothing on disk. A
+// last journal line cut short by a crash is ignored (its change never
+// returned to its caller).
 func loadState(dataDir string) (map[string]types.Resource, error) {
 	f := stateFile(dataDir)
 	rs, err := f.Load()
@@ -34,10 +59,91 @@ func loadState(dataDir string) (map[string]types.Resource, error) {
 		}
 		held[r.ID] = r
 	}
+	if dataDir == "" {
+		return held, nil
+	}
+	path := filepath.Join(dataDir, JournalFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return held, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load state: %w", err)
+	}
+	lines := bytes.Split(b, []byte("\n"))
+	for i, line := range lines {
+		last := i == len(lines)-1
+		if last && len(line) == 0 {
+			break // the file ends with a newline
+		}
+		var l journalLine
+		if err := json.Unmarshal(line, &l); err != nil {
+			if last {
+				break // the last line, cut short: its change never returned
+			}
+			return nil, fmt.Errorf("load state %s: line %d: corrupt (repair or remove the file): %w", path, i+1, err)
+		}
+		switch {
+		case l.Put != nil && l.Put.ID != "":
+			held[l.Put.ID] = *l.Put
+		case l.Del != "":
+			delete(held, l.Del)
+		default:
+			return nil, fmt.Errorf("load state %s: line %d: neither put nor del", path, i+1)
+		}
+	}
 	return held, nil
 }
 
-// saveLocked writes what the driver holds to its state file atomically.
-func (d *Driver) saveLocked() error {
-	return stateFile(d.env.DataDir).Save(d.sortedLocked(false))
+// journalLocked records one change; it folds the journal into the snapshot
+// when it has grown past its bound.
+func (d *Driver) journalLocked(l journalLine) error {
+	dir := d.env.DataDir
+	if dir == "" {
+		return nil
+	}
+	b, err := json.Marshal(l)
+	if err != nil {
+		return fmt.Errorf("save state: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, JournalFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("save state: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("save state: %w", err)
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		// Cut off what was written, so the next line starts a line.
+		_ = f.Truncate(st.Size())
+		return fmt.Errorf("save state: %w", err)
+	}
+	d.journaled++
+	if d.journaled > max(minCompact, len(d.held)) {
+		// The change is on disk already; a snapshot that fails is retried
+		// at the next change.
+		if err := d.compactLocked(); err != nil {
+			d.log.Warn("test driver: folding the journal into the snapshot failed", "err", err)
+		}
+	}
+	return nil
+}
+
+// compactLocked writes the snapshot (atomically) and drops the journal. A
+// crash in between leaves a journal whose changes the snapshot already
+// holds; replaying them again changes nothing.
+func (d *Driver) compactLocked() error {
+	if d.env.DataDir == "" {
+		return nil
+	}
+	if err := stateFile(d.env.DataDir).Save(d.sortedLocked(false)); err != nil {
+		return err
+	}
+	if err := os.Remove(filepath.Join(d.env.DataDir, JournalFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("save state: %w", err)
+	}
+	d.journaled = 0
+	return nil
 }

@@ -1,0 +1,123 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// fakePeers is a membership whose answers the test sets.
+type fakePeers struct {
+	mu          sync.Mutex
+	live, known []string
+	answers     map[string]bool
+	pings       int
+}
+
+func (p *fakePeers) Self() string { return "n0" }
+func (p *fakePeers) Members() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.live)
+}
+func (p *fakePeers) Known() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.known)
+}
+func (p *fakePeers) Ping(_ context.Context, name string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pings++
+	if name == "n0" || p.answers[name] {
+		return nil
+	}
+	return errors.New("no answer")
+}
+func (p *fakePeers) Send(context.Context, Message) error { return errors.New("not in this test") }
+
+// newTestView returns a view over peers and a store holding Node objects
+// for nodes; reprobed receives a value each time a probe has answered.
+func newTestView(t *testing.T, peers *fakePeers, nodes ...string) (*view, chan struct{}) {
+	t.Helper()
+	st, err := store.Open(store.Config{InMemory: true, NodeID: "n0"}, testLogger())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	for _, name := range nodes {
+		_, err := st.Put(&types.Node{TypeMeta: types.TypeMeta{Kind: types.KindNode}, Metadata: types.ObjectMeta{Name: name}}, store.PutOptions{Create: true})
+		require.NoError(t, err)
+	}
+	c := newCache(st, testLogger())
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); c.Wait() })
+	require.NoError(t, c.Start(ctx))
+	v := &view{self: "n0", peers: peers, cache: c}
+	reprobed := make(chan struct{}, 16)
+	v.start(ctx, func() { reprobed <- struct{}{} })
+	return v, reprobed
+}
+
+// TestQuorumCountsMembersWithoutNodeObjects: a node that joined lately may
+// not have the others' Node objects yet; the members memberlist has seen
+// count as known all the same, so alone it has no majority.
+func TestQuorumCountsMembersWithoutNodeObjects(t *testing.T) {
+	peers := &fakePeers{live: []string{"n0"}, known: []string{"n0", "n1", "n2"}}
+	v, _ := newTestView(t, peers, "n0")
+	assert.False(t, v.quorum())
+	peers.known = []string{"n0"}
+	assert.True(t, v.quorum(), "alone in a cluster of one")
+}
+
+// TestQuorumProbesTheLiveMembers: while a known member is absent, the live
+// ones count only once they have answered a probe started after the last
+// membership change; a member on the far side of a partition that
+// memberlist has not declared dead yet does not make a majority.
+func TestQuorumProbesTheLiveMembers(t *testing.T) {
+	peers := &fakePeers{live: []string{"n0", "n1"}, known: []string{"n0", "n1", "n2"}}
+	v, reprobed := newTestView(t, peers, "n0", "n1", "n2")
+
+	assert.False(t, v.quorum(), "no probe has answered yet")
+	waitReprobe(t, reprobed)
+	assert.False(t, v.quorum(), "n1 did not answer")
+
+	peers.mu.Lock()
+	peers.answers = map[string]bool{"n1": true}
+	peers.mu.Unlock()
+	assert.False(t, v.quorum(), "the answer stands for reachFresh")
+	v.membersChanged()
+	assert.False(t, v.quorum(), "a membership change makes the answer stale")
+	waitReprobe(t, reprobed)
+	assert.True(t, v.quorum(), "n0 and n1 answered: 2 of 3")
+	peers.mu.Lock()
+	pings := peers.pings
+	peers.mu.Unlock()
+	assert.True(t, v.quorum())
+	peers.mu.Lock()
+	assert.Equal(t, pings, peers.pings, "a fresh answer is not probed again")
+	peers.mu.Unlock()
+
+	// With everyone live there is no verdict to pass and nothing to probe.
+	peers.mu.Lock()
+	peers.live = []string{"n0", "n1", "n2"}
+	peers.mu.Unlock()
+	v.membersChanged()
+	assert.True(t, v.quorum())
+}
+
+func waitReprobe(t *testing.T, ch chan struct{}) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no probe answered")
+	}
+}
