@@ -32,6 +32,24 @@ type entry struct {
 	Resource *types.Resource
 	// Busy: an allocation or release is under way.
 	Busy bool
+	// counted is what the entry adds to its driver's usage (see count).
+	counted counted
+}
+
+// counted is an entry's share of its driver's usage, as last added.
+type counted struct {
+	in      bool
+	driver  string
+	running bool
+	res     types.Resources
+}
+
+// usage is what a driver instance's entries take: used by running machines,
+// reserved by the others. Kept as entries change, so an offer's check does
+// not sum 10,000 entries.
+type usage struct {
+	used, reserved types.Resources
+	count          int
 }
 
 // acceptor looks after this node's own machines. Its word on them is final:
@@ -51,6 +69,7 @@ type acceptor struct {
 
 	mu       sync.Mutex
 	entries  map[string]*entry          // by machine name
+	usage    map[string]*usage          // by driver instance, of entries
 	byClaim  map[string]map[string]bool // claim -> machine names
 	failures map[string]int             // claim -> failed allocations here
 }
@@ -58,7 +77,7 @@ type acceptor struct {
 func newAcceptor(n *Node) *acceptor {
 	return &acceptor{
 		n: n, inbox: queue.New[Message](), q: workqueue.New(nil),
-		entries: map[string]*entry{}, byClaim: map[string]map[string]bool{}, failures: map[string]int{},
+		entries: map[string]*entry{}, usage: map[string]*usage{}, byClaim: map[string]map[string]bool{}, failures: map[string]int{},
 	}
 }
 
@@ -132,15 +151,56 @@ func (a *acceptor) holds(claim string) bool {
 
 // putLocked adds or replaces an entry. Caller holds mu.
 func (a *acceptor) putLocked(e *entry) {
-	if old, ok := a.entries[e.Machine]; ok && old.Claim != e.Claim {
+	old, ok := a.entries[e.Machine]
+	if ok && old.Claim != e.Claim {
 		a.unindexLocked(old)
 	}
+	if old != e {
+		if ok {
+			a.countLocked(old, false)
+		}
+		e.counted = counted{} // (a copy of an entry is not counted)
+	}
+	a.countLocked(e, true)
 	a.entries[e.Machine] = e
 	if e.Claim != "" {
 		if a.byClaim[e.Claim] == nil {
 			a.byClaim[e.Claim] = map[string]bool{}
 		}
 		a.byClaim[e.Claim][e.Machine] = true
+	}
+}
+
+// countLocked takes e's last share out of its driver's usage and, when in,
+// adds its share now. Caller holds mu.
+func (a *acceptor) countLocked(e *entry, in bool) {
+	if c := e.counted; c.in {
+		u := a.usage[c.driver]
+		u.count--
+		if c.running {
+			u.used = u.used.Sub(c.res)
+		} else {
+			u.reserved = u.reserved.Sub(c.res)
+		}
+		if u.count == 0 {
+			delete(a.usage, c.driver) // (and no rounding left behind)
+		}
+	}
+	e.counted = counted{}
+	if !in {
+		return
+	}
+	e.counted = counted{in: true, driver: e.Driver, running: e.Phase == types.MachineRunning, res: e.Res}
+	u := a.usage[e.Driver]
+	if u == nil {
+		u = &usage{}
+		a.usage[e.Driver] = u
+	}
+	u.count++
+	if e.counted.running {
+		u.used = u.used.Add(e.Res)
+	} else {
+		u.reserved = u.reserved.Add(e.Res)
 	}
 }
 
@@ -159,6 +219,7 @@ func (a *acceptor) remove(machine string) {
 	e, ok := a.entries[machine]
 	if ok {
 		a.unindexLocked(e)
+		a.countLocked(e, false)
 		delete(a.entries, machine)
 	}
 	a.mu.Unlock()
@@ -174,6 +235,7 @@ func (a *acceptor) update(machine string, fn func(e *entry)) bool {
 	if ok {
 		old := e.Claim
 		fn(e)
+		a.countLocked(e, true)
 		if e.Claim != old {
 			if m := a.byClaim[old]; m != nil {
 				delete(m, machine)
@@ -227,18 +289,10 @@ func (a *acceptor) all() []entry {
 // usageLocked sums used and reserved resources of a driver instance. Caller
 // holds mu.
 func (a *acceptor) usageLocked(driver string) (used, reserved types.Resources, count int) {
-	for _, e := range a.entries {
-		if e.Driver != driver {
-			continue
-		}
-		count++
-		if e.Phase == types.MachineRunning {
-			used = used.Add(e.Res)
-		} else {
-			reserved = reserved.Add(e.Res)
-		}
+	if u := a.usage[driver]; u != nil {
+		return u.used, u.reserved, u.count
 	}
-	return used, reserved, count
+	return used, reserved, 0
 }
 
 // capacityOf is an instance's capacity with this node's used and reserved.

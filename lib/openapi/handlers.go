@@ -136,7 +136,17 @@ func (k kindRoutes) get(c *gin.Context) {
 		s.writeErr(c, err)
 		return
 	}
-	c.Data(http.StatusOK, contentJSON, rec.Data)
+	s.writeRecord(c, http.StatusOK, rec)
+}
+
+// writeRecord answers with the object JSON of rec.
+func (s *Server) writeRecord(c *gin.Context, status int, rec store.Record) {
+	data, err := rec.JSON()
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	c.Data(status, contentJSON, data)
 }
 
 // decodeBody reads, decodes and checks the request's object.
@@ -197,7 +207,7 @@ func (k kindRoutes) create(c *gin.Context) {
 		s.writeErr(c, err)
 		return
 	}
-	c.Data(http.StatusCreated, contentJSON, rec.Data)
+	s.writeRecord(c, http.StatusCreated, rec)
 }
 
 func validate(obj types.Object) error {
@@ -257,7 +267,7 @@ func (k kindRoutes) update(c *gin.Context) {
 			s.writeErr(c, err)
 			return
 		}
-		c.Data(http.StatusOK, contentJSON, out.Data)
+		s.writeRecord(c, http.StatusOK, out)
 		return
 	}
 }
@@ -294,7 +304,7 @@ func (k kindRoutes) delete(c *gin.Context) {
 			s.writeErr(c, err)
 			return
 		}
-		c.Data(http.StatusOK, contentJSON, rec.Data)
+		s.writeRecord(c, http.StatusOK, rec)
 		return
 	}
 }

@@ -241,7 +241,12 @@ func (f *streamFilter) apply(ev store.Event, warn func(string, ...any)) (WatchEv
 			}
 			f.known[key] = true
 		}
-		out.Type, out.Object = WatchPut, rec.Data
+		data, err := rec.JSON()
+		if err != nil {
+			warn("watch: unassembled record", "kind", rec.Kind, "name", rec.Name, "err", err)
+			return WatchEvent{}, false
+		}
+		out.Type, out.Object = WatchPut, data
 		return out, true
 	case store.EventDelete:
 		if owned {

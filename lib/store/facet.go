@@ -61,9 +61,9 @@ func splitFacets(obj types.Object) ([]FacetRecord, error) {
 }
 
 // finish sets what follows from a record's facets and tombstone: its version
-// (the newest of them), whether it is live (it has a creating facet newer than
-// its last deletion), and the assembled object JSON of a live record. Facets
-// older than the tombstone are dropped.
+// (the newest of them) and whether it is live (it has a creating facet newer
+// than its last deletion). Facets older than the tombstone are dropped. The
+// object JSON is assembled when asked for (withData).
 func (r *Record) finish() error {
 	names := types.FacetNames(r.Kind)
 	if names == nil {
@@ -84,14 +84,6 @@ func (r *Record) finish() error {
 	_, live := r.facet(names[0])
 	r.Deleted = !live
 	r.Data = nil
-	if !live {
-		return nil
-	}
-	data, err := assemble(r)
-	if err != nil {
-		return err
-	}
-	r.Data = data
 	return nil
 }
 
@@ -102,27 +94,32 @@ func assemble(r *Record) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := decodeFacets(r, obj); err != nil {
+		return nil, err
+	}
+	return json.Marshal(obj)
+}
+
+// decodeFacets fills obj, a new object of r's kind, from r's facets, with
+// the metadata the store owns, and derives what is derived (the phase of a
+// claim from its election and binding, say).
+func decodeFacets(r *Record, obj types.Object) error {
 	for _, f := range obj.Facets() {
 		fr, ok := r.facet(f.Name)
 		if !ok {
 			continue
 		}
 		if err := json.Unmarshal(fr.Data, f.Value); err != nil {
-			return nil, fmt.Errorf("facet %s: %w", f.Name, err)
+			return fmt.Errorf("facet %s: %w", f.Name, err)
 		}
 	}
-	m := obj.Meta()
-	m.Name = r.Name
-	m.Version = r.Version
-	m.UpdatedAt = HLCTime(r.Version.HLC)
-	m.Facets = make(map[string]types.Version, len(r.Facets))
-	for _, f := range r.Facets {
-		m.Facets[f.Name] = f.Version
-	}
+	types.SetKind(obj, r.Kind)
+	obj.Meta().Name = r.Name
+	stamp(obj.Meta(), *r)
 	if d, ok := obj.(interface{ Derive() }); ok {
 		d.Derive()
 	}
-	return json.Marshal(obj)
+	return nil
 }
 
 // merge returns the union of two copies of one object: the later deletion,

@@ -179,7 +179,7 @@ func decodeRecord(kind, name string, b []byte) (Record, error) {
 	return r, nil
 }
 
-// withData assembles the object JSON of a live record read from disk.
+// withData assembles the object JSON of a live record (Data), once.
 func (r *Record) withData() error {
 	if r.Deleted || r.Data != nil {
 		return nil
@@ -190,6 +190,17 @@ func (r *Record) withData() error {
 	}
 	r.Data = data
 	return nil
+}
+
+// JSON returns the object JSON of a live record (nil for a tombstone),
+// assembling it from the facets the first time: records that writes return
+// and watchers receive carry only the facets, since most readers decode
+// those (store.Decode) and never need the JSON.
+func (r *Record) JSON() (json.RawMessage, error) {
+	if err := r.withData(); err != nil {
+		return nil, err
+	}
+	return r.Data, nil
 }
 
 // recordDecoder reads encodeRecord's fields; the first error sticks.

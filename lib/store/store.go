@@ -355,6 +355,12 @@ func (s *Store) Seq() uint64 { return s.seq.Load() }
 // Get returns the live record kind/name; ErrNotFound when it is missing or
 // deleted.
 func (s *Store) Get(kind, name string) (Record, error) {
+	return s.get(kind, name, true)
+}
+
+// get is Get; with data false the record's object JSON is not assembled
+// (for callers that decode its facets).
+func (s *Store) get(kind, name string, data bool) (Record, error) {
 	if err := s.enter(); err != nil {
 		return Record{}, err
 	}
@@ -369,6 +375,9 @@ func (s *Store) Get(kind, name string) (Record, error) {
 			return ErrNotFound
 		}
 		rec = r
+		if !data {
+			return nil
+		}
 		return rec.withData()
 	})
 	if err != nil {
@@ -379,6 +388,11 @@ func (s *Store) Get(kind, name string) (Record, error) {
 
 // List returns the live records of kind, sorted by name.
 func (s *Store) List(kind string) ([]Record, error) {
+	return s.list(kind, true)
+}
+
+// list is List; with data false the object JSON is not assembled.
+func (s *Store) list(kind string, data bool) ([]Record, error) {
 	if err := s.enter(); err != nil {
 		return nil, err
 	}
@@ -389,8 +403,10 @@ func (s *Store) List(kind string) ([]Record, error) {
 			if r.Deleted {
 				return nil
 			}
-			if err := r.withData(); err != nil {
-				return err
+			if data {
+				if err := r.withData(); err != nil {
+					return err
+				}
 			}
 			out = append(out, r)
 			return nil

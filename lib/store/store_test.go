@@ -40,9 +40,13 @@ func TestPutGetStampsMetadata(t *testing.T) {
 	assert.True(t, c.Metadata.CreatedAt.Equal(clk.Now()))
 	assert.True(t, c.Metadata.UpdatedAt.Equal(clk.Now()))
 
+	assert.Nil(t, rec.Data, "a write returns the facets; the JSON is assembled when asked for")
+	data, err := rec.JSON()
+	require.NoError(t, err)
 	got, err := s.Get(types.KindMachineClaim, "c1")
 	require.NoError(t, err)
 	assert.Equal(t, rec, got)
+	assert.JSONEq(t, string(data), string(got.Data))
 	var back types.MachineClaim
 	require.NoError(t, json.Unmarshal(got.Data, &back))
 	assert.Equal(t, rec.Version, back.Metadata.Version, "data carries the version")
@@ -331,6 +335,8 @@ func TestPersistenceAcrossReopen(t *testing.T) {
 	s, err := Open(cfg, quietLog())
 	require.NoError(t, err)
 	a := putClaim(t, s, "a")
+	_, err = a.JSON() // (Get returns it with the JSON)
+	require.NoError(t, err)
 	putClaim(t, s, "b")
 	tomb, err := s.Delete(types.KindMachineClaim, "b", types.Version{})
 	require.NoError(t, err)

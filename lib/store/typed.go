@@ -38,6 +38,15 @@ func decodeInto(rec Record, obj types.Object) error {
 	if rec.Deleted {
 		return fmt.Errorf("decode %s/%s: %w", rec.Kind, rec.Name, ErrNotFound)
 	}
+	if len(rec.Facets) > 0 {
+		if err := decodeFacets(&rec, obj); err != nil {
+			return fmt.Errorf("decode %s/%s: %w", rec.Kind, rec.Name, err)
+		}
+		if obj.GetKind() != rec.Kind {
+			return fmt.Errorf("decode %s/%s: data says kind %q", rec.Kind, rec.Name, obj.GetKind())
+		}
+		return nil
+	}
 	if err := json.Unmarshal(rec.Data, obj); err != nil {
 		return fmt.Errorf("decode %s/%s: %w", rec.Kind, rec.Name, err)
 	}
@@ -69,7 +78,7 @@ func Get[T any, PT interface {
 	if err := checkType[PT](kind); err != nil {
 		return nil, fmt.Errorf("get %s/%s: %w", kind, name, err)
 	}
-	rec, err := s.Get(kind, name)
+	rec, err := s.get(kind, name, false)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +97,7 @@ func List[T any, PT interface {
 	if err := checkType[PT](kind); err != nil {
 		return nil, fmt.Errorf("list %s: %w", kind, err)
 	}
-	recs, err := s.List(kind)
+	recs, err := s.list(kind, false)
 	if err != nil {
 		return nil, err
 	}
@@ -137,7 +146,7 @@ func update[T any, PT interface {
 	}
 	defer s.lockKey(kind, name)()
 	for try := 0; try < updateTries; try++ {
-		rec, err := s.Get(kind, name)
+		rec, err := s.get(kind, name, false)
 		if err != nil {
 			return nil, err
 		}

@@ -108,10 +108,6 @@ func (s *Store) replay(w *watcher, snap *badger.Txn, fromSeq uint64) bool {
 			s.log.Warn("watch replay: seq index points at no record", "kind", kind, "name", name, "err", err)
 			continue
 		}
-		if err := rec.withData(); err != nil {
-			s.log.Warn("watch replay", "err", err)
-			continue
-		}
 		if !w.send(eventOf(rec), s.done) {
 			return false
 		}

@@ -46,10 +46,7 @@ func (s *Store) Put(obj types.Object, opt PutOptions) (Record, error) {
 		if meta.CreatedAt.IsZero() {
 			meta.CreatedAt = s.cfg.Now().UTC()
 			if live {
-				if err := prev.withData(); err != nil {
-					return Record{}, err
-				}
-				if created := storedCreatedAt(prev.Data); !created.IsZero() {
+				if created := storedCreatedAt(prev); !created.IsZero() {
 					meta.CreatedAt = created
 				}
 			}
@@ -128,18 +125,19 @@ func stamp(m *types.ObjectMeta, rec Record) {
 	}
 }
 
-// storedCreatedAt reads metadata.createdAt from stored object JSON; zero when
-// it cannot.
-func storedCreatedAt(data []byte) time.Time {
-	var o struct {
-		Metadata struct {
-			CreatedAt time.Time `json:"createdAt"`
-		} `json:"metadata"`
-	}
-	if err := json.Unmarshal(data, &o); err != nil {
+// storedCreatedAt reads createdAt from a live record's creating facet,
+// where every kind keeps it; zero when it cannot.
+func storedCreatedAt(r Record) time.Time {
+	if len(r.Facets) == 0 {
 		return time.Time{}
 	}
-	return o.Metadata.CreatedAt
+	var o struct {
+		CreatedAt time.Time `json:"createdAt"`
+	}
+	if err := json.Unmarshal(r.Facets[0].Data, &o); err != nil {
+		return time.Time{}
+	}
+	return o.CreatedAt
 }
 
 // Delete replaces the live object kind/name by a tombstone with a new version
@@ -254,6 +252,16 @@ func (s *Store) Apply(rec Record) (bool, error) {
 		if !changed {
 			return Record{}, errStale
 		}
+		if !next.Deleted {
+			// Facets from another node must decode as this kind's.
+			obj, err := types.New(next.Kind)
+			if err != nil {
+				return Record{}, err
+			}
+			if err := decodeFacets(&next, obj); err != nil {
+				return Record{}, err
+			}
+		}
 		s.clock.Update(rec.Version.HLC)
 		return next, nil
 	})
@@ -285,7 +293,7 @@ func (s *Store) write(kind, name string, next func(prev Record, exists bool) (Re
 	}
 	rec, err := next(prev, exists)
 	if errors.Is(err, errUnchanged) {
-		return prev, prev.withData()
+		return prev, nil
 	}
 	if err != nil {
 		return Record{}, err

@@ -78,6 +78,10 @@ type TypeMeta struct {
 // GetKind returns the kind.
 func (t *TypeMeta) GetKind() string { return t.Kind }
 
+// SetKind sets o's kind field (as New does), for an object decoded from
+// parts that do not carry it.
+func SetKind(o Object, kind string) { setKind(o, kind) }
+
 func setKind(o Object, kind string) {
 	if k, ok := o.(interface{ setKind(string) }); ok {
 		k.setKind(kind)

@@ -62,11 +62,13 @@ func TestReplicateConcurrentUpdates(t *testing.T) {
 			winner = r2
 		}
 		waitEverywhere(t, c, types.KindMachineClaim, "shared", winner.Version, 2*time.Second)
+		want, err := winner.JSON()
+		require.NoError(t, err)
 		for _, n := range c.Nodes {
 			got, err := n.Store.Get(types.KindMachineClaim, "shared")
 			require.NoError(t, err)
 			assert.Equal(t, winner.Version, got.Version, "round %d on %s", round, n.Name)
-			assert.JSONEq(t, string(winner.Data), string(got.Data), "round %d on %s", round, n.Name)
+			assert.JSONEq(t, string(want), string(got.Data), "round %d on %s", round, n.Name)
 		}
 	}
 	c.WaitConverged(5 * time.Second)

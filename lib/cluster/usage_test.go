@@ -1,0 +1,80 @@
+package cluster
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/drivers/testdriver"
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// TestUsageFollowsTheLedger checks the usage kept as entries change against
+// a sum over the ledger, after each of many random puts, updates and
+// removals (through the acceptor's own functions).
+func TestUsageFollowsTheLedger(t *testing.T) {
+	st, err := store.Open(store.Config{InMemory: true, NodeID: "n0"}, testLogger())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	drv := testdriver.New(drivers.Env{Instance: "test", NodeName: "n0"})
+	require.NoError(t, drv.Prepare(t.Context(), nil))
+	n, err := New(Config{Name: "n0"}, testLogger(), st, []Instance{{Name: "test", Type: "test", Driver: drv}}, nil)
+	require.NoError(t, err)
+	a := n.acc
+	rng := rand.New(rand.NewPCG(1, 2))
+	instances := []string{"a", "b"}
+	phases := []types.MachinePhase{types.MachinePending, types.MachineProvisioning, types.MachineRunning, types.MachineTerminating}
+	for i := range 5000 {
+		name := fmt.Sprintf("m%d", rng.IntN(50))
+		switch rng.IntN(4) {
+		case 0, 1:
+			e := &entry{Machine: name, Claim: fmt.Sprintf("c%d", rng.IntN(5)), Driver: instances[rng.IntN(2)],
+				Phase: phases[rng.IntN(len(phases))], Res: types.Resources{CPU: float64(rng.IntN(4)) / 2, RAMGB: float64(rng.IntN(8))}}
+			if cur, ok := a.get(name); ok && rng.IntN(2) == 0 {
+				cur.Phase = e.Phase // a copy of a held entry, put again
+				e = &cur
+			}
+			a.mu.Lock()
+			a.putLocked(e)
+			a.mu.Unlock()
+		case 2:
+			a.update(name, func(e *entry) {
+				e.Phase = phases[rng.IntN(len(phases))]
+				e.Claim = fmt.Sprintf("c%d", rng.IntN(5))
+			})
+		case 3:
+			a.remove(name)
+		}
+		a.mu.Lock()
+		for _, d := range instances {
+			var used, reserved types.Resources
+			count := 0
+			for _, e := range a.entries {
+				if e.Driver != d {
+					continue
+				}
+				count++
+				if e.Phase == types.MachineRunning {
+					used = used.Add(e.Res)
+				} else {
+					reserved = reserved.Add(e.Res)
+				}
+			}
+			gu, gr, gc := a.usageLocked(d)
+			if !assert.Equal(t, count, gc, "step %d driver %s count", i, d) ||
+				!assert.InDelta(t, used.CPU, gu.CPU, 1e-9, "step %d used cpu", i) ||
+				!assert.InDelta(t, used.RAMGB, gu.RAMGB, 1e-9, "step %d used ram", i) ||
+				!assert.InDelta(t, reserved.CPU, gr.CPU, 1e-9, "step %d reserved cpu", i) ||
+				!assert.InDelta(t, reserved.RAMGB, gr.RAMGB, 1e-9, "step %d reserved ram", i) {
+				a.mu.Unlock()
+				return
+			}
+		}
+		a.mu.Unlock()
+	}
+}
