@@ -490,7 +490,7 @@ func (a *acceptor) take(m Message) error {
 	}
 	now := a.n.cfg.Now()
 	_, err = store.UpdateFacet(a.n.st, types.KindMachineClaim, m.Claim, types.FacetBinding, func(c *types.MachineClaim) error {
-		c.Status.Binding = &types.ClaimBinding{Round: m.Round, Node: self, Driver: e.Driver, Machine: m.Machine, Phase: types.BindingBound, At: now}
+		c.SetBinding(types.ClaimBinding{Round: m.Round, Node: self, Driver: e.Driver, Machine: m.Machine, Phase: types.BindingBound, At: now}, now)
 		return nil
 	})
 	if err != nil {
@@ -639,7 +639,7 @@ func (a *acceptor) giveBack(claim string, round uint64, driver, reason string) {
 			return store.ErrNoChange
 		}
 		written = true
-		c.Status.Binding = &types.ClaimBinding{Round: round, Node: a.n.cfg.Name, Driver: driver, Phase: types.BindingReleased, Reason: reason, At: now}
+		c.SetBinding(types.ClaimBinding{Round: round, Node: a.n.cfg.Name, Driver: driver, Phase: types.BindingReleased, Reason: reason, At: now}, now)
 		return nil
 	})
 	switch {

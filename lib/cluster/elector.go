@@ -50,6 +50,8 @@ type elector struct {
 	// the older round, and a round must never be asked of two nodes.
 	issued map[string]uint64
 	due    time.Time // when keyTimeout is asked for
+	// awaitProbe: keyTimeout waits for a probe of the members to answer.
+	awaitProbe bool
 }
 
 func newElector(n *Node) *elector {
@@ -80,6 +82,17 @@ func (el *elector) deliver(m Message) {
 
 // refresh asks for the candidates to be read again. It never blocks.
 func (el *elector) refresh() { el.q.Add(keyRefresh) }
+
+// offerProbeAge is how old a probe may be for the elector to give up an
+// unanswered offer on it: younger than the offer, so a partition that began
+// after the offer went out shows.
+const offerProbeAge = 500 * time.Millisecond
+
+// probed is called when a probe of the members has answered.
+func (el *elector) probed() {
+	el.q.Add(keyTimeout)
+	el.q.Add(keyMembers)
+}
 
 // membersChanged never blocks.
 func (el *elector) membersChanged() { el.q.Add(keyMembers) }
@@ -137,8 +150,19 @@ func (el *elector) handle(key string) {
 	case key == keyMembers:
 		el.membership(now)
 	case key == keyTimeout:
-		el.due = time.Time{}
-		el.execute(el.e.Step(now, scheduler.Timeout{}))
+		el.due, el.awaitProbe = time.Time{}, false
+		// Giving up an unanswered offer is a verdict on the node it went
+		// to: it needs a majority confirmed now (the probe's answer queues
+		// keyTimeout again).
+		quorum := true
+		if el.e.OffersExpired(now) {
+			var answered bool
+			if quorum, answered = el.n.view.confirmQuorum(offerProbeAge); !answered {
+				el.awaitProbe = true
+				return
+			}
+		}
+		el.execute(el.e.Step(now, scheduler.Timeout{NoQuorum: !quorum}))
 	case key == keyRequested:
 		for _, c := range cache.TypedIndex[types.MachineClaim](el.n.cache, idxClaimPhase, string(types.ClaimRequested)) {
 			el.q.Add(c.Metadata.Name)
@@ -158,7 +182,7 @@ func (el *elector) handle(key string) {
 // arm asks for keyTimeout at the pure elector's next deadline.
 func (el *elector) arm() {
 	d, ok := el.e.NextDeadline()
-	if !ok || (!el.due.IsZero() && !d.Before(el.due)) {
+	if !ok || el.awaitProbe || (!el.due.IsZero() && !d.Before(el.due)) {
 		return
 	}
 	el.due = d

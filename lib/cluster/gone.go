@@ -47,7 +47,7 @@ func (d *duties) reconcileGone(name string) time.Duration {
 	for _, m := range machines {
 		switch {
 		case m.LostHolds():
-			if d.sweep(m) {
+			if now.Sub(m.Status.Lost.At) >= lostKeep && d.sweep(m) {
 				continue
 			}
 			left = true
@@ -107,6 +107,10 @@ func (d *duties) markLost(m *types.Machine, reason string) {
 	n.metrics.lost.Inc()
 	n.log.Info("machine lost", "machine", m.Metadata.Name, "claim", m.Spec.Claim, "reason", reason)
 }
+
+// lostKeep is how long a lost machine's record stays after the verdict,
+// for people to see what was lost, before sweep may delete it.
+const lostKeep = 30 * time.Second
 
 // sweep deletes the record of a gone node's lost machine once nothing needs
 // it: its claim is gone, over or at a later round, or it was a warm machine.

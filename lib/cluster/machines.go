@@ -227,7 +227,7 @@ func (a *acceptor) bind(e entry, claim *types.MachineClaim) {
 			return store.ErrNoChange
 		}
 		bound = true
-		c.Status.Binding = &types.ClaimBinding{Round: e.Round, Node: a.n.cfg.Name, Driver: e.Driver, Machine: e.Machine, Phase: types.BindingBound, At: now}
+		c.SetBinding(types.ClaimBinding{Round: e.Round, Node: a.n.cfg.Name, Driver: e.Driver, Machine: e.Machine, Phase: types.BindingBound, At: now}, now)
 		return nil
 	})
 	switch {
@@ -254,8 +254,9 @@ func (a *acceptor) joinPool(e entry, claim *types.MachineClaim, set string) {
 		a.n.log.Warn("machine joins pool", "machine", e.Machine, "err", err)
 	}
 	_, err := store.UpdateFacet(a.n.st, types.KindMachineClaim, claim.Metadata.Name, types.FacetBinding, func(c *types.MachineClaim) error {
-		c.Status.Binding = &types.ClaimBinding{Round: e.Round, Node: a.n.cfg.Name, Driver: e.Driver, Machine: e.Machine,
-			Phase: types.BindingEnded, Reason: "machine " + e.Machine + " joined machine set " + set, At: a.n.cfg.Now()}
+		now := a.n.cfg.Now()
+		c.SetBinding(types.ClaimBinding{Round: e.Round, Node: a.n.cfg.Name, Driver: e.Driver, Machine: e.Machine,
+			Phase: types.BindingEnded, Reason: "machine " + e.Machine + " joined machine set " + set, At: now}, now)
 		return nil
 	})
 	if err != nil && !isNotFound(err) && !errors.Is(err, store.ErrFenced) {

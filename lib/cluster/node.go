@@ -194,13 +194,15 @@ func (n *Node) Deliver(m Message) {
 // never blocks (memberlist's event callbacks call it).
 func (n *Node) MembershipChanged() {
 	n.view.membersChanged()
-	n.lookAgain()
+	n.el.membersChanged()
+	n.duties.membersChanged()
 	n.rep.kick()
 }
 
-// lookAgain has the elector and the duties look at membership again.
+// lookAgain has the elector and the duties look at membership again (a
+// probe of the members has answered).
 func (n *Node) lookAgain() {
-	n.el.membersChanged()
+	n.el.probed()
 	n.duties.membersChanged()
 }
 

@@ -220,10 +220,17 @@ func (el *elector) startTake(c *types.MachineClaim, cs scheduler.ClaimState, mac
 	el.n.acc.deliver(msg)
 }
 
-// takeAnswered ends a take: bound, or routed again.
+// takeAnswered ends a take: bound, or routed again. An accepted take is
+// recorded in the election facet, as an accepted offer is, so the claim is
+// not routed again while the taker's binding is on its way here.
 func (el *elector) takeAnswered(m Message) {
 	delete(el.takes, m.Claim)
 	if m.Type == wire.MsgAccept {
+		driver := ""
+		if mach, ok := el.n.machine(m.Machine); ok {
+			driver = mach.Spec.Driver
+		}
+		el.writeElection(m.Claim, types.ClaimElection{Round: m.Round, Node: m.From, Driver: driver, At: el.n.cfg.Now()})
 		return
 	}
 	el.n.log.Debug("take declined", "claim", m.Claim, "machine", m.Machine, "reason", m.Reason)

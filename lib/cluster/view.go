@@ -67,8 +67,7 @@ func (v *view) membersChanged() {
 }
 
 // quorum reports whether this node reaches a majority of the members it
-// knows: every node with a Node object, and every member memberlist has seen
-// lately (a node just joined may not have every Node object yet). A node cut
+// knows (see members). A node cut
 // off from the others (or on the smaller side of a partition) has none: it
 // passes no verdict on the nodes it cannot see, whose machines may run fine
 // on the other side. Known members are forgotten only when their Node
@@ -81,33 +80,55 @@ func (v *view) membersChanged() {
 // membership change; until one has answered, quorum is false and reprobe
 // is called when it has.
 func (v *view) quorum() bool {
-	live := v.live()
-	known := map[string]bool{}
-	for _, m := range live {
-		known[m] = true
-	}
-	for _, m := range v.peers.Known() {
-		known[m] = true
-	}
-	for _, o := range v.cache.List(types.KindNode) {
-		known[o.Meta().Name] = true
-	}
+	live, known := v.members()
 	switch {
-	case 2*len(live) <= len(known):
+	case 2*len(live) <= known:
 		return false
-	case len(live) == len(known):
+	case len(live) == known:
 		return true // nobody is absent: no verdict to pass
+	}
+	q, _ := v.confirmQuorum(reachFresh)
+	return q
+}
+
+// confirmQuorum is quorum as a probe that started at most maxAge ago found
+// it, whoever is absent: for a verdict on a member that membership still
+// lists as live (an offer it did not answer). answered is false while no
+// such probe has answered; one is then under way, and reprobe is called
+// when it has.
+func (v *view) confirmQuorum(maxAge time.Duration) (quorum, answered bool) {
+	live, known := v.members()
+	if 2*len(live) <= known {
+		return false, true
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if r := v.reach; r.gen == v.gen && time.Since(r.at) < reachFresh {
-		return 2*r.reachable > len(known)
+	if r := v.reach; r.gen == v.gen && time.Since(r.at) <= maxAge {
+		return 2*r.reachable > known, true
 	}
 	if !v.probing && v.ctx != nil {
 		v.probing = true
 		go v.probe(v.ctx, v.reprobe, v.gen, live)
 	}
-	return false
+	return false, false
+}
+
+// members returns the live members and how many members this node knows:
+// every node with a Node object and every member memberlist has seen
+// lately (a node just joined may not have every Node object yet).
+func (v *view) members() (live []string, known int) {
+	live = v.live()
+	names := map[string]bool{}
+	for _, m := range live {
+		names[m] = true
+	}
+	for _, m := range v.peers.Known() {
+		names[m] = true
+	}
+	for _, o := range v.cache.List(types.KindNode) {
+		names[o.Meta().Name] = true
+	}
+	return live, len(names)
 }
 
 // probe pings the live members and records how many answered.

@@ -114,7 +114,7 @@ func (e *Elector) Step(now time.Time, in Input) []Action {
 			out = e.giveUp(now, st, in.Reason)
 		}
 	case Timeout:
-		out = e.timeout(now)
+		out = e.timeout(now, in)
 	case NodeDown:
 		out = e.nodeDown(now, in)
 	case ClaimGone:
@@ -257,7 +257,7 @@ func (e *Elector) declined(now time.Time, in Declined) []Action {
 	return e.giveUp(now, st, fmt.Sprintf("node %s declined: %s", in.Node, reason))
 }
 
-func (e *Elector) timeout(now time.Time) []Action {
+func (e *Elector) timeout(now time.Time, in Timeout) []Action {
 	var out []Action
 	for _, st := range e.sorted() {
 		if st.phase != phaseOffering && st.phase != phaseWaiting {
@@ -268,11 +268,29 @@ func (e *Elector) timeout(now time.Time) []Action {
 			continue
 		}
 		if st.phase == phaseOffering && !now.Before(st.offer.expires) {
+			if in.NoQuorum {
+				st.offer.expires = now.Add(e.offerTimeout)
+				out = append(out, Waiting{Claim: st.name, Reason: fmt.Sprintf(
+					"offer to node %s (round %d) is unanswered, and without a majority of the cluster this node cannot tell it was not accepted",
+					st.offer.node, st.offer.round)})
+				continue
+			}
 			why := fmt.Sprintf("node %s did not answer the offer within %s", st.offer.node, e.offerTimeout)
 			out = append(out, e.giveUp(now, st, why)...)
 		}
 	}
 	return out
+}
+
+// OffersExpired reports whether an offer is unanswered past its timeout at
+// now (Timeout would give it up, given a quorum).
+func (e *Elector) OffersExpired(now time.Time) bool {
+	for _, st := range e.claims {
+		if st.phase == phaseOffering && !now.Before(st.offer.expires) {
+			return true
+		}
+	}
+	return false
 }
 
 func (e *Elector) nodeDown(now time.Time, in NodeDown) []Action {
@@ -288,7 +306,9 @@ func (e *Elector) nodeDown(now time.Time, in NodeDown) []Action {
 		}
 		switch st.phase {
 		case phaseOffering:
-			out = append(out, e.giveUp(now, st, fmt.Sprintf("node %s went down with the offer unanswered", in.Node))...)
+			if in.Quorum {
+				out = append(out, e.giveUp(now, st, fmt.Sprintf("node %s went down with the offer unanswered", in.Node))...)
+			}
 		case phaseAccepted:
 			if in.Quorum {
 				out = append(out, e.giveUp(now, st, fmt.Sprintf("node %s went down before binding the claim", in.Node))...)

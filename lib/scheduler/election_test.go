@@ -129,14 +129,41 @@ func TestElectorOfferTimeout(t *testing.T) {
 	assert.Equal(t, dl.Add(offerTO), next)
 }
 
+// Without a confirmed majority an unanswered offer stands: the node it went
+// to may have accepted behind a partition. It is given up once a timeout
+// comes with the majority confirmed.
+func TestElectorOfferTimeoutWithoutQuorum(t *testing.T) {
+	e := newElector(t, threeNodes())
+	offerOf(t, e.Step(t0, request("c1", 2)))
+	dl, _ := e.NextDeadline()
+	assert.True(t, e.OffersExpired(dl))
+	acts := e.Step(dl, Timeout{NoQuorum: true})
+	require.Len(t, acts, 1)
+	w, ok := acts[0].(Waiting)
+	require.True(t, ok, "%#v", acts[0])
+	assert.Contains(t, w.Reason, "offer to node n1 (round 1) is unanswered, and without a majority")
+	assert.False(t, e.OffersExpired(dl))
+	next, _ := e.NextDeadline()
+	assert.Equal(t, dl.Add(offerTO), next, "asked again one offer timeout later")
+	o := offerOf(t, e.Step(next, Timeout{}))
+	assert.Equal(t, SendOffer{Claim: "c1", Node: "n2", Driver: "test", Round: 2}, o)
+}
+
 func TestElectorNodeDown(t *testing.T) {
-	t.Run("pending node goes down: next at once", func(t *testing.T) {
+	t.Run("pending node goes down: next at once, with a majority", func(t *testing.T) {
 		e := newElector(t, threeNodes())
 		offerOf(t, e.Step(t0, request("c1", 2)))
-		assert.Empty(t, e.Step(t0, NodeDown{Node: "n3"}), "another node going down does not matter")
-		o := offerOf(t, e.Step(t0, NodeDown{Node: "n1"}))
+		assert.Empty(t, e.Step(t0, NodeDown{Node: "n3", Quorum: true}), "another node going down does not matter")
+		o := offerOf(t, e.Step(t0, NodeDown{Node: "n1", Quorum: true}))
 		assert.Equal(t, SendOffer{Claim: "c1", Node: "n2", Driver: "test", Round: 2}, o)
-		assert.Empty(t, e.Step(t0, NodeDown{Node: "n1"}), "duplicate")
+		assert.Empty(t, e.Step(t0, NodeDown{Node: "n1", Quorum: true}), "duplicate")
+	})
+	t.Run("pending node out of reach without a majority: the offer stands", func(t *testing.T) {
+		e := newElector(t, threeNodes())
+		offerOf(t, e.Step(t0, request("c1", 2)))
+		assert.Empty(t, e.Step(t0, NodeDown{Node: "n1"}), "it may have accepted behind a partition")
+		dl, _ := e.NextDeadline()
+		assert.Equal(t, t0.Add(offerTO), dl)
 	})
 	t.Run("accepted node goes down before binding: elected again with a majority", func(t *testing.T) {
 		e := newElector(t, threeNodes())

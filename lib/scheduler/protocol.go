@@ -61,13 +61,18 @@ type GaveBack struct {
 	Reason string
 }
 
-// Timeout says the time passed NextDeadline; Step finds what expired.
-type Timeout struct{}
+// Timeout says the time passed NextDeadline; Step finds what expired. With
+// NoQuorum (this node has not confirmed, by a probe made now, that it
+// reaches a majority of the cluster) an unanswered offer is not given up:
+// the node it went to may have accepted it behind a partition, and offering
+// the claim again would replace that machine at the heal. Its wait is
+// extended by one offer timeout; the bind deadline still applies.
+type Timeout struct{ NoQuorum bool }
 
 // NodeDown says a node left the cluster (declared dead by membership). An
-// offer to it is given up either way (it will not be answered); a claim it
-// already accepted is elected again only with Quorum (this node reaches a
-// majority of the members it knows), since that is a verdict on the node.
+// offer to it is given up, and a claim it already accepted elected again,
+// only with Quorum (this node reaches a majority of the members it knows):
+// without, the node may be alive behind a partition, and may have accepted.
 type NodeDown struct {
 	Node   string
 	Quorum bool

@@ -258,7 +258,7 @@ func TestEpochOrdersBeforeVersion(t *testing.T) {
 		var rec Record
 		require.NoError(t, st.Scan(func(r Record) error { rec = r; return nil }))
 		f, _ := rec.facet(types.FacetBinding)
-		assert.Equal(t, uint64(2), f.Epoch, "%s: the epoch is kept through replication", st.NodeID())
+		assert.Equal(t, types.BindingEpoch(&types.ClaimBinding{Round: 2}), f.Epoch, "%s: the epoch is kept through replication", st.NodeID())
 	}
 	_, err = UpdateFacet(n.a, types.KindMachineClaim, "c", types.FacetBinding, func(c *types.MachineClaim) error {
 		c.Status.Binding = &types.ClaimBinding{Round: 1, Node: "a", Machine: "m1", Phase: types.BindingLost}

@@ -87,6 +87,35 @@ type ClaimElection struct {
 	At time.Time `json:"at,omitzero"`
 }
 
+// SetBinding writes b as the claim's binding at now, keeping Since from the
+// binding it replaces when that is the same node's of the same round.
+func (o *MachineClaim) SetBinding(b ClaimBinding, now time.Time) {
+	b.Since = now
+	if cur := o.Status.Binding; cur != nil && cur.Round == b.Round && cur.Node == b.Node && !cur.Since.IsZero() {
+		b.Since = cur.Since
+	}
+	o.Status.Binding = &b
+}
+
+// bindingEpochBits is how many low bits of a binding's epoch order the
+// bindings of one round (by Since, in Unix milliseconds: enough until 2109).
+const bindingEpochBits = 42
+
+// BindingEpoch is the store epoch of a binding facet: its round first, then
+// the earlier Since. A node's own rewrites of its binding keep Since, so
+// among them the store's version (the newer write) decides.
+func BindingEpoch(b *ClaimBinding) uint64 {
+	if b == nil {
+		return 0
+	}
+	const mask = 1<<bindingEpochBits - 1
+	since := uint64(0)
+	if ms := b.Since.UnixMilli(); !b.Since.IsZero() && ms > 0 {
+		since = min(uint64(ms), mask)
+	}
+	return b.Round<<bindingEpochBits | (mask - since)
+}
+
 // BindingPhase is what the serving node says of its round.
 type BindingPhase string
 
@@ -113,6 +142,11 @@ type ClaimBinding struct {
 	Reason  string       `json:"reason,omitempty"`
 	// At is when the node wrote it (the claim's Bound time for Bound).
 	At time.Time `json:"at,omitzero"`
+	// Since is when Node first wrote a binding of Round. Two nodes bind the
+	// same round only when two electors, each cut off from the other, chose
+	// it; of those bindings the earlier wins (see BindingEpoch), so at the
+	// heal the machine that ran first stays.
+	Since time.Time `json:"since,omitzero"`
 }
 
 // ClaimEnd is the end facet: a request that the claim be terminated.

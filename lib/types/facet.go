@@ -117,17 +117,14 @@ func (o *Session) Facets() []Facet {
 
 // Facets implements Object.
 func (o *MachineClaim) Facets() []Facet {
-	var er, br uint64
+	var er uint64
 	if e := o.Status.Election; e != nil {
 		er = e.Round
-	}
-	if b := o.Status.Binding; b != nil {
-		br = b.Round
 	}
 	return []Facet{
 		{Name: FacetSpec, Value: specOf(&o.Metadata, &o.Spec)},
 		{Name: FacetElection, Value: &o.Status.Election, Epoch: er},
-		{Name: FacetBinding, Value: &o.Status.Binding, Epoch: br},
+		{Name: FacetBinding, Value: &o.Status.Binding, Epoch: BindingEpoch(o.Status.Binding)},
 		{Name: FacetEnd, Value: &o.Status.End},
 	}
 }

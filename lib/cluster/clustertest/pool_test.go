@@ -160,7 +160,16 @@ func TestPoolRaceBindsEachMachineOnce(t *testing.T) {
 			fromPool[c.Status.Machine] = name
 		}
 	}
-	assert.Len(t, fromPool, 10, "every ready machine went to exactly one claim")
+	// Every ready machine went to exactly one claim, but for one the set's
+	// owner reaped as surplus (it provisions a replacement for a machine a
+	// claim takes, and the count can pass min for a moment).
+	machines := f.Hosts[0].Machines()
+	for name := range ready {
+		if _, taken := fromPool[name]; !taken {
+			assert.Nil(t, machines[name], "ready machine %s still exists and no claim took it: %s", name, describeMachine(f, name))
+		}
+	}
+	assert.GreaterOrEqual(t, len(fromPool), 9, "ready machines taken")
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Empty(c, f.Audit(nil))
 	}, 10*time.Second, 50*time.Millisecond)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 
@@ -37,6 +38,32 @@ type journalLine struct {
 
 func stateFile(dataDir string) drivers.ResourceFile[types.Resource] {
 	return drivers.ResourceFile[types.Resource]{Dir: dataDir, Name: StateFile, Version: stateVersion}
+}
+
+// Holdings reads the resources a test driver holds from its data dir, as
+// a stopped or running driver left them there: for checks from outside
+// the process (the fault harness reads every host's).
+// A read that crosses a compaction (snapshot replaced, journal removed) can
+// miss changes, so it reads until two reads agree.
+func Holdings(dataDir string) (map[string]types.Resource, error) {
+	if dataDir == "" {
+		return nil, errors.New("holdings: no data dir")
+	}
+	last, err := loadState(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	for range 10 {
+		cur, err := loadState(dataDir)
+		if err != nil {
+			return nil, err
+		}
+		if maps.EqualFunc(last, cur, func(a, b types.Resource) bool { return a.ID == b.ID }) {
+			return cur, nil
+		}
+		last = cur
+	}
+	return nil, errors.New("holdings: the state kept changing while read")
 }
 
 // loadState reads the resources held in dataDir, the snapshot and then the
