@@ -414,24 +414,42 @@ func (r *Run) check(ctx context.Context, names []string) (state, error) {
 				m.Metadata.Name, m.Spec.Node, m.Status.Phase, m.Spec.Claim, describe(c)))
 		}
 	}
-	recorded := map[string]map[string]bool{} // node -> resource ids of its machine records
-	for _, m := range v.machines {
-		if m.Status.Resource != nil {
-			if recorded[m.Spec.Node] == nil {
-				recorded[m.Spec.Node] = map[string]bool{}
+	// Every host's view of the machines agrees (live ones, by phase).
+	for _, o := range views[1:] {
+		for name, m := range v.machines {
+			if om := o.machines[name]; m.Live() && (om == nil || om.Status.Phase != m.Status.Phase) {
+				st.problems = append(st.problems, fmt.Sprintf("machine %s: %s has it %s, %s %s", name, v.host, m.Status.Phase, o.host, phaseOf(om)))
 			}
-			recorded[m.Spec.Node][m.Status.Resource.ID] = true
+		}
+		for name, om := range o.machines {
+			if om.Live() && v.machines[name] == nil {
+				st.problems = append(st.problems, fmt.Sprintf("machine %s: %s has it %s, %s has no record", name, o.host, om.Status.Phase, v.host))
+			}
 		}
 	}
+	// Every resource a host's driver holds has its machine record, in that
+	// host's own view.
 	for _, h := range r.lab.Hosts {
+		own := views[0]
+		for _, o := range views {
+			if o.host == h.Name {
+				own = o
+			}
+		}
+		recorded := map[string]string{}
+		for _, m := range own.machines {
+			if m.Status.Resource != nil && m.Spec.Node == h.Name {
+				recorded[m.Status.Resource.ID] = m.Metadata.Name
+			}
+		}
 		held, err := testdriver.Holdings(h.DriverDir())
 		if err != nil {
 			st.problems = append(st.problems, fmt.Sprintf("%s: %v", h.Name, err))
 			continue
 		}
 		for id := range held {
-			if !recorded[h.Name][id] {
-				st.problems = append(st.problems, fmt.Sprintf("%s's driver holds %s, which no machine record names", h.Name, id))
+			if recorded[id] == "" {
+				st.problems = append(st.problems, fmt.Sprintf("%s's driver holds %s, which no machine record of %s names", h.Name, id, own.host))
 			}
 		}
 	}
@@ -519,6 +537,13 @@ func createTemplate(ctx context.Context, h *Host) error {
 		return nil
 	}
 	return err
+}
+
+func phaseOf(m *types.Machine) string {
+	if m == nil {
+		return "has no record"
+	}
+	return "has it " + string(m.Status.Phase)
 }
 
 func describe(c *types.MachineClaim) string {

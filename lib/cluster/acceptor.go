@@ -346,11 +346,16 @@ func (a *acceptor) applyRecords(m Message) {
 	}
 }
 
-// reply sends an answer to an offer or take on its own goroutine.
+// reply sends an answer to an offer or take on its own goroutine, with the
+// claim as this node has it: an elector whose replica lags (a claim bound
+// elsewhere while it was cut off) learns it with the answer.
 func (a *acceptor) reply(m Message) {
 	if m.To == a.n.cfg.Name {
 		a.n.el.deliver(m)
 		return
+	}
+	if rec, err := a.n.st.Get(types.KindMachineClaim, m.Claim); err == nil {
+		m.Records = []store.Record{rec}
 	}
 	a.n.spawn(func() { a.n.send(m) })
 }

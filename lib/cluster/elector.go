@@ -146,7 +146,7 @@ func (el *elector) handle(key string) {
 			el.answered(now, m)
 		}
 	case key == keyRefresh:
-		el.execute(el.e.Step(now, scheduler.CandidatesChanged{Candidates: el.candidates()}))
+		el.execute(el.e.Step(now, scheduler.CandidatesChanged{Candidates: el.candidates(), Quorum: el.n.view.quorum()}))
 	case key == keyMembers:
 		el.membership(now)
 	case key == keyTimeout:
@@ -210,7 +210,7 @@ func (el *elector) membership(now time.Time) {
 		}
 	}
 	el.members = cur
-	el.execute(el.e.Step(now, scheduler.CandidatesChanged{Candidates: el.candidates()}))
+	el.execute(el.e.Step(now, scheduler.CandidatesChanged{Candidates: el.candidates(), Quorum: quorum}))
 	el.q.Add(keyRequested)
 }
 
@@ -331,6 +331,26 @@ func (el *elector) execute(actions []scheduler.Action) {
 
 // answered feeds an answer to an offer, or ends a take.
 func (el *elector) answered(now time.Time, m Message) {
+	for _, rec := range m.Records {
+		if rec.Kind != types.KindMachineClaim || rec.Name != m.Claim {
+			continue
+		}
+		if _, err := el.n.st.Apply(rec); err != nil {
+			el.n.log.Debug("apply answered record", "claim", m.Claim, "err", err)
+		}
+	}
+	if m.Type == wire.MsgDecline {
+		// A decline from a node whose replica shows the claim settled (bound
+		// elsewhere, over) ends the offering: the claim is looked at again,
+		// and forgotten, instead of offered to the next candidate.
+		if c, err := store.Get[types.MachineClaim](el.n.st, types.KindMachineClaim, m.Claim); err == nil && c.Status.Phase != types.ClaimRequested {
+			el.q.Add(m.Claim)
+			if m.Machine != "" {
+				delete(el.takes, m.Claim)
+			}
+			return
+		}
+	}
 	if m.Machine != "" {
 		el.takeAnswered(m)
 		return
@@ -453,7 +473,12 @@ func (n *Node) send(m Message) {
 	ctx, cancel := context.WithTimeout(n.ctx, n.cfg.OfferTimeout)
 	defer cancel()
 	if err := n.peers.Send(ctx, m); err != nil {
-		if m.Type == wire.MsgOffer || m.Type == wire.MsgTake {
+		// A send still under way when the wait ends may yet arrive (it goes
+		// on in the background): the offer is unanswered, not declined, and
+		// it times out like one (giving it up needs a majority). Any other
+		// failure means it was never sent.
+		inFlight := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+		if (m.Type == wire.MsgOffer || m.Type == wire.MsgTake) && !inFlight {
 			n.el.deliver(Message{Type: wire.MsgDecline, From: m.To, To: m.From, Claim: m.Claim, Node: m.To, Machine: m.Machine,
 				Round: m.Round, Reason: "unreachable: " + err.Error()})
 		}

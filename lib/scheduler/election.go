@@ -33,7 +33,16 @@ type offer struct {
 	node, driver string
 	round        uint64
 	expires      time.Time
+	// resent counts the times the offer was sent again, unanswered.
+	resent int
 }
+
+// offerResends is how many times an unanswered offer is sent again, to a
+// node still alive, before the claim moves on to another node at the next
+// round. The candidate answers a repeated offer as it did the first (it
+// holds the reservation already), so a lost offer or answer costs a resend,
+// not a machine: moving on would replace one the candidate had bound.
+const offerResends = 2
 
 // claimState is everything the elector knows about one claim.
 type claimState struct {
@@ -218,7 +227,7 @@ func (e *Elector) candidatesChanged(now time.Time, in CandidatesChanged) []Actio
 	for _, st := range e.sorted() {
 		switch st.phase {
 		case phaseOffering:
-			if !e.nodeAlive(st.offer.node) {
+			if !e.nodeAlive(st.offer.node) && in.Quorum {
 				out = append(out, e.giveUp(now, st, fmt.Sprintf("node %s left with the offer unanswered", st.offer.node))...)
 			}
 		case phaseWaiting:
@@ -275,7 +284,13 @@ func (e *Elector) timeout(now time.Time, in Timeout) []Action {
 					st.offer.node, st.offer.round)})
 				continue
 			}
-			why := fmt.Sprintf("node %s did not answer the offer within %s", st.offer.node, e.offerTimeout)
+			if st.offer.resent < offerResends && e.nodeAlive(st.offer.node) {
+				st.offer.resent++
+				st.offer.expires = now.Add(e.offerTimeout)
+				out = append(out, SendOffer{Claim: st.name, Node: st.offer.node, Driver: st.offer.driver, Round: st.offer.round})
+				continue
+			}
+			why := fmt.Sprintf("node %s did not answer the offer in %d tries of %s", st.offer.node, offerResends+1, e.offerTimeout)
 			out = append(out, e.giveUp(now, st, why)...)
 		}
 	}

@@ -114,12 +114,25 @@ func TestElectorWaitingReasonAfterDeclines(t *testing.T) {
 	assert.Equal(t, SendOffer{Claim: "c1", Node: "n1", Driver: "test", Round: 2}, o)
 }
 
+// resent steps the timeouts at which the pending offer is sent again (to the
+// same node, at the same round) and returns the deadline after them.
+func resent(t *testing.T, e *Elector, want SendOffer) time.Time {
+	t.Helper()
+	for range offerResends {
+		dl, _ := e.NextDeadline()
+		assert.Equal(t, want, offerOf(t, e.Step(dl, Timeout{})), "sent again")
+	}
+	dl, _ := e.NextDeadline()
+	return dl
+}
+
 func TestElectorOfferTimeout(t *testing.T) {
 	e := newElector(t, threeNodes())
-	offerOf(t, e.Step(t0, request("c1", 2)))
+	first := offerOf(t, e.Step(t0, request("c1", 2)))
 	assert.Empty(t, e.Step(t0.Add(offerTO-time.Millisecond), Timeout{}), "early timer does nothing")
 
-	dl, _ := e.NextDeadline()
+	dl := resent(t, e, first)
+	assert.Equal(t, t0.Add((offerResends+1)*offerTO), dl)
 	o := offerOf(t, e.Step(dl, Timeout{}))
 	assert.Equal(t, SendOffer{Claim: "c1", Node: "n2", Driver: "test", Round: 2}, o)
 	assert.Empty(t, e.Step(dl, Timeout{}), "a repeated timeout does nothing")
@@ -145,6 +158,7 @@ func TestElectorOfferTimeoutWithoutQuorum(t *testing.T) {
 	assert.False(t, e.OffersExpired(dl))
 	next, _ := e.NextDeadline()
 	assert.Equal(t, dl.Add(offerTO), next, "asked again one offer timeout later")
+	next = resent(t, e, SendOffer{Claim: "c1", Node: "n1", Driver: "test", Round: 1})
 	o := offerOf(t, e.Step(next, Timeout{}))
 	assert.Equal(t, SendOffer{Claim: "c1", Node: "n2", Driver: "test", Round: 2}, o)
 }
@@ -178,10 +192,15 @@ func TestElectorNodeDown(t *testing.T) {
 		require.Len(t, e.Step(t0, Accepted{Claim: "c1", Node: "n1", Driver: "test", Round: 1}), 1)
 		assert.Empty(t, e.Step(t0.Add(time.Second), NodeDown{Node: "n1"}), "a node cut off from the majority passes no verdict")
 	})
+	t.Run("pending node missing from a fresh snapshot, without a majority: the offer stands", func(t *testing.T) {
+		e := newElector(t, threeNodes())
+		offerOf(t, e.Step(t0, request("c1", 2)))
+		assert.Empty(t, e.Step(t0, CandidatesChanged{Candidates: threeNodes()[1:]}))
+	})
 	t.Run("pending node missing from a fresh snapshot", func(t *testing.T) {
 		e := newElector(t, threeNodes())
 		offerOf(t, e.Step(t0, request("c1", 2)))
-		o := offerOf(t, e.Step(t0, CandidatesChanged{Candidates: threeNodes()[1:]}))
+		o := offerOf(t, e.Step(t0, CandidatesChanged{Candidates: threeNodes()[1:], Quorum: true}))
 		assert.Equal(t, "n2", o.Node)
 		assert.Equal(t, uint64(2), o.Round)
 	})
@@ -343,7 +362,7 @@ func TestElectorRoundsIncrease(t *testing.T) {
 		}
 		for _, a := range acts {
 			if o, ok := a.(SendOffer); ok {
-				assert.Greater(t, o.Round, last)
+				assert.GreaterOrEqual(t, o.Round, last, "(an unanswered offer is sent again at its round)")
 				last = o.Round
 				if i%3 == 1 {
 					e.Step(now, Declined{Claim: "c1", Node: o.Node, Round: o.Round, Reason: "no"})
@@ -351,7 +370,7 @@ func TestElectorRoundsIncrease(t *testing.T) {
 			}
 		}
 	}
-	assert.Greater(t, last, uint64(3))
+	assert.GreaterOrEqual(t, last, uint64(3))
 }
 
 func TestElectorWakesWaitingWhenAnOfferComesToNothing(t *testing.T) {
@@ -362,16 +381,17 @@ func TestElectorWakesWaitingWhenAnOfferComesToNothing(t *testing.T) {
 	offerOf(t, e.Step(t0, request("a", 1)))
 	require.IsType(t, Waiting{}, e.Step(t0, request("b", 1))[0])
 
-	acts := e.Step(t0.Add(offerTO), Timeout{})
+	dl := resent(t, e, SendOffer{Claim: "a", Node: "n1", Driver: "test", Round: 1})
+	acts := e.Step(dl, Timeout{})
 	assert.Equal(t, []Action{
-		Waiting{Claim: "a", Reason: "every node that fits declined or did not answer; last: node n1 did not answer the offer within 1s"},
+		Waiting{Claim: "a", Reason: "every node that fits declined or did not answer; last: node n1 did not answer the offer in 3 tries of 1s"},
 		SendOffer{Claim: "b", Node: "n1", Driver: "test", Round: 1},
 	}, acts)
 
 	// A claim deleted with its offer out frees the slot the same way.
-	acts = e.Step(t0.Add(offerTO), ClaimGone{Claim: "b"})
+	acts = e.Step(dl, ClaimGone{Claim: "b"})
 	assert.Empty(t, acts, "a still excludes n1 until a fresh report")
-	acts = e.Step(t0.Add(2*offerTO), CandidatesChanged{Candidates: []Candidate{cand("n1", 1, 32, 0, 0)}})
+	acts = e.Step(dl.Add(offerTO), CandidatesChanged{Candidates: []Candidate{cand("n1", 1, 32, 0, 0)}})
 	assert.Equal(t, []Action{SendOffer{Claim: "a", Node: "n1", Driver: "test", Round: 2}}, acts)
 }
 

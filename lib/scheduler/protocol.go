@@ -29,8 +29,11 @@ type ClaimRequested struct {
 
 // CandidatesChanged carries the full, fresh set of candidates (capacity reports
 // and membership). It replaces what the elector knew and wakes waiting claims.
+// An offer to a node no longer alive is given up only with Quorum (see
+// NodeDown).
 type CandidatesChanged struct {
 	Candidates []Candidate
+	Quorum     bool
 }
 
 // Accepted is a candidate's answer: it reserved capacity for (Claim, Round).

@@ -91,8 +91,8 @@ func TestSimOfferTimeout(t *testing.T) {
 	s.run(t0.Add(time.Minute))
 	c := s.claims["c1"]
 	require.Equal(t, types.ClaimBound, c.phase)
-	assert.Equal(t, []string{"n1/1", c.node + "/2"}, s.offers("c1"))
-	assert.Equal(t, time.Second+3*time.Millisecond, c.boundAt.Sub(t0))
+	assert.Equal(t, []string{"n1/1", "n1/1", "n1/1", c.node + "/2"}, s.offers("c1"), "sent again twice, then the next node")
+	assert.Equal(t, 3*time.Second+3*time.Millisecond, c.boundAt.Sub(t0))
 	s.requireClean(t)
 }
 

@@ -10,12 +10,14 @@ import (
 	"github.com/hf-fleet/hf/lib/types"
 )
 
-// This file is an in-memory simulation of one elector and N candidate nodes,
-// in the manner of etcd-io/raft's network tests: time is virtual, messages are
+// This file is an in-memory model of one elector and N candidate nodes, in
+// the manner of etcd-io/raft's network tests: time is virtual, messages are
 // events on a queue, and the network can delay, drop and kill. The elector is
-// the real one; the nodes play the candidate side of the protocol (Reserve
-// under their own "lock", persist a reservation, allocate on seeing the
-// record, fence what the record does not name).
+// the real one; the nodes play a simplified candidate side (Reserve under
+// their own "lock", persist a reservation, allocate on seeing the record)
+// with reliable replication. It tests the elector's behaviour; the whole
+// protocol, with the holder's pure decisions and faulty replication, is
+// simulated in protocol_sim_test.go.
 
 // simNet is the direct-message network between elector and nodes. Replicated
 // writes (claim records, reports) do not go through it: the store repairs
