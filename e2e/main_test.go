@@ -44,7 +44,7 @@ func TestMain(m *testing.M) {
 
 // proc is one running hf-node process.
 type proc struct {
-	t       *testing.T
+	t       testing.TB
 	cmd     *exec.Cmd
 	dataDir string
 	args    []string
@@ -83,7 +83,7 @@ var (
 
 // startNode starts hf-node with a fresh or given data dir and waits until it
 // prints its API address.
-func startNode(t *testing.T, dataDir string, extra ...string) *proc {
+func startNode(t testing.TB, dataDir string, extra ...string) *proc {
 	t.Helper()
 	if dataDir == "" {
 		dataDir = t.TempDir()

@@ -26,10 +26,19 @@ func (a *acceptor) healthLoop() {
 			return
 		case <-tick.C:
 		}
-		a.checkHealth(a.n.ctx)
-		a.meterActivity(a.n.ctx, meters)
+		// One copy of the ledger and one deadline per pass: a pass over
+		// 10,000 machines must cost milliseconds, not a context each.
+		entries := a.all()
+		ctx, cancel := context.WithTimeout(a.n.ctx, healthPassTimeout)
+		a.checkHealth(ctx, entries)
+		a.meterActivity(ctx, entries, meters)
+		cancel()
 	}
 }
+
+// healthPassTimeout bounds one pass of status and activity checks (a driver
+// that hangs delays the pass, not the node).
+const healthPassTimeout = time.Minute
 
 // activityThreshold is how much a machine's activity counter (CPU time in
 // nanoseconds) must grow between two readings to count as use: 10 ms, above
@@ -46,9 +55,9 @@ type meterReading struct {
 // machines from drivers that have them, and records in a machine's status
 // when it was last in use, at most once per ActivityResolution per machine.
 // readings carries the counters from one call to the next.
-func (a *acceptor) meterActivity(ctx context.Context, readings map[string]meterReading) {
+func (a *acceptor) meterActivity(ctx context.Context, entries []entry, readings map[string]meterReading) {
 	seen := map[string]bool{}
-	for _, e := range a.all() {
+	for _, e := range entries {
 		if e.Phase != types.MachineRunning || e.Resource == nil || e.Claim == "" || e.Busy {
 			continue
 		}
@@ -60,9 +69,7 @@ func (a *acceptor) meterActivity(ctx context.Context, readings map[string]meterR
 		if !ok {
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		count, err := meter.Activity(cctx, e.Resource)
-		cancel()
+		count, err := meter.Activity(ctx, e.Resource)
 		if ctx.Err() != nil {
 			return
 		}
@@ -102,8 +109,8 @@ func (a *acceptor) meterActivity(ctx context.Context, readings map[string]meterR
 }
 
 // checkHealth reports this node's running machines that finished or died.
-func (a *acceptor) checkHealth(ctx context.Context) {
-	for _, e := range a.all() {
+func (a *acceptor) checkHealth(ctx context.Context, entries []entry) {
+	for _, e := range entries {
 		if e.Phase != types.MachineRunning || e.Resource == nil || e.Busy {
 			continue
 		}
@@ -111,9 +118,7 @@ func (a *acceptor) checkHealth(ctx context.Context) {
 		if !ok {
 			continue
 		}
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		phase, err := in.Driver.Status(cctx, e.Resource)
-		cancel()
+		phase, err := in.Driver.Status(ctx, e.Resource)
 		if ctx.Err() != nil {
 			return
 		}

@@ -151,7 +151,7 @@ func TestDeadMachineIsReportedAndRebound(t *testing.T) {
 	require.NoError(t, err)
 	// The machine dies behind the node's back.
 	require.NoError(t, tn.drv.Deallocate(context.Background(), m.Status.Resource))
-	tn.node.acc.checkHealth(context.Background())
+	tn.node.acc.checkHealth(context.Background(), tn.node.acc.all())
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		got, err := store.Get[types.MachineClaim](tn.st, types.KindMachineClaim, "c")
 		require.NoError(c, err)

@@ -1,0 +1,150 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hf-fleet/hf/lib/client"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// BenchmarkIdleNode loads one hf-node process with 10,000 templates and
+// 10,000 bound claims with their machines (test driver), lets it settle, and
+// reports the CPU it uses idle over 15 s (percent of one core) and its RSS.
+// Run alone, it takes about a minute:
+//
+//	go test -run x -bench IdleNode -benchtime 1x ./e2e/
+func BenchmarkIdleNode(b *testing.B) {
+	const n = 10_000
+	for b.Loop() {
+		p := startWithConfigTB(b, fmt.Sprintf("drivers:\n  - name: test\n    config: {cpus: %d, ram_gb: %d}\n", 2*n, 2*n))
+		c, err := client.New(p.API, p.Token)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx := context.Background()
+		start := time.Now()
+		parallel(b, n, func(i int) error {
+			_, err := c.Create(ctx, &types.MachineTemplate{
+				TypeMeta: types.TypeMeta{Kind: types.KindMachineTemplate},
+				Metadata: types.ObjectMeta{Name: fmt.Sprintf("t-%05d", i)},
+				Spec: types.MachineTemplateSpec{Resources: types.Resources{CPU: 1, RAMGB: 1},
+					ProviderConfiguration: map[string]json.RawMessage{"test": json.RawMessage(`{}`)}},
+			})
+			return err
+		})
+		parallel(b, n, func(i int) error {
+			_, err := c.Create(ctx, &types.MachineClaim{
+				TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim},
+				Metadata: types.ObjectMeta{Name: fmt.Sprintf("c-%05d", i)},
+				Spec:     types.MachineClaimSpec{MachineTemplate: fmt.Sprintf("t-%05d", i)},
+			})
+			return err
+		})
+		for {
+			objs, err := c.List(ctx, types.KindMachineClaim, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			bound := 0
+			for _, o := range objs {
+				if o.(*types.MachineClaim).Status.Phase == types.ClaimBound {
+					bound++
+				}
+			}
+			if bound == n {
+				break
+			}
+			if time.Since(start) > 5*time.Minute {
+				b.Fatalf("%d of %d claims bound after 5 minutes", bound, n)
+			}
+			time.Sleep(time.Second)
+		}
+		b.Logf("loaded %d templates and %d bound claims in %s", n, n, time.Since(start).Round(time.Second))
+		time.Sleep(10 * time.Second) // let the last writes and compactions settle
+		pid := p.cmd.Process.Pid
+		cpu0 := cpuTicks(b, pid)
+		t0 := time.Now()
+		time.Sleep(15 * time.Second)
+		used := float64(cpuTicks(b, pid)-cpu0) / 100 // clock ticks of 10 ms
+		pct := 100 * used / time.Since(t0).Seconds()
+		rss := rssMB(b, pid)
+		b.ReportMetric(pct, "idle-cpu-%")
+		b.ReportMetric(rss, "rss-MB")
+		b.Logf("idle: %.2f%% of a core over 15 s, RSS %.1f MB", pct, rss)
+		p.stop()
+	}
+}
+
+// startWithConfigTB is startWithConfig for a benchmark.
+func startWithConfigTB(tb testing.TB, cfg string) *proc {
+	tb.Helper()
+	path := tb.TempDir() + "/hf.yml"
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return startNode(tb, "", "--config", path)
+}
+
+// parallel runs fn for 0..n-1 on 16 goroutines and fails on the first error.
+func parallel(tb testing.TB, n int, fn func(i int) error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	for range 16 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := fn(i); err != nil {
+					once.Do(func() { first = err })
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if first != nil {
+		tb.Fatal(first)
+	}
+}
+
+// cpuTicks is a process's user plus system time in clock ticks.
+func cpuTicks(tb testing.TB, pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	// The command name may hold spaces: the fields start after its ')'.
+	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return utime + stime
+}
+
+// rssMB is a process's resident set in MB.
+func rssMB(tb testing.TB, pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	tb.Fatal("no VmRSS")
+	return 0
+}
