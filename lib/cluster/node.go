@@ -259,7 +259,7 @@ func (n *Node) Stop(ctx context.Context) error {
 	n.el.stop()
 	n.duties.stop()
 	done := make(chan struct{})
-	go func() { n.wg.Wait(); close(done) }()
+	go func() { n.wg.Wait(); n.view.wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():

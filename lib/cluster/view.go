@@ -25,6 +25,9 @@ type view struct {
 	ctx     context.Context
 	reprobe func()
 
+	// probes are the probe goroutines under way (Stop waits for them).
+	probes sync.WaitGroup
+
 	mu sync.Mutex
 	// gen counts membership changes; a probe answers for the gen it
 	// started in, for reachFresh.
@@ -58,6 +61,9 @@ func (v *view) start(ctx context.Context, reprobe func()) {
 	v.ctx, v.reprobe = ctx, reprobe
 	v.mu.Unlock()
 }
+
+// wait returns when no probe is under way.
+func (v *view) wait() { v.probes.Wait() }
 
 // membersChanged makes earlier probes stale.
 func (v *view) membersChanged() {
@@ -106,9 +112,14 @@ func (v *view) confirmQuorum(maxAge time.Duration) (quorum, answered bool) {
 	if r := v.reach; r.gen == v.gen && time.Since(r.at) <= maxAge {
 		return 2*r.reachable > known, true
 	}
-	if !v.probing && v.ctx != nil {
+	if !v.probing && v.ctx != nil && v.ctx.Err() == nil {
 		v.probing = true
-		go v.probe(v.ctx, v.reprobe, v.gen, live)
+		v.probes.Add(1)
+		ctx, reprobe, gen := v.ctx, v.reprobe, v.gen
+		go func() {
+			defer v.probes.Done()
+			v.probe(ctx, reprobe, gen, live)
+		}()
 	}
 	return false, false
 }
