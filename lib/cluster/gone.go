@@ -37,7 +37,7 @@ func (d *duties) reconcileGone(name string) time.Duration {
 	if !n.view.quorum() {
 		return 0 // looked at again when membership changes
 	}
-	gone := now.Sub(since)
+	gone := now.Sub(n.view.since(since))
 	node, known := cacheNode(n, name)
 	if known && gone >= n.cfg.DownAfter && !node.DownHolds() {
 		d.markDown(node, gone)

@@ -164,7 +164,7 @@ func New(cfg Config, log *slog.Logger, st *store.Store, instances []Instance, pe
 	}
 	n.peers = peers
 	n.cache = newCache(st, n.log)
-	n.view = &view{self: cfg.Name, peers: peers, cache: n.cache}
+	n.view = &view{self: cfg.Name, peers: peers, cache: n.cache, now: cfg.Now}
 	n.acc = newAcceptor(n)
 	n.el = newElector(n)
 	n.duties = newDuties(n)

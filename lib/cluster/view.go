@@ -20,6 +20,7 @@ type view struct {
 	self  string
 	peers Peers
 	cache *cache.Cache
+	now   func() time.Time
 	// ctx ends the probes; reprobe is called when a probe has an answer,
 	// to look again at what waited for it.
 	ctx     context.Context
@@ -34,6 +35,10 @@ type view struct {
 	gen     uint64
 	probing bool
 	reach   reachProbe
+	// quorate is the last quorum this node was sure of; regained is when
+	// it last went from none to a majority (see since).
+	quorate  bool
+	regained time.Time
 }
 
 // reachProbe is the answer of a probe of the live members.
@@ -65,11 +70,38 @@ func (v *view) start(ctx context.Context, reprobe func()) {
 // wait returns when no probe is under way.
 func (v *view) wait() { v.probes.Wait() }
 
-// membersChanged makes earlier probes stale.
+// membersChanged makes earlier probes stale, and notes a majority lost.
 func (v *view) membersChanged() {
+	live, known := v.members()
 	v.mu.Lock()
 	v.gen++
+	if 2*len(live) <= known {
+		v.noteLocked(false)
+	}
 	v.mu.Unlock()
+}
+
+// noteLocked records a quorum this node is sure of. v.mu is held.
+func (v *view) noteLocked(q bool) {
+	if q && !v.quorate {
+		v.regained = v.now()
+	}
+	v.quorate = q
+}
+
+// since is t, or when this node last regained a majority if that is later:
+// how long a member has been absent counts only from then. A node on the
+// smaller side of a partition sees the far members absent from the start,
+// and as it heals it may reach a majority one member before the last one
+// is back; the time it spent cut off is no evidence that that member is
+// gone.
+func (v *view) since(t time.Time) time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.regained.After(t) {
+		return v.regained
+	}
+	return t
 }
 
 // quorum reports whether this node reaches a majority of the members it
@@ -89,12 +121,21 @@ func (v *view) quorum() bool {
 	live, known := v.members()
 	switch {
 	case 2*len(live) <= known:
+		v.note(false)
 		return false
 	case len(live) == known:
+		v.note(true)
 		return true // nobody is absent: no verdict to pass
 	}
 	q, _ := v.confirmQuorum(reachFresh)
 	return q
+}
+
+// note records a quorum this node is sure of.
+func (v *view) note(q bool) {
+	v.mu.Lock()
+	v.noteLocked(q)
+	v.mu.Unlock()
 }
 
 // confirmQuorum is quorum as a probe that started at most maxAge ago found
@@ -104,13 +145,16 @@ func (v *view) quorum() bool {
 // when it has.
 func (v *view) confirmQuorum(maxAge time.Duration) (quorum, answered bool) {
 	live, known := v.members()
-	if 2*len(live) <= known {
-		return false, true
-	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if 2*len(live) <= known {
+		v.noteLocked(false)
+		return false, true
+	}
 	if r := v.reach; r.gen == v.gen && time.Since(r.at) <= maxAge {
-		return 2*r.reachable > known, true
+		q := 2*r.reachable > known
+		v.noteLocked(q)
+		return q, true
 	}
 	if !v.probing && v.ctx != nil && v.ctx.Err() == nil {
 		v.probing = true

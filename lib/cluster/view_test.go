@@ -60,7 +60,7 @@ func newTestView(t *testing.T, peers *fakePeers, nodes ...string) (*view, chan s
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() { cancel(); c.Wait() })
 	require.NoError(t, c.Start(ctx))
-	v := &view{self: "n0", peers: peers, cache: c}
+	v := &view{self: "n0", peers: peers, cache: c, now: time.Now}
 	reprobed := make(chan struct{}, 16)
 	v.start(ctx, func() { reprobed <- struct{}{} })
 	return v, reprobed
@@ -120,4 +120,41 @@ func waitReprobe(t *testing.T, ch chan struct{}) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no probe answered")
 	}
+}
+
+// TestAbsenceCountsFromAMajorityRegained: a node cut off alone sees the far
+// members absent from the start; when it heals and reaches a majority with
+// one of them while the other is not back yet, the time it spent cut off
+// does not count towards that one's grace (the fault harness found a
+// minority node passing the lost verdict on a healthy majority node the
+// moment the partition healed).
+func TestAbsenceCountsFromAMajorityRegained(t *testing.T) {
+	peers := &fakePeers{live: []string{"n0"}, known: []string{"n0", "n1", "n2"}}
+	v, reprobed := newTestView(t, peers, "n0", "n1", "n2")
+	cutOff := time.Now()
+	assert.False(t, v.quorum(), "alone of three")
+	assert.Equal(t, cutOff, v.since(cutOff), "no majority regained yet")
+
+	// n1 is back, n2 not yet.
+	peers.mu.Lock()
+	peers.live = []string{"n0", "n1"}
+	peers.answers = map[string]bool{"n1": true}
+	peers.mu.Unlock()
+	v.membersChanged()
+	assert.False(t, v.quorum(), "the live ones have not answered yet")
+	waitReprobe(t, reprobed)
+	assert.True(t, v.quorum())
+	healed := time.Now()
+	got := v.since(cutOff)
+	assert.True(t, got.After(cutOff), "n2's absence counts from the majority regained, not from the cut")
+	assert.False(t, got.After(healed))
+	later := time.Now().Add(time.Hour)
+	assert.Equal(t, later, v.since(later), "a member gone after the majority came back counts from its own absence")
+
+	// A majority kept does not move the mark.
+	v.membersChanged()
+	assert.False(t, v.quorum(), "probing again")
+	waitReprobe(t, reprobed)
+	assert.True(t, v.quorum())
+	assert.Equal(t, got, v.since(cutOff))
 }
