@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	fastjson "github.com/goccy/go-json"
 	"slices"
 	"strconv"
 	"sync"
@@ -51,7 +52,7 @@ func splitFacets(obj types.Object) ([]FacetRecord, error) {
 	fs := obj.Facets()
 	out := make([]FacetRecord, len(fs))
 	for i, f := range fs {
-		b, err := json.Marshal(f.Value)
+		b, err := fastjson.Marshal(f.Value)
 		if err != nil {
 			return nil, fmt.Errorf("marshal facet %s: %w", f.Name, err)
 		}
@@ -97,7 +98,7 @@ func assemble(r *Record) (json.RawMessage, error) {
 	if err := decodeFacets(r, obj); err != nil {
 		return nil, err
 	}
-	return json.Marshal(obj)
+	return fastjson.Marshal(obj)
 }
 
 // decodeFacets fills obj, a new object of r's kind, from r's facets, with
@@ -109,7 +110,7 @@ func decodeFacets(r *Record, obj types.Object) error {
 		if !ok {
 			continue
 		}
-		if err := json.Unmarshal(fr.Data, f.Value); err != nil {
+		if err := fastjson.Unmarshal(fr.Data, f.Value); err != nil {
 			return fmt.Errorf("facet %s: %w", f.Name, err)
 		}
 	}

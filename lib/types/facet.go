@@ -1,8 +1,9 @@
 package types
 
 import (
-	"encoding/json"
 	"time"
+
+	fastjson "github.com/goccy/go-json"
 )
 
 // Facets: every object is stored and replicated as facets, each a part of the
@@ -149,13 +150,13 @@ func (f *machineOwner) MarshalJSON() ([]byte, error) {
 	if o.LostHolds() && o.Status.Phase == MachineLost {
 		v.Status.Phase, v.Status.Reason = o.Status.Lost.Was, o.Status.Lost.WasReason
 	}
-	return json.Marshal(v)
+	return fastjson.Marshal(v)
 }
 
 // UnmarshalJSON sets the owner's part and keeps the other facets.
 func (f *machineOwner) UnmarshalJSON(b []byte) error {
 	var v machineOwnerJSON
-	if err := json.Unmarshal(b, &v); err != nil {
+	if err := fastjson.Unmarshal(b, &v); err != nil {
 		return err
 	}
 	o := f.o
@@ -197,13 +198,13 @@ func (r *nodeReport) MarshalJSON() ([]byte, error) {
 	case o.Status.Phase == NodeDraining:
 		v.Status.Phase = NodeUp
 	}
-	return json.Marshal(v)
+	return fastjson.Marshal(v)
 }
 
 // UnmarshalJSON sets the report's fields and keeps the other facets.
 func (r *nodeReport) UnmarshalJSON(b []byte) error {
 	var v nodeReportJSON
-	if err := json.Unmarshal(b, &v); err != nil {
+	if err := fastjson.Unmarshal(b, &v); err != nil {
 		return err
 	}
 	o := r.o
