@@ -152,6 +152,7 @@ func DecodeObject(kind string, raw []byte) (types.Object, error) {
 	if err := json.Unmarshal(raw, obj); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", kind, err)
 	}
+	types.Upgrade(obj)
 	if obj.GetKind() == "" {
 		// The document said "kind": ""; keep the object self-describing.
 		return DecodeObject(kind, withKind(raw, kind))

@@ -378,10 +378,11 @@ func (a *acceptor) handleOffer(m Message) {
 }
 
 // machineName is deterministic per (claim, round, node), so a repeated offer
-// finds the reservation it already made.
-func machineName(claim string, round uint64, node string) string {
+// finds the reservation it already made; it starts with prefix (the
+// machineNamePrefix that applies), or "m".
+func machineName(prefix, claim string, round uint64, node string) string {
 	h := sha256.Sum256([]byte(claim + "/" + strconv.FormatUint(round, 10) + "/" + node))
-	return "m-" + hex.EncodeToString(h[:6])
+	return cmp.Or(prefix, "m") + "-" + hex.EncodeToString(h[:6])
 }
 
 // reserve does the atomic check-and-reserve of an offer. On a decline it
@@ -391,10 +392,6 @@ func (a *acceptor) reserve(m Message) (*types.Capacity, error) {
 	in, ok := a.n.instances[m.Driver]
 	if !ok {
 		return nil, fmt.Errorf("node %s has no driver %q", self, m.Driver)
-	}
-	name := machineName(m.Claim, m.Round, self)
-	if _, ok := a.get(name); ok {
-		return nil, nil // a repeated offer: already reserved
 	}
 	claim, err := store.Get[types.MachineClaim](a.n.st, types.KindMachineClaim, m.Claim)
 	if err != nil {
@@ -410,8 +407,16 @@ func (a *acceptor) reserve(m Message) (*types.Capacity, error) {
 	if err != nil {
 		return nil, fmt.Errorf("machine template %s: %w", claim.Spec.MachineTemplate, err)
 	}
-	if err := in.Driver.ValidateTemplate(*tmpl); err != nil {
+	res, env, err := a.n.resolve(claim, tmpl, m.Set, in)
+	if err != nil {
+		return nil, fmt.Errorf("configuration of template %s: %w", tmpl.Metadata.Name, err)
+	}
+	if err := in.Driver.ValidateTemplate(res.Template); err != nil {
 		return nil, fmt.Errorf("driver %s cannot serve template %s: %w", in.Name, tmpl.Metadata.Name, err)
+	}
+	name := machineName(res.Prefix, m.Claim, m.Round, self)
+	if _, ok := a.get(name); ok {
+		return nil, nil // a repeated offer: already reserved
 	}
 	if node, ok := cacheNode(a.n, self); ok && node.Spec.Maintenance {
 		return nil, fmt.Errorf("node %s is in maintenance", self)
@@ -432,7 +437,9 @@ func (a *acceptor) reserve(m Message) (*types.Capacity, error) {
 		TypeMeta: types.TypeMeta{Kind: types.KindMachine},
 		Metadata: types.ObjectMeta{Name: name, Labels: map[string]string{"hf/claim": m.Claim, "hf/node": self}},
 		Spec: types.MachineSpec{
-			MachineTemplate: tmpl.Metadata.Name, Environment: claim.Spec.Environment,
+			MachineType: cmp.Or(tmpl.Spec.MachineType, types.MachineTypeUser), Provider: res.Provider,
+			ConfigurationOptions: res.Options, ConnectEndpoints: res.Endpoints,
+			MachineTemplate: tmpl.Metadata.Name, Environment: env,
 			Node: self, Driver: in.Name, Claim: m.Claim, Round: m.Round,
 			MachineSet: cmp.Or(claim.Metadata.Labels[LabelProvisionFor], m.Set),
 		},

@@ -18,6 +18,7 @@ const (
 	dutyEvent   = "event/"
 	dutySession = "session/"
 	dutyNode    = "node/"
+	dutyCode    = "code/"
 )
 
 // duties runs the cluster-wide reconciles: every MachineSet, ScheduledEvent
@@ -55,6 +56,8 @@ func (d *duties) changed(kind, name string, old, obj types.Object) {
 		d.q.Add(dutyEvent + name)
 	case types.KindSession:
 		d.q.Add(dutySession + name)
+	case types.KindAccessCode:
+		d.q.Add(dutyCode + name)
 	case types.KindNode:
 		d.q.Add(dutyNode + name)
 	case types.KindMachine:
@@ -63,7 +66,7 @@ func (d *duties) changed(kind, name string, old, obj types.Object) {
 				if m.Spec.MachineSet != "" {
 					d.q.Add(dutySet + m.Spec.MachineSet)
 				}
-				if m.Spec.Node != d.n.cfg.Name {
+				if m.Spec.Node != d.n.cfg.Name && m.Spec.Node != "" { // "": an outside provider's machine
 					d.q.Add(dutyNode + m.Spec.Node)
 				}
 			}
@@ -119,6 +122,7 @@ func (d *duties) membersChanged() {
 	}
 	for _, kind := range []struct{ kind, prefix string }{
 		{types.KindMachineSet, dutySet}, {types.KindScheduledEvent, dutyEvent}, {types.KindSession, dutySession},
+		{types.KindAccessCode, dutyCode},
 	} {
 		for _, o := range d.n.cache.List(kind.kind) {
 			d.q.Add(kind.prefix + o.Meta().Name)
@@ -152,6 +156,8 @@ func (d *duties) reconcile(key string) time.Duration {
 		return d.reconcileSession(strings.TrimPrefix(key, dutySession))
 	case strings.HasPrefix(key, dutyNode):
 		return d.reconcileGone(strings.TrimPrefix(key, dutyNode))
+	case strings.HasPrefix(key, dutyCode):
+		return d.reconcileCode(strings.TrimPrefix(key, dutyCode))
 	}
 	return 0
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -115,8 +116,17 @@ func (a *acceptor) allocate(e entry, claim *types.MachineClaim) {
 		a.allocFailed(e, fmt.Errorf("claim metadata: %w", err))
 		return
 	}
+	set := ""
+	if m, ok := a.n.machine(e.Machine); ok {
+		set = m.Spec.MachineSet
+	}
+	conf, _, err := a.n.resolve(claim, tmpl, set, in)
+	if err != nil {
+		a.allocFailed(e, fmt.Errorf("configuration of template %s: %w", tmpl.Metadata.Name, err))
+		return
+	}
 	shown := a.showProvisioning(e.Machine)
-	res, err := in.Driver.Allocate(ctx, *tmpl, meta)
+	res, err := in.Driver.Allocate(ctx, conf.Template, meta)
 	shown()
 	if err != nil {
 		switch {
@@ -126,6 +136,14 @@ func (a *acceptor) allocate(e entry, claim *types.MachineClaim) {
 			err = fmt.Errorf("the claim's bind timeout passed while allocating: %w", err)
 		}
 		a.allocFailed(e, err)
+		return
+	}
+	if missing := conf.MissingInformation(res.Info); len(missing) > 0 {
+		// The validator of the proposal's discussion: hf cannot hand out a
+		// machine without what its Provider says every machine reports.
+		a.deallocate(in, e.Machine, res)
+		a.allocFailed(e, fmt.Errorf("provider %s requires machine information %s, which driver %s did not report",
+			conf.Provider, strings.Join(missing, ", "), in.Name))
 		return
 	}
 	now := a.n.cfg.Now()
@@ -183,7 +201,7 @@ func showResource(m *types.Machine, res *types.Resource) {
 	m.Status.Reason = ""
 	m.Status.Resource = res
 	m.Status.MachineInformation = res.Info
-	m.Status.ConnectEndpoints = res.Endpoints
+	m.Status.Addresses = res.Endpoints
 }
 
 // allocFailed drops the reservation and gives the round back, after a

@@ -32,7 +32,7 @@ func TestClaimBindsAndReleases(t *testing.T) {
 	assert.Equal(t, "c1", m.Spec.Claim)
 	require.NotNil(t, m.Status.Resource)
 	assert.Contains(t, string(m.Status.Resource.Data), "HF_CLAIM")
-	assert.NotEmpty(t, m.Status.ConnectEndpoints)
+	assert.NotEmpty(t, m.Status.Addresses)
 	assert.Equal(t, 1, testdriver.Held(tn.drv))
 
 	// The Node object reports the machine's use.

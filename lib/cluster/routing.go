@@ -101,7 +101,9 @@ func (el *elector) bindDecision(now time.Time, c *types.MachineClaim) (d schedul
 			}
 			// Machines of this very claim (a round under way) do not stand
 			// in its way: they are its own, or fenced once it moves on.
-			if !taken[m.Metadata.Name] && m.Spec.Claim != c.Metadata.Name {
+			// A machine without a node (an outside provider's record) is
+			// no node's to hand over.
+			if !taken[m.Metadata.Name] && m.Spec.Claim != c.Metadata.Name && m.Spec.Node != "" {
 				mVals = append(mVals, *m)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hf-fleet/hf/lib/cluster/cache"
+	"github.com/hf-fleet/hf/lib/scheduler"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -39,7 +40,7 @@ func (d *duties) reconcileSession(name string) time.Duration {
 			n.log.Info("session resumed", "session", name)
 		}
 		return 0
-	case idle && s.Spec.PersistenceStrategy == types.PersistPauseOnEnd && s.Status.MachineClaim != "":
+	case idle && s.EffectiveOnEnd() == types.EndPause && s.Status.MachineClaim != "":
 		d.setSession(name, func(o *types.Session) { o.Status.Phase = types.SessionPhasePaused })
 		n.log.Info("session paused", "session", name, "reason", "no keepalive for "+timeout.String())
 		return 0
@@ -73,6 +74,13 @@ func (d *duties) startSession(s *types.Session) {
 			AccessCode: s.Spec.AccessCode, ScheduledEvent: s.Spec.ScheduledEvent,
 		},
 	}
+	if s.Spec.ScheduledEvent != "" {
+		if ev, ok := cache.Typed[types.ScheduledEvent](n.cache, types.KindScheduledEvent, s.Spec.ScheduledEvent); ok {
+			if under, ok := scheduler.ClaimUnderEvent(*c, *ev); ok {
+				c.Spec = under.Spec
+			}
+		}
+	}
 	if _, err := n.st.Put(c, store.PutOptions{Create: true}); err != nil && !isExists(err) {
 		n.log.Warn("session claim", "session", s.Metadata.Name, "err", err)
 		return
@@ -84,7 +92,7 @@ func (d *duties) startSession(s *types.Session) {
 
 func (d *duties) endSession(s *types.Session, why string) {
 	n := d.n
-	if s.Status.MachineClaim != "" && s.Spec.PersistenceStrategy != types.PersistKeepOnEnd {
+	if s.Status.MachineClaim != "" && s.EffectiveOnEnd() != types.EndKeep {
 		if _, err := n.st.Delete(types.KindMachineClaim, s.Status.MachineClaim, types.Version{}); err != nil && !isNotFound(err) {
 			n.log.Warn("release session claim", "session", s.Metadata.Name, "err", err)
 			return

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"reflect"
 	"time"
 
 	"github.com/hf-fleet/hf/lib/cluster/cache"
@@ -70,9 +71,9 @@ func (d *duties) reconcileSet(name string) time.Duration {
 	for _, del := range plan.Delete {
 		d.reap(del)
 	}
-	if plan.Status != s.Status {
+	if !reflect.DeepEqual(plan.Status, s.Status) {
 		if _, err := store.UpdateFacet(n.st, types.KindMachineSet, name, types.FacetStatus, func(o *types.MachineSet) error {
-			if o.Status == plan.Status {
+			if reflect.DeepEqual(o.Status, plan.Status) {
 				return store.ErrNoChange
 			}
 			o.Status = plan.Status

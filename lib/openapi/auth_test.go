@@ -209,7 +209,7 @@ func TestUserRole(t *testing.T) {
 			{"unknown code", "nope", nil, 403, "spec.accessCode"},
 			{"expired code", "expired", nil, 403, "spec.accessCode"},
 			{"inactive code", "off", nil, 403, "spec.accessCode"},
-			{"set not granted", "code1", func(s map[string]any) { s["machineSets"] = []any{"pool", "other"} }, 403, "spec.machineSets[1]"},
+			{"set not granted", "code1", func(s map[string]any) { s["machineSets"] = []any{"pool", "other"} }, 403, "spec.bindStrategyMachineSets[1]"},
 			{"event not granted", "code1", func(s map[string]any) { s["scheduledEvent"] = "other" }, 403, "spec.scheduledEvent"},
 		}
 		for i, tc := range cases {

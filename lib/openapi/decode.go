@@ -93,6 +93,7 @@ func decodeObject(kind string, body []byte) (types.Object, error) {
 	if len(enc) > maxObjectBytes {
 		return nil, tooLarge(len(enc))
 	}
+	types.Upgrade(obj)
 	return obj, nil
 }
 

@@ -21,9 +21,10 @@ const contentJSON = "application/json; charset=utf-8"
 
 // listBody is the JSON of a list response.
 type listBody struct {
-	Kind     string            `json:"kind"`
-	Continue string            `json:"continue,omitempty"`
-	Items    []json.RawMessage `json:"items"`
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Continue   string            `json:"continue,omitempty"`
+	Items      []json.RawMessage `json:"items"`
 }
 
 // maxListLimit is the largest page a list may ask for.
@@ -98,7 +99,7 @@ func (k kindRoutes) list(c *gin.Context) {
 			lastName = rec.Name
 		}
 	}
-	c.JSON(http.StatusOK, listBody{Kind: k.kind + "List", Continue: next, Items: items})
+	c.JSON(http.StatusOK, listBody{APIVersion: types.APIVersion, Kind: k.kind + "List", Continue: next, Items: items})
 }
 
 // load reads kind/name as p may see it: 404 for what does not exist and for the
@@ -196,6 +197,10 @@ func (k kindRoutes) create(c *gin.Context) {
 		s.writeErr(c, err)
 		return
 	}
+	if err := s.checkConfiguration(obj); err != nil {
+		s.writeErr(c, err)
+		return
+	}
 	if warn, err := s.checkEventCapacity(obj, c.Query("capacityCheck")); err != nil {
 		s.writeErr(c, err)
 		return
@@ -254,6 +259,10 @@ func (k kindRoutes) update(c *gin.Context) {
 			return
 		}
 		if err := s.checkClaimMetadata(obj); err != nil {
+			s.writeErr(c, err)
+			return
+		}
+		if err := s.checkConfiguration(obj); err != nil {
 			s.writeErr(c, err)
 			return
 		}

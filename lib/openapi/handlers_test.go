@@ -103,16 +103,14 @@ func TestCreateSetsServerFields(t *testing.T) {
 		require.Equal(t, http.StatusCreated, r.code, "%s", r.body)
 		assert.Equal(t, map[string]any{}, r.obj(t)["status"])
 	})
-	t.Run("access code status is the admin's", func(t *testing.T) {
+	t.Run("access code status is the system's; the earlier admin switch reads as spec.disabled", func(t *testing.T) {
 		a := minimal(types.KindAccessCode, "code1")
-		a["status"] = map[string]any{"phase": "Inactive"}
+		a["status"] = map[string]any{"phase": "Inactive", "status": "Active"}
 		r := e.do("POST", path(types.KindAccessCode), adminTok, a)
 		require.Equal(t, http.StatusCreated, r.code, "%s", r.body)
-		assert.Equal(t, map[string]any{"phase": "Inactive"}, r.obj(t)["status"])
-		a["status"] = map[string]any{"phase": "Sleeping"}
-		r = e.do("PUT", path(types.KindAccessCode, "code1"), adminTok, a)
-		require.Equal(t, http.StatusBadRequest, r.code)
-		assert.Equal(t, "status.phase", r.errBody(t).Field)
+		obj := r.obj(t)
+		assert.Equal(t, true, obj["spec"].(map[string]any)["disabled"])
+		assert.Equal(t, map[string]any{}, obj["status"], "the client's status is not taken")
 	})
 	t.Run("client version and times are ignored on create", func(t *testing.T) {
 		n := minimal(types.KindNode, "n1")

@@ -15,8 +15,9 @@ import (
 
 // clientWritesStatus reports whether the API takes status from the client. Most
 // statuses have an owner in the cluster (a node, an elector, a reconciler) and
-// the API never writes them; an AccessCode's status is the admin's switch.
-func clientWritesStatus(kind string) bool { return kind == types.KindAccessCode }
+// the API never writes them; hf keeps no status of an Environment, so the
+// conditions a provider or an admin writes there are kept.
+func clientWritesStatus(kind string) bool { return kind == types.KindEnvironment }
 
 // resetStatus clears o's status.
 func resetStatus(o types.Object) {
@@ -61,9 +62,8 @@ func copyStatus(dst, src types.Object) {
 // validateClientStatus checks the status fields a client may write, which
 // types.Validate does not cover.
 func validateClientStatus(o types.Object) error {
-	if a, ok := o.(*types.AccessCode); ok && a.Status.Phase != "" &&
-		a.Status.Phase != types.AccessCodeActive && a.Status.Phase != types.AccessCodeInactive {
-		return types.Invalid("status.phase", "must be one of %s, %s, got %q", types.AccessCodeActive, types.AccessCodeInactive, a.Status.Phase)
+	if e, ok := o.(*types.Environment); ok {
+		return types.ValidateConditions("status.conditions", e.Status.Conditions)
 	}
 	return nil
 }
@@ -209,7 +209,8 @@ func (s *Server) checkGrant(p Principal, o types.Object) error {
 }
 
 // checkEventWindow refuses a new claim under a scheduled event outside the
-// event's window (before its start, from its end on), for every role.
+// event's window (before its start, from its end on), for every role, and
+// fills in how the claim binds from the event's line for its template.
 func (s *Server) checkEventWindow(o types.Object) error {
 	claim, ok := o.(*types.MachineClaim)
 	if !ok || claim.Spec.ScheduledEvent == "" {
@@ -226,8 +227,15 @@ func (s *Server) checkEventWindow(o types.Object) error {
 	if err != nil {
 		return err
 	}
-	if ok, why := scheduler.ClaimAllowedByEvent(s.cfg.Now(), *obj.(*types.ScheduledEvent)); !ok {
+	ev := obj.(*types.ScheduledEvent)
+	if ok, why := scheduler.ClaimAllowedByEvent(s.cfg.Now(), *ev); !ok {
 		return forbidden("spec.scheduledEvent", "%s", why)
+	}
+	// A claim that says nothing of where it binds binds per its event's
+	// requiredMachines line (the sets the event creates for the line auto-
+	// preferred or auto-required).
+	if under, ok := scheduler.ClaimUnderEvent(*claim, *ev); ok {
+		claim.Spec = under.Spec
 	}
 	return nil
 }

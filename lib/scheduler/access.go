@@ -29,8 +29,8 @@ func CheckAccessCode(now time.Time, code *types.AccessCode, claim types.MachineC
 		return types.Invalid(field, "access code %s does not exist", name)
 	case code.Metadata.Name != name:
 		return types.Invalid(field, "access code %s was checked against code %s", name, code.Metadata.Name)
-	case code.Status.Phase == types.AccessCodeInactive:
-		return types.Invalid(field, "access code %s is inactive; ask its owner to activate it", name)
+	case code.Spec.Disabled:
+		return types.Invalid(field, "access code %s is disabled; ask its owner to enable it", name)
 	case !code.Spec.NotBefore.IsZero() && now.Before(code.Spec.NotBefore):
 		return types.Invalid(field, "access code %s is valid from %s", name, stamp(code.Spec.NotBefore))
 	case !code.Spec.NotAfter.IsZero() && !now.Before(code.Spec.NotAfter):
@@ -38,7 +38,7 @@ func CheckAccessCode(now time.Time, code *types.AccessCode, claim types.MachineC
 	}
 	for i, set := range claim.Spec.MachineSets {
 		if !codeGrantsSet(code, set) {
-			return types.Invalid(fmt.Sprintf("spec.machineSets[%d]", i), "access code %s does not grant machine set %s", name, set)
+			return types.Invalid(fmt.Sprintf("spec.bindStrategyMachineSets[%d]", i), "access code %s does not grant machine set %s", name, set)
 		}
 	}
 	if ev := claim.Spec.ScheduledEvent; ev != "" && !slices.Contains(code.Spec.ScheduledEvents, ev) {

@@ -185,7 +185,7 @@ func SetServes(claim types.MachineClaim, set types.MachineSet) (bool, string) {
 		return false, fmt.Sprintf("machine set %s is in environment %s, not %s", name, s.Environment, claim.Spec.Environment)
 	}
 	a := s.AvailabilityConfiguration
-	switch a.Type {
+	switch a.Availability {
 	case types.AvailabilityPool:
 		return true, ""
 	case types.AvailabilityAccessCode:
@@ -199,7 +199,7 @@ func SetServes(claim types.MachineClaim, set types.MachineSet) (bool, string) {
 		}
 		return true, ""
 	}
-	return false, fmt.Sprintf("machine set %s has unknown availability type %q", name, a.Type)
+	return false, fmt.Sprintf("machine set %s has unknown availability %q", name, a.Availability)
 }
 
 // candidate is a set a claim may bind in, with its preference: lower tier
@@ -247,7 +247,7 @@ func candidateSets(claim types.MachineClaim, sets []types.MachineSet) ([]candida
 		switch {
 		case isListed:
 			c.tier, c.index = 0, idx
-		case s.Spec.AvailabilityConfiguration.Type != types.AvailabilityPool:
+		case s.Spec.AvailabilityConfiguration.Availability != types.AvailabilityPool:
 			c.tier = 1
 		}
 		out = append(out, c)

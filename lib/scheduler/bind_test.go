@@ -14,7 +14,7 @@ import (
 
 func reservedSet(name string, typ types.AvailabilityType, value string, strat types.ProvisioningStrategy, maxProv int) types.MachineSet {
 	s := poolSet(name, strat, 0, maxProv)
-	s.Spec.AvailabilityConfiguration = types.AvailabilityConfiguration{Type: typ, Value: value}
+	s.Spec.AvailabilityConfiguration = types.AvailabilityConfiguration{Availability: typ, Value: value}
 	return s
 }
 
@@ -67,7 +67,7 @@ func TestSetServes(t *testing.T) {
 		{"other access code", withCode(claimFor("c", ""), "k2"), reservedSet("s", types.AvailabilityAccessCode, "k1", "", 0), false, "machine set s is reserved for access code k1"},
 		{"event matches", withEvent(claimFor("c", ""), "ev"), reservedSet("s", types.AvailabilityScheduledEvent, "ev", "", 0), true, ""},
 		{"not under the event", claimFor("c", ""), reservedSet("s", types.AvailabilityScheduledEvent, "ev", "", 0), false, "machine set s is reserved for scheduled event ev"},
-		{"unknown availability", claimFor("c", ""), reservedSet("s", "Secret", "x", "", 0), false, `machine set s has unknown availability type "Secret"`},
+		{"unknown availability", claimFor("c", ""), reservedSet("s", "Secret", "x", "", 0), false, `machine set s has unknown availability "Secret"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,11 +73,12 @@ func ClaimAllowedByEvent(now time.Time, ev types.ScheduledEvent) (bool, string) 
 // event expects (fewer than 1 counts as 1) and the machine sets that exist.
 //
 //   - Scheduled: nothing.
-//   - Provisioning and Active: each requiredMachines line that has
-//     createMachineSet, or names no sets to use, gets one AutoScale set named
-//     EventSetName(event, i), reserved for the event, keeping LineMachines
-//     machines ready and never more; missing ones are created, the event's own
-//     sets updated when the line changed. A name taken by a set the event did
+//   - Provisioning and Active: each requiredMachines line with
+//     createMachineSet gets one set named EventSetName(event, i), by
+//     default AutoScale, reserved for the event, keeping LineMachines
+//     machines ready and never more (see eventSets); a line without it
+//     creates nothing (its claims bind from existing sets). Missing sets
+//     are created, the event's own sets updated when the line changed. A name taken by a set the event did
 //     not create is left alone with a warning.
 //   - Expired, CutOff (the default): terminate the event's claims and delete
 //     its sets.
@@ -117,12 +119,11 @@ func PlanEvent(now time.Time, ev types.ScheduledEvent, expectedUsers int, existi
 			case !ownedByEvent(have, ev):
 				plan.Warnings = append(plan.Warnings, fmt.Sprintf("machine set %s already exists and was not created by scheduled event %s; its machines are not provisioned", have.Metadata.Name, ev.Metadata.Name))
 				continue
-			case have.Spec.MachineTemplate != want.Spec.MachineTemplate || have.Spec.MinAvailable != want.Spec.MinAvailable ||
-				have.Spec.MaxProvisioned != want.Spec.MaxProvisioned || strategy(have) != types.ProvisionAutoScale:
-				have.Spec.MachineTemplate = want.Spec.MachineTemplate
-				have.Spec.MinAvailable, have.Spec.MaxProvisioned = want.Spec.MinAvailable, want.Spec.MaxProvisioned
-				have.Spec.ProvisioningStrategy = types.ProvisionAutoScale
-				plan.Update = append(plan.Update, have)
+			default:
+				if spec := overlay(have.Spec, want.Spec); !reflect.DeepEqual(spec, have.Spec) {
+					have.Spec = spec
+					plan.Update = append(plan.Update, have)
+				}
 			}
 			record(want.Metadata.Name)
 		}
@@ -146,27 +147,39 @@ func PlanEvent(now time.Time, ev types.ScheduledEvent, expectedUsers int, existi
 	return plan
 }
 
-// eventSets builds the sets ev wants, one per line that needs its own.
+// eventSets builds the sets ev wants: one per line with createMachineSet,
+// from the spec it gives, its empty fields filled from the line (template,
+// availability reserved for the event, AutoScale keeping LineMachines ready
+// and no more).
 func eventSets(ev types.ScheduledEvent, expectedUsers int) []types.MachineSet {
 	var out []types.MachineSet
 	for i, line := range ev.Spec.RequiredMachines {
-		if !line.CreateMachineSet && len(line.MachineSets) > 0 {
+		if !line.Creates() {
 			continue
 		}
 		n := LineMachines(line, expectedUsers)
+		spec := line.CreateMachineSet.MachineSetSpec
+		spec.AvailabilityConfiguration.Type = ""
+		if spec.AvailabilityConfiguration.Availability == "" {
+			spec.AvailabilityConfiguration = types.AvailabilityConfiguration{Availability: types.AvailabilityScheduledEvent, Value: ev.Metadata.Name}
+		}
+		if spec.ProvisioningStrategy == "" {
+			spec.ProvisioningStrategy = types.ProvisionAutoScale
+		}
+		if spec.MaxProvisioned == 0 {
+			spec.MaxProvisioned = n
+		}
+		if spec.MinAvailable == 0 && spec.ProvisioningStrategy == types.ProvisionAutoScale {
+			spec.MinAvailable = min(n, spec.MaxProvisioned)
+		}
+		spec.MachineTemplate = line.MachineTemplate
 		s := types.MachineSet{
 			TypeMeta: types.TypeMeta{Kind: types.KindMachineSet},
 			Metadata: types.ObjectMeta{
 				Name:   EventSetName(ev.Metadata.Name, i),
 				Labels: map[string]string{LabelScheduledEvent: ev.Metadata.Name},
 			},
-			Spec: types.MachineSetSpec{
-				AvailabilityConfiguration: types.AvailabilityConfiguration{Type: types.AvailabilityScheduledEvent, Value: ev.Metadata.Name},
-				ProvisioningStrategy:      types.ProvisionAutoScale,
-				MinAvailable:              n,
-				MaxProvisioned:            n,
-				MachineTemplate:           line.MachineTemplate,
-			},
+			Spec: spec,
 		}
 		if line.BindStrategy != "" {
 			s.Metadata.Annotations = map[string]string{AnnotationBindStrategy: string(line.BindStrategy)}
@@ -176,14 +189,57 @@ func eventSets(ev types.ScheduledEvent, expectedUsers int) []types.MachineSet {
 	return out
 }
 
+// overlay is have with every field want sets: the event decides what its
+// line and createMachineSet say, and what they leave empty keeps what the
+// set has (an admin's edit of the event's set, say).
+func overlay(have, want types.MachineSetSpec) types.MachineSetSpec {
+	out := have
+	o, w := reflect.ValueOf(&out).Elem(), reflect.ValueOf(want)
+	for i := range w.NumField() {
+		if f := w.Field(i); !f.IsZero() {
+			o.Field(i).Set(f)
+		}
+	}
+	return out
+}
+
+// ClaimUnderEvent is claim as it binds under ev: per ev's requiredMachines
+// line for its template, with that line's bindStrategy and sets, the sets
+// the event creates for the line added to them (auto-preferred with
+// PreferMachineSets, auto-required with RequireMachineSets). A claim that
+// gives a bindStrategy or sets of its own keeps them; ok is false when the
+// event has no line for the claim's template.
+func ClaimUnderEvent(claim types.MachineClaim, ev types.ScheduledEvent) (out types.MachineClaim, ok bool) {
+	out = claim
+	for i, line := range ev.Spec.RequiredMachines {
+		if line.MachineTemplate != claim.Spec.MachineTemplate {
+			continue
+		}
+		if claim.Spec.BindStrategy != "" || len(claim.Spec.MachineSets) > 0 {
+			return out, true
+		}
+		out.Spec.BindStrategy = line.BindStrategy
+		if out.Spec.BindStrategy == "" {
+			out.Spec.BindStrategy = types.BindAny
+		}
+		sets := slices.Clone(line.MachineSets)
+		if line.Creates() && out.Spec.BindStrategy != types.BindAny {
+			sets = append(sets, EventSetName(ev.Metadata.Name, i))
+		}
+		if out.Spec.BindStrategy != types.BindAny {
+			out.Spec.MachineSets = sets
+		}
+		return out, true
+	}
+	return out, false
+}
+
 // ownedByEvent reports whether ev created s.
 func ownedByEvent(s types.MachineSet, ev types.ScheduledEvent) bool {
 	if slices.Contains(ev.Status.CreatedMachineSets, s.Metadata.Name) {
 		return true
 	}
-	a := s.Spec.AvailabilityConfiguration
-	return s.Metadata.Labels[LabelScheduledEvent] == ev.Metadata.Name && isEventSetName(ev.Metadata.Name, s.Metadata.Name) &&
-		a.Type == types.AvailabilityScheduledEvent && a.Value == ev.Metadata.Name
+	return s.Metadata.Labels[LabelScheduledEvent] == ev.Metadata.Name && isEventSetName(ev.Metadata.Name, s.Metadata.Name)
 }
 
 // LineMachines is how many machines a requiredMachines line needs: count per

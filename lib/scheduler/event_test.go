@@ -22,8 +22,9 @@ func event(name string, start time.Time, d time.Duration, exp types.ExpirationSt
 	}
 }
 
+// line is a requiredMachines line that has the event create its set.
 func line(tpl string, n int, typ types.MachineType) types.RequiredMachines {
-	return types.RequiredMachines{MachineTemplate: tpl, Count: n, MachineType: typ}
+	return types.RequiredMachines{MachineTemplate: tpl, Count: n, MachineType: typ, CreateMachineSet: &types.CreateMachineSet{}}
 }
 
 func setNames(sets []types.MachineSet) []string {
@@ -67,7 +68,7 @@ func TestEventPhaseAndClaims(t *testing.T) {
 
 func TestPlanEventProvisioning(t *testing.T) {
 	useExisting := types.RequiredMachines{MachineTemplate: "web", Count: 1, MachineSets: []string{"shared-pool"}}
-	ownAndExisting := types.RequiredMachines{MachineTemplate: "db", Count: 1, CreateMachineSet: true, MachineSets: []string{"x"}, BindStrategy: types.BindRequireMachineSets}
+	ownAndExisting := types.RequiredMachines{MachineTemplate: "db", Count: 1, CreateMachineSet: &types.CreateMachineSet{}, MachineSets: []string{"x"}, BindStrategy: types.BindRequireMachineSets}
 	ev := event("ws", evStart, time.Hour, "", line("tpl", 2, types.MachineTypeUser), line("srv", 3, types.MachineTypeShared), useExisting, ownAndExisting, line("dflt", 1, ""))
 
 	p := PlanEvent(evStart.Add(-10*time.Minute), ev, 5, nil)
@@ -86,7 +87,7 @@ func TestPlanEventProvisioning(t *testing.T) {
 		assert.Equal(t, want.n, s.Spec.MinAvailable, s.Metadata.Name)
 		assert.Equal(t, want.n, s.Spec.MaxProvisioned, s.Metadata.Name)
 		assert.Equal(t, types.ProvisionAutoScale, s.Spec.ProvisioningStrategy)
-		assert.Equal(t, types.AvailabilityConfiguration{Type: types.AvailabilityScheduledEvent, Value: "ws"}, s.Spec.AvailabilityConfiguration)
+		assert.Equal(t, types.AvailabilityConfiguration{Availability: types.AvailabilityScheduledEvent, Value: "ws"}, s.Spec.AvailabilityConfiguration)
 		assert.Equal(t, "ws", s.Metadata.Labels[LabelScheduledEvent])
 		require.NoError(t, s.Validate(), s.Metadata.Name)
 	}

@@ -21,7 +21,7 @@ func poolSet(name string, strat types.ProvisioningStrategy, minAvail, maxProv in
 		TypeMeta: types.TypeMeta{Kind: types.KindMachineSet},
 		Metadata: types.ObjectMeta{Name: name},
 		Spec: types.MachineSetSpec{
-			AvailabilityConfiguration: types.AvailabilityConfiguration{Type: types.AvailabilityPool},
+			AvailabilityConfiguration: types.AvailabilityConfiguration{Availability: types.AvailabilityPool},
 			ProvisioningStrategy:      strat, MinAvailable: minAvail, MaxProvisioned: maxProv, MachineTemplate: "tpl",
 		},
 	}

@@ -114,6 +114,7 @@ func decodeFacets(r *Record, obj types.Object) error {
 			return fmt.Errorf("facet %s: %w", f.Name, err)
 		}
 	}
+	types.Upgrade(obj)
 	types.SetKind(obj, r.Kind)
 	obj.Meta().Name = r.Name
 	stamp(obj.Meta(), *r)

@@ -97,7 +97,7 @@ func TestSetSpecDuringOwnerStatusKeepsBoth(t *testing.T) {
 	n := newTwoNodes(t)
 	set := &types.MachineSet{TypeMeta: types.TypeMeta{Kind: types.KindMachineSet}, Metadata: types.ObjectMeta{Name: "pool"},
 		Spec: types.MachineSetSpec{MachineTemplate: "small", MinAvailable: 1,
-			AvailabilityConfiguration: types.AvailabilityConfiguration{Type: types.AvailabilityPool}}}
+			AvailabilityConfiguration: types.AvailabilityConfiguration{Availability: types.AvailabilityPool}}}
 	rec, err := n.a.Put(set, PutOptions{Create: true})
 	require.NoError(t, err)
 	n.exchange(t, types.KindMachineSet, "pool")

@@ -42,7 +42,12 @@ type MachineClaimSpec struct {
 	ScheduledEvent  string       `json:"scheduledEvent,omitempty"`
 	Environment     string       `json:"environment,omitempty"`
 	BindStrategy    BindStrategy `json:"bindStrategy,omitempty"`
-	MachineSets     []string     `json:"machineSets,omitempty"`
+	// MachineSets are the sets the claim prefers or requires (per
+	// BindStrategy).
+	MachineSets []string `json:"bindStrategyMachineSets,omitempty"`
+	// LegacyMachineSets is the earlier name of MachineSets: read, moved
+	// there (see Upgrade) and never written.
+	LegacyMachineSets []string `json:"machineSets,omitempty"`
 	// BindTimeout is how long the claim may stay Requested before it fails.
 	BindTimeout Duration `json:"bindTimeout,omitzero"`
 	// Metadata is passed to the machine as data (environment variables, user
@@ -66,10 +71,18 @@ type MachineClaimStatus struct {
 	// PhaseTimes records when each phase was entered.
 	PhaseTimes PhaseTimes `json:"phaseTimes,omitempty"`
 
+	// Conditions say why the claim waits, is bound or failed (type Bound,
+	// derived like the fields above).
+	Conditions Conditions `json:"conditions,omitempty"`
+
 	Election *ClaimElection `json:"election,omitempty"`
 	Binding  *ClaimBinding  `json:"binding,omitempty"`
 	End      *ClaimEnd      `json:"end,omitempty"`
 }
+
+// ConditionBound is a claim's condition: True once bound; False with the
+// reason while it waits, and once it failed or ended.
+const ConditionBound = "Bound"
 
 // ClaimElection is the election facet: the elector's word on the claim.
 type ClaimElection struct {
@@ -159,6 +172,12 @@ type ClaimEnd struct {
 // previous release stored and replicated claims) into its facets, so a data
 // dir or a peer of that release keeps its claims' elections and bindings.
 func (o *MachineClaim) Upgrade() {
+	if len(o.Spec.LegacyMachineSets) > 0 {
+		if len(o.Spec.MachineSets) == 0 {
+			o.Spec.MachineSets = o.Spec.LegacyMachineSets
+		}
+		o.Spec.LegacyMachineSets = nil
+	}
 	s := &o.Status
 	if s.Election != nil || s.Binding != nil || s.End != nil {
 		return
@@ -230,6 +249,16 @@ func (o *MachineClaim) Derive() {
 	if len(s.PhaseTimes) == 0 {
 		s.PhaseTimes = nil
 	}
+	c := Condition{Type: ConditionBound, Status: ConditionFalse, Reason: string(s.Phase), Message: s.Reason}
+	if s.Phase == ClaimBound {
+		c.Status, c.Message = ConditionTrue, "bound to machine "+s.Machine
+	}
+	c.LastTransitionTime = s.PhaseTimes[string(s.Phase)]
+	if c.LastTransitionTime.IsZero() {
+		c.LastTransitionTime = o.Metadata.CreatedAt
+	}
+	c.LastUpdateTime = o.Metadata.UpdatedAt
+	s.Conditions = Conditions{c}
 }
 
 // Meta returns the metadata.
@@ -237,7 +266,7 @@ func (o *MachineClaim) Meta() *ObjectMeta { return &o.Metadata }
 
 // Validate checks the claim.
 func (o *MachineClaim) Validate() error {
-	if err := checkKind(o.Kind, KindMachineClaim); err != nil {
+	if err := o.TypeMeta.check(KindMachineClaim); err != nil {
 		return err
 	}
 	if err := o.Metadata.Validate(); err != nil {
@@ -258,9 +287,9 @@ func (o *MachineClaim) Validate() error {
 		}
 	}
 	if s.BindStrategy == BindRequireMachineSets && len(s.MachineSets) == 0 {
-		return Invalid("spec.machineSets", "is required with bindStrategy RequireMachineSets")
+		return Invalid("spec.bindStrategyMachineSets", "is required with bindStrategy RequireMachineSets")
 	}
-	if err := validateRefs("spec.machineSets", s.MachineSets); err != nil {
+	if err := validateRefs("spec.bindStrategyMachineSets", s.MachineSets); err != nil {
 		return err
 	}
 	if s.BindTimeout.Duration < 0 {

@@ -1,6 +1,10 @@
 package types
 
-import "time"
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+)
 
 // ExpirationStrategy says what happens to machines when an event ends.
 type ExpirationStrategy string
@@ -33,31 +37,119 @@ type ScheduledEvent struct {
 	Status   ScheduledEventStatus `json:"status"`
 }
 
-// RequiredMachines is one line of an event's needs.
+// PrintingOption says whether users may print the event's content.
+type PrintingOption string
+
+// Printing options.
+const (
+	PrintingEnabled  PrintingOption = "PrintingEnabled"
+	PrintingDisabled PrintingOption = "PrintingDisabled"
+)
+
+// RequiredMachines is one line of an event's needs (the proposal's
+// MachineRequirement): Count machines of MachineTemplate per user (User) or
+// for the whole event (Shared), bound by BindStrategy from
+// PreferRequireMachineSets and from the set CreateMachineSet describes.
 type RequiredMachines struct {
-	MachineTemplate  string       `json:"machineTemplate"`
-	Count            int          `json:"count"`
-	MachineType      MachineType  `json:"machineType,omitempty"`
-	BindStrategy     BindStrategy `json:"bindStrategy,omitempty"`
-	CreateMachineSet bool         `json:"createMachineSet,omitempty"`
-	MachineSets      []string     `json:"machineSets,omitempty"`
+	MachineTemplate string       `json:"machineTemplate"`
+	Count           int          `json:"count"`
+	MachineType     MachineType  `json:"machineType,omitempty"`
+	BindStrategy    BindStrategy `json:"bindStrategy,omitempty"`
+	// CreateMachineSet, when set, is the spec of a set the event creates
+	// for the line (its empty fields filled from the line: template,
+	// availability to the event, AutoScale keeping the line's machines
+	// ready). The earlier form, true, is an empty spec.
+	CreateMachineSet *CreateMachineSet `json:"createMachineSet,omitempty"`
+	// MachineSets are existing sets the line prefers or requires.
+	MachineSets []string `json:"preferRequireMachineSets,omitempty"`
+	// LegacyMachineSets is the earlier name of MachineSets: read, moved
+	// there (see Upgrade) and never written.
+	LegacyMachineSets []string `json:"machineSets,omitempty"`
+}
+
+// CreateMachineSet is a requiredMachines line's createMachineSet: a
+// MachineSet spec. It also decodes from the earlier boolean form (true: an
+// empty spec; false: none).
+type CreateMachineSet struct {
+	MachineSetSpec
+	none bool
+}
+
+// UnmarshalJSON takes a MachineSet spec (strictly: no unknown fields) or a
+// boolean.
+func (c *CreateMachineSet) UnmarshalJSON(b []byte) error {
+	switch t := bytes.TrimSpace(b); string(t) {
+	case "true", "null":
+		*c = CreateMachineSet{}
+		return nil
+	case "false":
+		*c = CreateMachineSet{none: true}
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var s MachineSetSpec
+	if err := dec.Decode(&s); err != nil {
+		return err
+	}
+	*c = CreateMachineSet{MachineSetSpec: s}
+	return nil
+}
+
+// MarshalJSON writes the spec.
+func (c CreateMachineSet) MarshalJSON() ([]byte, error) { return json.Marshal(c.MachineSetSpec) }
+
+// Creates reports whether the line has the event create a set.
+func (r *RequiredMachines) Creates() bool {
+	return r.CreateMachineSet != nil && !r.CreateMachineSet.none
 }
 
 // ScheduledEventSpec describes an event.
 type ScheduledEventSpec struct {
+	// DisplayName is the event's pretty name.
+	DisplayName           string             `json:"displayName,omitempty"`
 	StartTime             time.Time          `json:"startTime"`
 	ProvisioningStartTime time.Time          `json:"provisioningStartTime,omitzero"`
 	EndTime               time.Time          `json:"endTime"`
 	ExpirationStrategy    ExpirationStrategy `json:"expirationStrategy,omitempty"`
 	RequiredMachines      []RequiredMachines `json:"requiredMachines,omitempty"`
+	// PrintingOption says whether users may print the content.
+	PrintingOption PrintingOption `json:"printingOption,omitempty"`
+	// Scenarios and Courses are the content the event grants (kept for the
+	// UI; hf has no content of its own).
+	Scenarios []string `json:"scenarios,omitempty"`
+	Courses   []string `json:"courses,omitempty"`
 	// ExpectedUsers multiplies the count of User machines (0 counts as 1).
 	ExpectedUsers int `json:"expectedUsers,omitempty"`
 }
 
 // ScheduledEventStatus is written by the event's owner.
 type ScheduledEventStatus struct {
-	Phase              EventPhase `json:"phase,omitempty"`
+	Phase EventPhase `json:"phase,omitempty"`
+	// Conditions: Provisioned (whether the event's sets could be made, and
+	// if not why).
+	Conditions         Conditions `json:"conditions,omitempty"`
 	CreatedMachineSets []string   `json:"createdMachineSets,omitempty"`
+}
+
+// ConditionProvisioned is an event's condition: whether its sets are made.
+const ConditionProvisioned = "Provisioned"
+
+// Upgrade moves earlier field names to the proposal's.
+func (o *ScheduledEvent) Upgrade() {
+	for i := range o.Spec.RequiredMachines {
+		r := &o.Spec.RequiredMachines[i]
+		if len(r.MachineSets) == 0 {
+			r.MachineSets = r.LegacyMachineSets
+		}
+		r.LegacyMachineSets = nil
+		if r.CreateMachineSet != nil {
+			r.CreateMachineSet.AvailabilityConfiguration.upgrade()
+			if r.CreateMachineSet.none {
+				r.CreateMachineSet = nil
+			}
+		}
+	}
 }
 
 // Meta returns the metadata.
@@ -73,7 +165,7 @@ func (o *ScheduledEvent) ProvisioningStart() time.Time {
 
 // Validate checks the event.
 func (o *ScheduledEvent) Validate() error {
-	if err := checkKind(o.Kind, KindScheduledEvent); err != nil {
+	if err := o.TypeMeta.check(KindScheduledEvent); err != nil {
 		return err
 	}
 	if err := o.Metadata.Validate(); err != nil {
@@ -94,6 +186,17 @@ func (o *ScheduledEvent) Validate() error {
 	}
 	if s.ExpectedUsers < 0 {
 		return Invalid("spec.expectedUsers", "must not be negative")
+	}
+	if s.PrintingOption != "" {
+		if err := oneOf("spec.printingOption", s.PrintingOption, PrintingEnabled, PrintingDisabled); err != nil {
+			return err
+		}
+	}
+	if err := validateRefs("spec.scenarios", s.Scenarios); err != nil {
+		return err
+	}
+	if err := validateRefs("spec.courses", s.Courses); err != nil {
+		return err
 	}
 	if s.ExpirationStrategy != "" {
 		if err := oneOf("spec.expirationStrategy", s.ExpirationStrategy, ExpireCutOff, ExpireSoft); err != nil {
@@ -118,8 +221,25 @@ func (o *ScheduledEvent) Validate() error {
 				return err
 			}
 		}
-		if err := validateRefs(f+".machineSets", r.MachineSets); err != nil {
+		if err := validateRefs(f+".preferRequireMachineSets", r.MachineSets); err != nil {
 			return err
+		}
+		if r.BindStrategy == BindRequireMachineSets && len(r.MachineSets) == 0 && !r.Creates() {
+			return Invalid(f+".preferRequireMachineSets", "is required with bindStrategy RequireMachineSets when no machine set is created")
+		}
+		if r.Creates() {
+			c := r.CreateMachineSet.MachineSetSpec
+			if c.AvailabilityConfiguration.Availability == "" {
+				c.AvailabilityConfiguration = AvailabilityConfiguration{Availability: AvailabilityScheduledEvent, Value: o.Metadata.Name}
+			}
+			if c.MachineTemplate == "" {
+				c.MachineTemplate = r.MachineTemplate
+			} else if c.MachineTemplate != r.MachineTemplate {
+				return Invalid(f+".createMachineSet.machineTemplate", "must be the line's machineTemplate %q", r.MachineTemplate)
+			}
+			if err := c.validate(f + ".createMachineSet"); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -79,9 +79,17 @@ func (o *Provider) Facets() []Facet {
 	return []Facet{{Name: FacetSpec, Value: specOf(&o.Metadata, &o.Spec)}}
 }
 
+// environmentFacet is an Environment's only facet: hf keeps no status of
+// its own on it, so the conditions a provider or an admin writes through
+// the API travel with the spec.
+type environmentFacet struct {
+	*specFacet[EnvironmentSpec]
+	Status *EnvironmentStatus `json:"status"`
+}
+
 // Facets implements Object.
 func (o *Environment) Facets() []Facet {
-	return []Facet{{Name: FacetSpec, Value: specOf(&o.Metadata, &o.Spec)}}
+	return []Facet{{Name: FacetSpec, Value: &environmentFacet{specOf(&o.Metadata, &o.Spec), &o.Status}}}
 }
 
 // Facets implements Object.
@@ -89,16 +97,9 @@ func (o *MachineTemplate) Facets() []Facet {
 	return []Facet{{Name: FacetSpec, Value: specOf(&o.Metadata, &o.Spec)}}
 }
 
-// accessCodeFacet is an AccessCode's only facet: its status is the admin's
-// switch, written through the API like the spec.
-type accessCodeFacet struct {
-	*specFacet[AccessCodeSpec]
-	Status *AccessCodeStatus `json:"status"`
-}
-
 // Facets implements Object.
 func (o *AccessCode) Facets() []Facet {
-	return []Facet{{Name: FacetSpec, Value: &accessCodeFacet{specOf(&o.Metadata, &o.Spec), &o.Status}}}
+	return []Facet{{Name: FacetSpec, Value: specOf(&o.Metadata, &o.Spec)}, {Name: FacetStatus, Value: &o.Status}}
 }
 
 // Facets implements Object.
@@ -146,7 +147,7 @@ type machineOwnerJSON struct {
 func (f *machineOwner) MarshalJSON() ([]byte, error) {
 	o := f.o
 	v := machineOwnerJSON{Labels: o.Metadata.Labels, Annotations: o.Metadata.Annotations, CreatedAt: o.Metadata.CreatedAt, Spec: o.Spec, Status: o.Status}
-	v.Status.Reap, v.Status.Lost = nil, nil
+	v.Status.Reap, v.Status.Lost, v.Status.Conditions = nil, nil, nil // Conditions are derived
 	if o.LostHolds() && o.Status.Phase == MachineLost {
 		v.Status.Phase, v.Status.Reason = o.Status.Lost.Was, o.Status.Lost.WasReason
 	}

@@ -70,9 +70,12 @@ func KindForPlural(p string) (string, bool) {
 	return "", false
 }
 
-// TypeMeta holds the kind field every object has in JSON.
+// TypeMeta holds the apiVersion and kind fields every object has in JSON.
 type TypeMeta struct {
-	Kind string `json:"kind"`
+	// APIVersion is APIVersion on every object hf returns; a client may send
+	// it or leave it out.
+	APIVersion string `json:"apiVersion,omitempty"`
+	Kind       string `json:"kind"`
 }
 
 // GetKind returns the kind.
@@ -88,12 +91,26 @@ func setKind(o Object, kind string) {
 	}
 }
 
-func (t *TypeMeta) setKind(k string) { t.Kind = k }
+func (t *TypeMeta) setKind(k string) { t.APIVersion, t.Kind = APIVersion, k }
 
-// checkKind is shared by every Validate: an object must say its own kind.
-func checkKind(got, want string) error {
-	if got != want {
-		return Invalid("kind", "must be %q, got %q", want, got)
+// check is shared by every Validate: an object must say its own kind, and
+// the model's apiVersion if any.
+func (t *TypeMeta) check(want string) error {
+	if t.Kind != want {
+		return Invalid("kind", "must be %q, got %q", want, t.Kind)
+	}
+	if t.APIVersion != "" && t.APIVersion != APIVersion {
+		return Invalid("apiVersion", "must be %q or absent, got %q", APIVersion, t.APIVersion)
 	}
 	return nil
+}
+
+// Upgrade moves what o holds under earlier field names (as the previous
+// release wrote them, or a client of it sends them) to the fields of
+// today. The store calls it on every object it decodes, the API on every
+// body.
+func Upgrade(o Object) {
+	if u, ok := o.(interface{ Upgrade() }); ok {
+		u.Upgrade()
+	}
 }

@@ -27,13 +27,27 @@ type Machine struct {
 
 // MachineSpec says what the machine is and who owns it.
 type MachineSpec struct {
-	MachineSet      string `json:"machineSet,omitempty"`
-	MachineTemplate string `json:"machineTemplate"`
-	Environment     string `json:"environment,omitempty"`
+	// MachineType is the template's: User or Shared.
+	MachineType MachineType `json:"machineType,omitempty"`
+	// Provider is the Provider the machine was made through (its
+	// Environment's; else the driver type).
+	Provider string `json:"provider,omitempty"`
+	// ConfigurationOptions is the provider configuration the machine was
+	// made with, resolved in increasing precedence from the template, the
+	// Environment's providerConfiguration, its templateSpecific entry and
+	// the MachineSet; values in their string forms.
+	ConfigurationOptions map[string]string `json:"configurationOptions,omitempty"`
+	// ConnectEndpoints are the ways a user reaches the machine by protocol:
+	// the template's connectProtocol that the Environment has an endpoint
+	// for.
+	ConnectEndpoints map[string]string `json:"connectEndpoints,omitempty"`
+	MachineSet       string            `json:"machineSet,omitempty"`
+	MachineTemplate  string            `json:"machineTemplate"`
+	Environment      string            `json:"environment,omitempty"`
 	// Node owns the machine and is the only writer of its status.
-	Node string `json:"node"`
+	Node string `json:"node,omitempty"`
 	// Driver is the driver instance on Node.
-	Driver string `json:"driver"`
+	Driver string `json:"driver,omitempty"`
 	// Claim is the claim the machine was allocated for or is bound to.
 	Claim string `json:"claim,omitempty"`
 	// Round is the claim's election round the machine was allocated in.
@@ -45,9 +59,18 @@ type MachineStatus struct {
 	Phase              MachinePhase      `json:"phase,omitempty"`
 	Resource           *Resource         `json:"resource,omitempty"`
 	MachineInformation map[string]string `json:"machineInformation,omitempty"`
-	ConnectEndpoints   []Endpoint        `json:"connectEndpoints,omitempty"`
-	Reason             string            `json:"reason,omitempty"`
-	PhaseTimes         PhaseTimes        `json:"phaseTimes,omitempty"`
+	// Addresses are the machine's own addresses by protocol, as its driver
+	// reports them (hf's addition; spec.connectEndpoints are the
+	// Environment's gateways).
+	Addresses []Endpoint `json:"addresses,omitempty"`
+	// Conditions: Ready (the machine runs, or why not) and Lost (why it was
+	// lost), derived from the phase and the verdicts.
+	Conditions Conditions `json:"conditions,omitempty"`
+	// LegacyConnectEndpoints is the earlier name of Addresses: read, moved
+	// there (see Upgrade) and never written.
+	LegacyConnectEndpoints []Endpoint `json:"connectEndpoints,omitempty"`
+	Reason                 string     `json:"reason,omitempty"`
+	PhaseTimes             PhaseTimes `json:"phaseTimes,omitempty"`
 	// LastActivity is when the driver last saw the machine in use (see
 	// drivers.ActivityMeter), written by its node at a coarse resolution.
 	LastActivity time.Time `json:"lastActivity,omitzero"`
@@ -97,10 +120,44 @@ func (o *Machine) LostHolds() bool {
 	return o.Status.Lost != nil && o.Status.Lost.Owner == o.Metadata.Facets[FacetOwner]
 }
 
-// Derive shows a current lost verdict as phase Lost with its reason.
+// Machine condition types.
+const (
+	ConditionReady = "Ready"
+	ConditionLost  = "Lost"
+)
+
+// Derive shows a current lost verdict as phase Lost with its reason, and
+// the conditions that follow from phase and verdicts.
 func (o *Machine) Derive() {
-	if o.LostHolds() && o.Status.Phase != MachineLost {
-		o.Status.Phase, o.Status.Reason = MachineLost, o.Status.Lost.Reason
+	st := &o.Status
+	if o.LostHolds() && st.Phase != MachineLost {
+		st.Phase, st.Reason = MachineLost, st.Lost.Reason
+	}
+	if st.Phase == "" {
+		st.Conditions = nil
+		return
+	}
+	ready := Condition{Type: ConditionReady, Status: ConditionFalse, Reason: string(st.Phase), Message: st.Reason,
+		LastTransitionTime: st.PhaseTimes[string(st.Phase)], LastUpdateTime: o.Metadata.UpdatedAt}
+	if st.Phase == MachineRunning {
+		ready.Status = ConditionTrue
+	}
+	cs := Conditions{ready}
+	if o.LostHolds() {
+		cs = append(cs, Condition{Type: ConditionLost, Status: ConditionTrue, Reason: "NodeGone", Message: st.Lost.Reason,
+			LastTransitionTime: st.Lost.At, LastUpdateTime: st.Lost.At})
+	}
+	st.Conditions = cs
+}
+
+// Upgrade moves earlier field names to the proposal's.
+func (o *Machine) Upgrade() {
+	st := &o.Status
+	if len(st.LegacyConnectEndpoints) > 0 {
+		if len(st.Addresses) == 0 {
+			st.Addresses = st.LegacyConnectEndpoints
+		}
+		st.LegacyConnectEndpoints = nil
 	}
 }
 
@@ -118,7 +175,7 @@ func (o *Machine) Live() bool {
 
 // Validate checks the machine.
 func (o *Machine) Validate() error {
-	if err := checkKind(o.Kind, KindMachine); err != nil {
+	if err := o.TypeMeta.check(KindMachine); err != nil {
 		return err
 	}
 	if err := o.Metadata.Validate(); err != nil {
@@ -128,11 +185,18 @@ func (o *Machine) Validate() error {
 	if err := ValidateName("spec.machineTemplate", s.MachineTemplate); err != nil {
 		return err
 	}
-	if err := ValidateName("spec.node", s.Node); err != nil {
+	// A machine of hf's own drivers names its node and driver; one an
+	// outside provider records (the proposal's model) may name neither.
+	if err := validateRef("spec.node", s.Node); err != nil {
 		return err
 	}
-	if s.Driver == "" {
-		return Invalid("spec.driver", "is required")
+	if s.Node != "" && s.Driver == "" {
+		return Invalid("spec.driver", "is required with spec.node")
+	}
+	if s.MachineType != "" {
+		if err := oneOf("spec.machineType", s.MachineType, MachineTypeUser, MachineTypeShared); err != nil {
+			return err
+		}
 	}
 	for f, v := range map[string]string{"spec.machineSet": s.MachineSet, "spec.environment": s.Environment, "spec.claim": s.Claim} {
 		if err := validateRef(f, v); err != nil {

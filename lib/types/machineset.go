@@ -29,8 +29,20 @@ type MachineSet struct {
 
 // AvailabilityConfiguration says who may bind the set's machines.
 type AvailabilityConfiguration struct {
-	Type  AvailabilityType `json:"type"`
-	Value string           `json:"value,omitempty"`
+	Availability AvailabilityType `json:"availability"`
+	// Value names the AccessCode or ScheduledEvent of the availability.
+	Value string `json:"value,omitempty"`
+	// Type is the earlier name of Availability: read, moved there (see
+	// Upgrade) and never written.
+	Type AvailabilityType `json:"type,omitempty"`
+}
+
+// upgrade moves the earlier field name to the proposal's.
+func (a *AvailabilityConfiguration) upgrade() {
+	if a.Availability == "" {
+		a.Availability = a.Type
+	}
+	a.Type = ""
 }
 
 // MachineSetSpec describes a pool.
@@ -41,6 +53,15 @@ type MachineSetSpec struct {
 	MaxProvisioned            int                       `json:"maxProvisioned,omitempty"`
 	MachineTemplate           string                    `json:"machineTemplate"`
 	Environment               string                    `json:"environment,omitempty"`
+	// Provider names the Provider of the set's machines (by default the
+	// Environment's).
+	Provider string `json:"provider,omitempty"`
+	// ProviderConfiguration is configuration for this set's machines, over
+	// the template's and the Environment's.
+	ProviderConfiguration map[string]string `json:"providerConfiguration,omitempty"`
+	// MachineNamePrefix starts the names of the set's machines; it
+	// overrides the Environment's and the template's.
+	MachineNamePrefix string `json:"machineNamePrefix,omitempty"`
 	// MaxIdle reaps an assigned machine idle this long (0: default).
 	MaxIdle Duration `json:"maxIdle,omitzero"`
 	// MaxAssigned reaps a machine assigned this long (0: default).
@@ -51,52 +72,73 @@ type MachineSetSpec struct {
 
 // MachineSetStatus is written by the set's reconcile owner.
 type MachineSetStatus struct {
-	Provisioned int `json:"provisioned"`
-	Available   int `json:"available"`
+	// Conditions say why the set cannot fill (type Filled).
+	Conditions  Conditions `json:"conditions,omitempty"`
+	Provisioned int        `json:"provisioned"`
+	Available   int        `json:"available"`
 }
+
+// ConditionFilled is a set's condition: whether it holds the machines it
+// wants, and if not why.
+const ConditionFilled = "Filled"
+
+// Upgrade moves earlier field names to the proposal's.
+func (o *MachineSet) Upgrade() { o.Spec.AvailabilityConfiguration.upgrade() }
 
 // Meta returns the metadata.
 func (o *MachineSet) Meta() *ObjectMeta { return &o.Metadata }
 
 // Validate checks the set.
 func (o *MachineSet) Validate() error {
-	if err := checkKind(o.Kind, KindMachineSet); err != nil {
+	if err := o.TypeMeta.check(KindMachineSet); err != nil {
 		return err
 	}
 	if err := o.Metadata.Validate(); err != nil {
 		return err
 	}
 	s := &o.Spec
-	if err := oneOf("spec.availabilityConfiguration.type", s.AvailabilityConfiguration.Type,
+	return s.validate("spec")
+}
+
+// validate checks a set's spec (also as a requiredMachines line's
+// createMachineSet, under field).
+func (s *MachineSetSpec) validate(field string) error {
+	if err := oneOf(field+".availabilityConfiguration.availability", s.AvailabilityConfiguration.Availability,
 		AvailabilityPool, AvailabilityAccessCode, AvailabilityScheduledEvent); err != nil {
 		return err
 	}
-	if s.AvailabilityConfiguration.Type != AvailabilityPool {
-		if err := ValidateName("spec.availabilityConfiguration.value", s.AvailabilityConfiguration.Value); err != nil {
+	if s.AvailabilityConfiguration.Availability != AvailabilityPool {
+		if err := ValidateName(field+".availabilityConfiguration.value", s.AvailabilityConfiguration.Value); err != nil {
 			return err
 		}
 	}
 	if s.ProvisioningStrategy != "" {
-		if err := oneOf("spec.provisioningStrategy", s.ProvisioningStrategy, ProvisionAutoScale, ProvisionOnDemand); err != nil {
+		if err := oneOf(field+".provisioningStrategy", s.ProvisioningStrategy, ProvisionAutoScale, ProvisionOnDemand); err != nil {
 			return err
 		}
 	}
-	if err := nonNegative("spec.minAvailable", s.MinAvailable); err != nil {
+	if err := nonNegative(field+".minAvailable", s.MinAvailable); err != nil {
 		return err
 	}
-	if err := nonNegative("spec.maxProvisioned", s.MaxProvisioned); err != nil {
+	if err := nonNegative(field+".maxProvisioned", s.MaxProvisioned); err != nil {
 		return err
 	}
 	if s.MaxProvisioned > 0 && s.MinAvailable > s.MaxProvisioned {
-		return Invalid("spec.minAvailable", "must not exceed spec.maxProvisioned")
+		return Invalid(field+".minAvailable", "must not exceed maxProvisioned")
 	}
-	if err := ValidateName("spec.machineTemplate", s.MachineTemplate); err != nil {
+	if err := ValidateName(field+".machineTemplate", s.MachineTemplate); err != nil {
 		return err
 	}
-	for f, d := range map[string]Duration{"spec.maxIdle": s.MaxIdle, "spec.maxAssigned": s.MaxAssigned, "spec.maxAge": s.MaxAge} {
+	for f, d := range map[string]Duration{".maxIdle": s.MaxIdle, ".maxAssigned": s.MaxAssigned, ".maxAge": s.MaxAge} {
 		if d.Duration < 0 {
-			return Invalid(f, "must not be negative")
+			return Invalid(field+f, "must not be negative")
 		}
 	}
-	return validateRef("spec.environment", s.Environment)
+	if err := validatePrefix(field+".machineNamePrefix", s.MachineNamePrefix); err != nil {
+		return err
+	}
+	if err := validateRef(field+".provider", s.Provider); err != nil {
+		return err
+	}
+	return validateRef(field+".environment", s.Environment)
 }

@@ -110,7 +110,7 @@ func (o *Node) Meta() *ObjectMeta { return &o.Metadata }
 
 // Validate checks the node.
 func (o *Node) Validate() error {
-	if err := checkKind(o.Kind, KindNode); err != nil {
+	if err := o.TypeMeta.check(KindNode); err != nil {
 		return err
 	}
 	if err := o.Metadata.Validate(); err != nil {

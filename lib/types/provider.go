@@ -1,6 +1,7 @@
 package types
 
-// Provider is a driver type as seen by users.
+// Provider is a driver type as seen by users: what its Environments and
+// MachineTemplates may configure, and what it reports of each machine.
 type Provider struct {
 	TypeMeta
 	Metadata ObjectMeta   `json:"metadata"`
@@ -11,10 +12,22 @@ type Provider struct {
 type ProviderSpec struct {
 	// Driver is the driver type behind the provider; defaults to the name.
 	Driver string `json:"driver,omitempty"`
-	// ConfigurationItems are the keys an Environment may set, with a description.
-	ConfigurationItems map[string]string `json:"configurationItems,omitempty"`
-	// MachineInformation are the keys the driver reports for each machine.
-	MachineInformation []string `json:"machineInformation,omitempty"`
+	// ConfigurationItems are the properties an Environment, a MachineSet or
+	// a MachineTemplate may set for this provider; writes of those objects
+	// are checked against them.
+	ConfigurationItems Properties `json:"configurationItems,omitempty"`
+	// MachineInformation are the properties the provider reports of each
+	// machine; the required ones must be in every machine's
+	// status.machineInformation once it runs.
+	MachineInformation Properties `json:"machineInformation,omitempty"`
+}
+
+// DriverType is the driver type behind the provider.
+func (o *Provider) DriverType() string {
+	if o.Spec.Driver != "" {
+		return o.Spec.Driver
+	}
+	return o.Metadata.Name
 }
 
 // Meta returns the metadata.
@@ -22,8 +35,14 @@ func (o *Provider) Meta() *ObjectMeta { return &o.Metadata }
 
 // Validate checks the provider.
 func (o *Provider) Validate() error {
-	if err := checkKind(o.Kind, KindProvider); err != nil {
+	if err := o.TypeMeta.check(KindProvider); err != nil {
 		return err
 	}
-	return o.Metadata.Validate()
+	if err := o.Metadata.Validate(); err != nil {
+		return err
+	}
+	if err := o.Spec.ConfigurationItems.validate("spec.configurationItems"); err != nil {
+		return err
+	}
+	return o.Spec.MachineInformation.validate("spec.machineInformation")
 }

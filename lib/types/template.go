@@ -31,12 +31,26 @@ type MachineTemplate struct {
 
 // MachineTemplateSpec describes a machine.
 type MachineTemplateSpec struct {
+	// DisplayName is the template's pretty name.
+	DisplayName string      `json:"displayName,omitempty"`
 	MachineType MachineType `json:"machineType,omitempty"`
 	Resources   Resources   `json:"resources"`
-	// ProviderConfiguration holds per-driver options; its keys are the driver
-	// types (or instance names) that can serve the template.
+	// ProviderConfiguration holds per-provider options; its keys are the
+	// driver types, driver instance names or Provider names that can serve
+	// the template. An entry is a JSON object: the proposal's string map
+	// (values in the string forms the Provider's configurationItems
+	// describe) or the driver's structured configuration. The
+	// Environment's configuration takes precedence over it.
 	ProviderConfiguration map[string]json.RawMessage `json:"providerConfiguration"`
-	ConnectProtocols      []string                   `json:"connectProtocols,omitempty"`
+	// ConnectProtocols are the protocols the machine may be reached by; with
+	// the Environment's endpoints they make a machine's connectEndpoints.
+	ConnectProtocols []string `json:"connectProtocol,omitempty"`
+	// LegacyConnectProtocols is the earlier name of ConnectProtocols: read,
+	// moved there (see Upgrade) and never written.
+	LegacyConnectProtocols []string `json:"connectProtocols,omitempty"`
+	// MachineNamePrefix starts the names of the template's machines; an
+	// Environment's or a MachineSet's overrides it.
+	MachineNamePrefix string `json:"machineNamePrefix,omitempty"`
 	// AllowOverbook lets claims of this template use the drivers' overbook.
 	AllowOverbook bool `json:"allowOverbook,omitempty"`
 	// OnNodeLoss says what a claim does when its machine's node is lost.
@@ -47,12 +61,21 @@ type MachineTemplateSpec struct {
 	ClaimMetadata []MetadataKey `json:"claimMetadata,omitempty"`
 }
 
+// Upgrade moves earlier field names to the proposal's.
+func (o *MachineTemplate) Upgrade() {
+	s := &o.Spec
+	if len(s.ConnectProtocols) == 0 {
+		s.ConnectProtocols = s.LegacyConnectProtocols
+	}
+	s.LegacyConnectProtocols = nil
+}
+
 // Meta returns the metadata.
 func (o *MachineTemplate) Meta() *ObjectMeta { return &o.Metadata }
 
 // Validate checks the template.
 func (o *MachineTemplate) Validate() error {
-	if err := checkKind(o.Kind, KindMachineTemplate); err != nil {
+	if err := o.TypeMeta.check(KindMachineTemplate); err != nil {
 		return err
 	}
 	if err := o.Metadata.Validate(); err != nil {
@@ -71,6 +94,14 @@ func (o *MachineTemplate) Validate() error {
 	}
 	if err := s.Resources.Validate("spec.resources"); err != nil {
 		return err
+	}
+	if err := validatePrefix("spec.machineNamePrefix", s.MachineNamePrefix); err != nil {
+		return err
+	}
+	for i, p := range s.ConnectProtocols {
+		if p == "" || len(p) > 32 {
+			return Invalid(fieldIdx("spec.connectProtocol", i), "must be 1 to 32 characters")
+		}
 	}
 	if err := validateMetadataKeys("spec.claimMetadata", s.ClaimMetadata); err != nil {
 		return err

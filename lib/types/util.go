@@ -1,6 +1,11 @@
 package types
 
-import "strconv"
+import (
+	"regexp"
+	"strconv"
+)
+
+var prefixRe = regexp.MustCompile(`^[a-z0-9][-a-z0-9]*$`)
 
 func fieldIdx(field string, i int) string { return field + "[" + strconv.Itoa(i) + "]" }
 
@@ -32,6 +37,24 @@ func validateRefs(field string, names []string) error {
 func nonNegative(field string, v int) error {
 	if v < 0 {
 		return Invalid(field, "must not be negative")
+	}
+	return nil
+}
+
+// MaxPrefixLen is the longest machineNamePrefix: room is left for the
+// name's random part.
+const MaxPrefixLen = 40
+
+// validatePrefix checks a machineNamePrefix: the start of an object name.
+func validatePrefix(field, p string) error {
+	if p == "" {
+		return nil
+	}
+	if len(p) > MaxPrefixLen {
+		return Invalid(field, "must be at most %d characters", MaxPrefixLen)
+	}
+	if !prefixRe.MatchString(p) {
+		return Invalid(field, "must be lower-case letters, digits and '-', starting with a letter or digit")
 	}
 	return nil
 }

@@ -136,7 +136,7 @@ func TestValidateMachineSet(t *testing.T) {
 	valid := func(f func(*types.MachineSet)) *types.MachineSet {
 		o := &types.MachineSet{TypeMeta: types.TypeMeta{Kind: types.KindMachineSet}, Metadata: meta("pool"),
 			Spec: types.MachineSetSpec{
-				AvailabilityConfiguration: types.AvailabilityConfiguration{Type: types.AvailabilityPool},
+				AvailabilityConfiguration: types.AvailabilityConfiguration{Availability: types.AvailabilityPool},
 				ProvisioningStrategy:      types.ProvisionAutoScale, MinAvailable: 2, MaxProvisioned: 5,
 				MachineTemplate: "ubuntu", Environment: "lab", MaxIdle: types.D(time.Hour),
 			}}
@@ -148,15 +148,15 @@ func TestValidateMachineSet(t *testing.T) {
 	runValidate(t, []validateCase{
 		{"valid", valid(nil), ""},
 		{"access code with value", valid(func(o *types.MachineSet) {
-			o.Spec.AvailabilityConfiguration = types.AvailabilityConfiguration{Type: types.AvailabilityAccessCode, Value: "code1"}
+			o.Spec.AvailabilityConfiguration = types.AvailabilityConfiguration{Availability: types.AvailabilityAccessCode, Value: "code1"}
 		}), ""},
 		{"no max", valid(func(o *types.MachineSet) { o.Spec.MaxProvisioned = 0; o.Spec.MinAvailable = 10 }), ""},
 		{"on demand", valid(func(o *types.MachineSet) { o.Spec.ProvisioningStrategy = types.ProvisionOnDemand }), ""},
 		{"wrong kind", valid(func(o *types.MachineSet) { o.Kind = types.KindMachine }), "kind"},
 		{"bad name", valid(func(o *types.MachineSet) { o.Metadata.Name = "Pool" }), "metadata.name"},
-		{"no availability type", valid(func(o *types.MachineSet) { o.Spec.AvailabilityConfiguration.Type = "" }), "spec.availabilityConfiguration.type"},
+		{"no availability", valid(func(o *types.MachineSet) { o.Spec.AvailabilityConfiguration.Availability = "" }), "spec.availabilityConfiguration.availability"},
 		{"event without value", valid(func(o *types.MachineSet) {
-			o.Spec.AvailabilityConfiguration.Type = types.AvailabilityScheduledEvent
+			o.Spec.AvailabilityConfiguration.Availability = types.AvailabilityScheduledEvent
 		}), "spec.availabilityConfiguration.value"},
 		{"bad strategy", valid(func(o *types.MachineSet) { o.Spec.ProvisioningStrategy = "Eager" }), "spec.provisioningStrategy"},
 		{"negative min", valid(func(o *types.MachineSet) { o.Spec.MinAvailable = -1 }), "spec.minAvailable"},
@@ -187,7 +187,8 @@ func TestValidateMachine(t *testing.T) {
 		{"wrong kind", valid(func(o *types.Machine) { o.Kind = types.KindMachineClaim }), "kind"},
 		{"bad name", valid(func(o *types.Machine) { o.Metadata.Name = "m.1" }), "metadata.name"},
 		{"no template", valid(func(o *types.Machine) { o.Spec.MachineTemplate = "" }), "spec.machineTemplate"},
-		{"no node", valid(func(o *types.Machine) { o.Spec.Node = "" }), "spec.node"},
+		{"no node: an outside provider's machine", valid(func(o *types.Machine) { o.Spec.Node, o.Spec.Driver = "", "" }), ""},
+		{"bad node", valid(func(o *types.Machine) { o.Spec.Node = "N1" }), "spec.node"},
 		{"no driver", valid(func(o *types.Machine) { o.Spec.Driver = "" }), "spec.driver"},
 		{"bad set", valid(func(o *types.Machine) { o.Spec.MachineSet = "Pool" }), "spec.machineSet"},
 		{"bad environment", valid(func(o *types.Machine) { o.Spec.Environment = "-lab" }), "spec.environment"},
@@ -221,8 +222,8 @@ func TestValidateMachineClaim(t *testing.T) {
 		{"bad strategy", valid(func(o *types.MachineClaim) { o.Spec.BindStrategy = "Maybe" }), "spec.bindStrategy"},
 		{"require without sets", valid(func(o *types.MachineClaim) {
 			o.Spec.BindStrategy, o.Spec.MachineSets = types.BindRequireMachineSets, nil
-		}), "spec.machineSets"},
-		{"bad set ref", valid(func(o *types.MachineClaim) { o.Spec.MachineSets = []string{"pool", "Pool"} }), "spec.machineSets[1]"},
+		}), "spec.bindStrategyMachineSets"},
+		{"bad set ref", valid(func(o *types.MachineClaim) { o.Spec.MachineSets = []string{"pool", "Pool"} }), "spec.bindStrategyMachineSets[1]"},
 		{"negative timeout", valid(func(o *types.MachineClaim) { o.Spec.BindTimeout = types.D(-time.Second) }), "spec.bindTimeout"},
 		{"bad phase", valid(func(o *types.MachineClaim) { o.Status.Phase = "Pending" }), "status.phase"},
 	})
@@ -263,7 +264,7 @@ func TestValidateScheduledEvent(t *testing.T) {
 		{"bad bind strategy", valid(func(o *types.ScheduledEvent) { o.Spec.RequiredMachines[1].BindStrategy = "x" }), "spec.requiredMachines[1].bindStrategy"},
 		{"bad set ref", valid(func(o *types.ScheduledEvent) {
 			o.Spec.RequiredMachines[1].MachineSets = []string{"ok", "NOT"}
-		}), "spec.requiredMachines[1].machineSets[1]"},
+		}), "spec.requiredMachines[1].preferRequireMachineSets[1]"},
 	})
 }
 
@@ -305,7 +306,7 @@ func TestValidateSession(t *testing.T) {
 	valid := func(f func(*types.Session)) *types.Session {
 		o := &types.Session{TypeMeta: types.TypeMeta{Kind: types.KindSession}, Metadata: meta("s1"),
 			Spec: types.SessionSpec{User: "alice", AccessCode: "code1", ScheduledEvent: "ev1", MachineTemplate: "ubuntu",
-				PersistenceStrategy: types.PersistKeepOnEnd}}
+				PersistenceStrategy: types.PersistThroughCourse, OnEnd: types.EndKeep}}
 		if f != nil {
 			f(o)
 		}

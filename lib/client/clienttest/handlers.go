@@ -154,6 +154,7 @@ func decodeBody(w http.ResponseWriter, r *http.Request, kind string) ([]byte, ty
 		writeError(w, http.StatusBadRequest, "bad_request", "kind is empty", "kind")
 		return nil, nil, false
 	}
+	types.Upgrade(obj)
 	if err := obj.Validate(); err != nil {
 		field := ""
 		if fe, ok := err.(*types.FieldError); ok {

@@ -283,5 +283,6 @@ func mustDecode(kind string, raw []byte) types.Object {
 	if err := json.Unmarshal(raw, obj); err != nil {
 		panic(fmt.Sprintf("clienttest: decode %s: %v", kind, err))
 	}
+	types.Upgrade(obj)
 	return obj
 }

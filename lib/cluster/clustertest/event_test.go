@@ -17,7 +17,7 @@ func scheduledEvent(name string, provision, start, end time.Time, exp types.Expi
 		Metadata: types.ObjectMeta{Name: name},
 		Spec: types.ScheduledEventSpec{
 			ProvisioningStartTime: provision, StartTime: start, EndTime: end, ExpirationStrategy: exp,
-			RequiredMachines: []types.RequiredMachines{{MachineTemplate: "one", Count: 2, MachineType: types.MachineTypeShared}},
+			RequiredMachines: []types.RequiredMachines{{MachineTemplate: "one", Count: 2, MachineType: types.MachineTypeShared, CreateMachineSet: &types.CreateMachineSet{}}},
 		},
 	}
 }

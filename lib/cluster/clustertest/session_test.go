@@ -12,11 +12,11 @@ import (
 	"github.com/hf-fleet/hf/lib/types"
 )
 
-func session(name string, timeout time.Duration, ps types.PersistenceStrategy) *types.Session {
+func session(name string, timeout time.Duration, ps types.SessionEnd) *types.Session {
 	return &types.Session{
 		TypeMeta: types.TypeMeta{Kind: types.KindSession},
 		Metadata: types.ObjectMeta{Name: name},
-		Spec:     types.SessionSpec{User: "alice", MachineTemplate: "one", Timeout: types.D(timeout), PersistenceStrategy: ps},
+		Spec:     types.SessionSpec{User: "alice", MachineTemplate: "one", Timeout: types.D(timeout), OnEnd: ps},
 	}
 }
 
@@ -34,10 +34,10 @@ func sessionState(t *testing.T, h *Host, name string) *types.Session {
 func TestSessionLifecycle(t *testing.T) {
 	f := Start(t, 2, Options{})
 	f.Put(0, Template("one", 1, 1))
-	f.Put(0, session("drop", 2*time.Second, types.PersistDeleteOnEnd))
-	f.Put(1, session("keep", 2*time.Second, types.PersistKeepOnEnd))
+	f.Put(0, session("drop", 2*time.Second, types.EndDelete))
+	f.Put(1, session("keep", 2*time.Second, types.EndKeep))
 	f.Put(1, session("gone", time.Hour, ""))
-	f.Put(0, session("nap", 2*time.Second, types.PersistPauseOnEnd))
+	f.Put(0, session("nap", 2*time.Second, types.EndPause))
 
 	claimOf := map[string]string{}
 	for _, name := range []string{"drop", "keep", "gone", "nap"} {

@@ -66,6 +66,9 @@ type TemplateConfig struct {
 	Fail bool `json:"fail"`
 	// Delay, when set, replaces the driver's delay for this template.
 	Delay *types.Duration `json:"delay"`
+	// Label is any text; the machine's resource records it (a test sees
+	// what configuration reached the driver).
+	Label string `json:"label,omitempty"`
 }
 
 // ParseTemplateConfig decodes a template entry (empty or `{}` is fine) strictly.

@@ -172,7 +172,7 @@ func (d *Driver) Allocate(ctx context.Context, t types.MachineTemplate, meta map
 	if tc.Fail {
 		return nil, fmt.Errorf("allocate: template %q asks to fail: %w", t.Metadata.Name, ErrInjectedFailure)
 	}
-	data, err := json.Marshal(resourceData{Template: t.Metadata.Name, Meta: t.MachineMetadata(meta)})
+	data, err := json.Marshal(resourceData{Template: t.Metadata.Name, Meta: t.MachineMetadata(meta), Config: tc})
 	if err != nil {
 		return nil, fmt.Errorf("allocate: %w", err)
 	}
@@ -205,6 +205,8 @@ func (d *Driver) Allocate(ctx context.Context, t types.MachineTemplate, meta map
 type resourceData struct {
 	Template string            `json:"template,omitempty"`
 	Meta     map[string]string `json:"meta,omitempty"`
+	// Config is the template configuration the machine was made with.
+	Config TemplateConfig `json:"config"`
 }
 
 // sleep waits d or until ctx is done, whichever comes first.

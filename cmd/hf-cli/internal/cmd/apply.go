@@ -191,7 +191,13 @@ func mergeForApply(cur types.Object, d document) (types.Object, bool, error) {
 	if err := json.Unmarshal(curJSON, &into); err != nil {
 		return nil, false, fmt.Errorf("apply: %w", err)
 	}
-	if err := json.Unmarshal(d.JSON, &from); err != nil {
+	// The document as decoded, so that what it gives under a field's
+	// earlier name compares as today's field.
+	docJSON, err := json.Marshal(d.Object)
+	if err != nil {
+		return nil, false, fmt.Errorf("apply: %w", err)
+	}
+	if err := json.Unmarshal(docJSON, &from); err != nil {
 		return nil, false, fmt.Errorf("apply: %w", err)
 	}
 	for k, v := range from {

@@ -18,7 +18,7 @@ func TestCodeCreate(t *testing.T) {
 	require.Equal(t, 0, r.code, r.err)
 	got := lines(r.out)
 	require.Len(t, got, 2, r.out)
-	assert.Equal(t, "NAME\tPHASE\tSETS\tEVENTS\tNOT-AFTER\tCREATED", got[0])
+	assert.Equal(t, "NAME\tSTATUS\tSETS\tEVENTS\tNOT-AFTER\tCREATED", got[0])
 	assert.Regexp(t, `^ws\t\tpool,pool2\tmay\t2026-05-01T17:00:00Z\t\S+$`, got[1])
 
 	o, ok := c.srv.Object(types.KindAccessCode, "ws")

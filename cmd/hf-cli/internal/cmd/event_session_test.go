@@ -45,7 +45,7 @@ func TestEventCreateListGetDelete(t *testing.T) {
 	assert.True(t, ev.Spec.StartTime.Equal(time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)), ev.Spec.StartTime)
 	assert.Equal(t, types.ExpireSoft, ev.Spec.ExpirationStrategy)
 	require.Len(t, ev.Spec.RequiredMachines, 2)
-	assert.True(t, ev.Spec.RequiredMachines[0].CreateMachineSet)
+	assert.True(t, ev.Spec.RequiredMachines[0].Creates())
 	assert.Equal(t, map[string]string{"team": "edu"}, ev.Metadata.Labels)
 
 	// Creating it again conflicts.
@@ -98,7 +98,7 @@ func TestSessionListGet(t *testing.T) {
 	c := newCLI(t)
 	for _, s := range []*types.Session{
 		{Metadata: types.ObjectMeta{Name: "s1", Labels: map[string]string{"event": "ws"}},
-			Spec:   types.SessionSpec{User: "alice", PersistenceStrategy: types.PersistDeleteOnEnd},
+			Spec:   types.SessionSpec{User: "alice", OnEnd: types.EndDelete},
 			Status: types.SessionStatus{Phase: types.SessionPhaseActive, MachineClaim: "c1"}},
 		{Metadata: types.ObjectMeta{Name: "s2"},
 			Spec:   types.SessionSpec{User: "bob"},
@@ -112,9 +112,9 @@ func TestSessionListGet(t *testing.T) {
 	require.Equal(t, 0, r.code, r.err)
 	got := lines(r.out)
 	require.Len(t, got, 3, r.out)
-	assert.Equal(t, "NAME\tUSER\tPHASE\tCLAIM\tPERSISTENCE\tCREATED", got[0])
-	assert.Regexp(t, `^s1\talice\tActive\tc1\tDeleteOnEnd\t\S+$`, got[1])
-	assert.Regexp(t, `^s2\tbob\tEnded\t\t\t\S+$`, got[2])
+	assert.Equal(t, "NAME\tUSER\tPHASE\tCLAIM\tON-END\tCREATED", got[0])
+	assert.Regexp(t, `^s1\talice\tActive\tc1\tDelete\t\S+$`, got[1])
+	assert.Regexp(t, `^s2\tbob\tEnded\t\tDelete\t\S+$`, got[2])
 
 	r = c.run("sessions", "ls", "-l", "event=ws", "-o", "json")
 	require.Equal(t, 0, r.code, r.err)
@@ -143,7 +143,7 @@ func TestSessionListGet(t *testing.T) {
 func TestSessionKeepalive(t *testing.T) {
 	c := newCLI(t)
 	c.srv.Put(&types.Session{TypeMeta: types.TypeMeta{Kind: types.KindSession}, Metadata: types.ObjectMeta{Name: "s1"},
-		Spec: types.SessionSpec{User: "alice", PersistenceStrategy: types.PersistPauseOnEnd}})
+		Spec: types.SessionSpec{User: "alice", OnEnd: types.EndPause}})
 	r := c.run("session", "keepalive", "s1")
 	require.Equal(t, 0, r.code, r.err)
 	assert.Equal(t, "session/s1 kept alive\n", r.out)

@@ -43,7 +43,7 @@ func allResources() []*resource {
 			Columns: []string{"DRIVER", "CONFIG-ITEMS", "MACHINE-INFO"},
 			Row: func(o types.Object) []string {
 				p := o.(*types.Provider)
-				return []string{p.Spec.Driver, strings.Join(sortedKeys(p.Spec.ConfigurationItems), ","), strings.Join(p.Spec.MachineInformation, ",")}
+				return []string{p.Spec.Driver, strings.Join(p.Spec.ConfigurationItems.Names(), ","), strings.Join(p.Spec.MachineInformation.Names(), ",")}
 			},
 		},
 		{
@@ -72,7 +72,7 @@ func allResources() []*resource {
 			Columns: []string{"TEMPLATE", "AVAILABILITY", "STRATEGY", "MIN", "MAX", "PROVISIONED", "AVAILABLE"},
 			Row: func(o types.Object) []string {
 				s := o.(*types.MachineSet)
-				avail := string(s.Spec.AvailabilityConfiguration.Type)
+				avail := string(s.Spec.AvailabilityConfiguration.Availability)
 				if v := s.Spec.AvailabilityConfiguration.Value; v != "" {
 					avail += ":" + v
 				}
@@ -111,18 +111,18 @@ func allResources() []*resource {
 		},
 		{
 			Kind: types.KindAccessCode, Use: "code", Aliases: []string{"codes", "accesscode", "accesscodes"},
-			Columns: []string{"PHASE", "SETS", "EVENTS", "NOT-AFTER"},
+			Columns: []string{"STATUS", "SETS", "EVENTS", "NOT-AFTER"},
 			Row: func(o types.Object) []string {
 				a := o.(*types.AccessCode)
-				return []string{string(a.Status.Phase), strings.Join(a.Spec.MachineSets, ","), strings.Join(a.Spec.ScheduledEvents, ","), timestamp(a.Spec.NotAfter)}
+				return []string{string(a.Status.Status), strings.Join(a.Spec.MachineSets, ","), strings.Join(a.Spec.ScheduledEvents, ","), timestamp(a.Spec.NotAfter)}
 			},
 		},
 		{
 			Kind: types.KindSession, Use: "session", Aliases: []string{"sessions"},
-			Columns: []string{"USER", "PHASE", "CLAIM", "PERSISTENCE"},
+			Columns: []string{"USER", "PHASE", "CLAIM", "ON-END"},
 			Row: func(o types.Object) []string {
 				s := o.(*types.Session)
-				return []string{s.Spec.User, s.Status.Phase, s.Status.MachineClaim, string(s.Spec.PersistenceStrategy)}
+				return []string{s.Spec.User, s.Status.Phase, s.Status.MachineClaim, string(s.EffectiveOnEnd())}
 			},
 		},
 	}

@@ -89,7 +89,7 @@ func TestListJSONAndYAML(t *testing.T) {
 	require.Len(t, items, 2)
 	first := items[0].(map[string]any)
 	assert.Equal(t, "small", first["spec"].(map[string]any)["machineTemplate"], "YAML keeps the JSON field names")
-	assert.Contains(t, r.out, "kind: MachineClaimList\nitems:\n  - kind: MachineClaim\n    metadata:\n      name: c1\n")
+	assert.Contains(t, r.out, "kind: MachineClaimList\nitems:\n  - apiVersion: hobbyfarm.io/v4alpha1\n    kind: MachineClaim\n    metadata:\n      name: c1\n")
 
 	// HF_OUTPUT picks the format when -o is absent; -o wins over it.
 	c.env["HF_OUTPUT"] = "json"
@@ -155,7 +155,7 @@ func TestTablesOfEveryKind(t *testing.T) {
 	c.srv.Put(&types.MachineSet{
 		TypeMeta: types.TypeMeta{Kind: types.KindMachineSet}, Metadata: types.ObjectMeta{Name: "pool"},
 		Spec: types.MachineSetSpec{MachineTemplate: "small", MinAvailable: 2, MaxProvisioned: 5,
-			AvailabilityConfiguration: types.AvailabilityConfiguration{Type: types.AvailabilityAccessCode, Value: "ws"}},
+			AvailabilityConfiguration: types.AvailabilityConfiguration{Availability: types.AvailabilityAccessCode, Value: "ws"}},
 		Status: types.MachineSetStatus{Provisioned: 3, Available: 1},
 	})
 	c.srv.Put(&types.ScheduledEvent{
@@ -177,7 +177,7 @@ func TestTablesOfEveryKind(t *testing.T) {
 	})
 	c.srv.Put(&types.Provider{
 		TypeMeta: types.TypeMeta{Kind: types.KindProvider}, Metadata: types.ObjectMeta{Name: "docker"},
-		Spec: types.ProviderSpec{Driver: "docker", MachineInformation: []string{"ip"}},
+		Spec: types.ProviderSpec{Driver: "docker", MachineInformation: types.Properties{{Name: "ip"}}},
 	})
 
 	tests := []struct {
@@ -191,7 +191,7 @@ func TestTablesOfEveryKind(t *testing.T) {
 		{[]string{"sets", "list"}, "pool\tsmall\tAccessCode:ws\t\t2\t5\t3\t1"},
 		{[]string{"scheduledevent", "list"}, "ws\t\t2026-05-01T10:00:00Z\t2026-05-01T11:00:00Z\t5"},
 		{[]string{"codes", "list"}, "ws\t\tpool\tws\t"},
-		{[]string{"session", "list"}, "s1\talice\tActive\tc1\t"},
+		{[]string{"session", "list"}, "s1\talice\tActive\tc1\tDelete"},
 		{[]string{"env", "list"}, "lab\tdocker\tspread\track=r1"},
 		{[]string{"provider", "list"}, "docker\tdocker\t\tip"},
 	}

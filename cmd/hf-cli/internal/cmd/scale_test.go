@@ -17,7 +17,7 @@ func newSet(name, template string, min, max int) *types.MachineSet {
 		TypeMeta: types.TypeMeta{Kind: types.KindMachineSet},
 		Metadata: types.ObjectMeta{Name: name},
 		Spec: types.MachineSetSpec{
-			AvailabilityConfiguration: types.AvailabilityConfiguration{Type: types.AvailabilityPool},
+			AvailabilityConfiguration: types.AvailabilityConfiguration{Availability: types.AvailabilityPool},
 			MachineTemplate:           template, MinAvailable: min, MaxProvisioned: max,
 		},
 	}
