@@ -437,7 +437,7 @@ func (a *acceptor) reserve(m Message) (*types.Capacity, error) {
 		TypeMeta: types.TypeMeta{Kind: types.KindMachine},
 		Metadata: types.ObjectMeta{Name: name, Labels: map[string]string{"hf/claim": m.Claim, "hf/node": self}},
 		Spec: types.MachineSpec{
-			MachineType: cmp.Or(tmpl.Spec.MachineType, types.MachineTypeUser), Provider: res.Provider,
+			MachineType: res.MachineType, Provider: res.Provider,
 			ConfigurationOptions: res.Options, ConnectEndpoints: res.Endpoints,
 			MachineTemplate: tmpl.Metadata.Name, Environment: env,
 			Node: self, Driver: in.Name, Claim: m.Claim, Round: m.Round,
@@ -483,6 +483,9 @@ func (a *acceptor) take(m Message) error {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if mm, ok := a.n.machine(m.Machine); ok && mm.Spec.MachineType == types.MachineTypeShared {
+		return a.shareLocked(m, mm)
+	}
 	e, ok := a.entries[m.Machine]
 	if !ok || e.Claim != "" || e.Phase != types.MachineRunning || e.Busy {
 		return fmt.Errorf("machine %s is not a warm machine here", m.Machine)
@@ -520,6 +523,26 @@ func (a *acceptor) take(m Message) error {
 	a.n.metrics.bound.WithLabelValues("pool").Inc()
 	a.n.metrics.bindLatency.Observe(now.Sub(claim.Metadata.CreatedAt).Seconds())
 	a.n.log.Debug("pool machine taken", "claim", m.Claim, "machine", m.Machine)
+	return nil
+}
+
+// shareLocked binds a claim to a shared machine of this node: the binding
+// names the machine, which stays unclaimed for the event's other users.
+// a.mu is held.
+func (a *acceptor) shareLocked(m Message, mm *types.Machine) error {
+	e, ok := a.entries[m.Machine]
+	if !ok || e.Phase != types.MachineRunning || mm.Status.Reap != nil {
+		return fmt.Errorf("shared machine %s is not running here", m.Machine)
+	}
+	now := a.n.cfg.Now()
+	if _, err := store.UpdateFacet(a.n.st, types.KindMachineClaim, m.Claim, types.FacetBinding, func(c *types.MachineClaim) error {
+		c.SetBinding(types.ClaimBinding{Round: m.Round, Node: a.n.cfg.Name, Driver: e.Driver, Machine: m.Machine, Phase: types.BindingBound, Shared: true, At: now}, now)
+		return nil
+	}); err != nil {
+		return err
+	}
+	a.n.metrics.bound.WithLabelValues("shared").Inc()
+	a.n.log.Debug("shared machine bound", "claim", m.Claim, "machine", m.Machine)
 	return nil
 }
 
@@ -600,6 +623,7 @@ func (a *acceptor) checkAccepted(claim *types.MachineClaim, cs scheduler.ClaimSt
 	for _, e := range entries {
 		held = append(held, a.held(e))
 	}
+	held = a.sharedHeld(cs, held)
 	if _, _, orphan := scheduler.DecideOrphan(a.n.cfg.Name, claim.Status.Phase, cs, held); !orphan {
 		return
 	}
@@ -615,6 +639,7 @@ func (a *acceptor) checkAccepted(claim *types.MachineClaim, cs scheduler.ClaimSt
 	for _, e := range a.ofClaim(claim.Metadata.Name) {
 		held = append(held, a.held(e))
 	}
+	held = a.sharedHeld(cs, held)
 	round, reason, orphan := scheduler.DecideOrphan(a.n.cfg.Name, stored.Status.Phase, cs, held)
 	if !orphan {
 		return
@@ -624,6 +649,19 @@ func (a *acceptor) checkAccepted(claim *types.MachineClaim, cs scheduler.ClaimSt
 		driver = b.Driver
 	}
 	a.giveBack(claim.Metadata.Name, round, driver, reason)
+}
+
+// sharedHeld adds to held the shared machine cs is bound to when this node
+// runs it: the claim holds it without an entry of its own.
+func (a *acceptor) sharedHeld(cs scheduler.ClaimState, held []scheduler.Held) []scheduler.Held {
+	b := cs.Binding
+	if b == nil || !b.Shared || b.Node != a.n.cfg.Name {
+		return held
+	}
+	if e, ok := a.get(b.Machine); ok && e.Phase == types.MachineRunning {
+		held = append(held, scheduler.Held{Machine: b.Machine, Round: b.Round, Phase: e.Phase})
+	}
+	return held
 }
 
 // act carries out one decision about an entry.

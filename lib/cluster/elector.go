@@ -121,7 +121,7 @@ func (el *elector) changed(kind, name string, old, obj types.Object) {
 				el.q.Add(keyTemplate + s.Spec.MachineTemplate)
 			}
 		}
-	case types.KindEnvironment:
+	case types.KindEnvironment, types.KindScheduledEvent:
 		el.q.Add(keyRequested)
 	}
 }

@@ -158,7 +158,9 @@ func TestDeadMachineIsReportedAndRebound(t *testing.T) {
 		assert.Equal(c, types.ClaimBound, got.Status.Phase)
 		assert.NotEqual(c, first.Status.Machine, got.Status.Machine)
 	}, 5*time.Second, 5*time.Millisecond)
-	_, err = store.Get[types.Machine](tn.st, types.KindMachine, first.Status.Machine)
-	assert.ErrorIs(t, err, store.ErrNotFound, "the dead machine's record is gone")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, err := store.Get[types.Machine](tn.st, types.KindMachine, first.Status.Machine)
+		assert.ErrorIs(c, err, store.ErrNotFound, "the dead machine's record is gone")
+	}, 5*time.Second, 5*time.Millisecond)
 	assert.Eventually(t, func() bool { return testdriver.Held(tn.drv) == 1 }, 5*time.Second, 5*time.Millisecond)
 }

@@ -21,6 +21,9 @@ func (el *elector) route(now time.Time, c *types.MachineClaim, cs scheduler.Clai
 		return // a take is under way; its answer routes the claim again
 	}
 	elector := el.n.view.mine(name)
+	if el.routeShared(now, c, cs, elector) {
+		return
+	}
 	dec, decided := el.bindDecision(now, c)
 	if !decided {
 		el.electDirect(now, c, cs, d, elector)
@@ -32,18 +35,8 @@ func (el *elector) route(now time.Time, c *types.MachineClaim, cs scheduler.Clai
 			el.startTake(c, cs, dec.Machine)
 		}
 	case scheduler.BindWait:
-		if !elector {
-			return
-		}
-		el.forget(now, name)
-		el.waiting[name] = c.Spec.MachineTemplate
-		if !cs.Deadline.IsZero() && !now.Before(cs.Deadline) {
-			el.fail(name, fmt.Sprintf("not bound within its bind timeout of %s: %s", el.n.bindTimeout(c), dec.Reason))
-			return
-		}
-		el.setWaiting(name, dec.Reason)
-		if !cs.Deadline.IsZero() {
-			el.q.AddAfter(name, cs.Deadline.Sub(now))
+		if elector {
+			el.wait(now, c, cs, dec.Reason)
 		}
 	case scheduler.BindOnDemand:
 		if !el.n.view.mine("set/" + dec.Set) {
@@ -55,6 +48,69 @@ func (el *elector) route(now time.Time, c *types.MachineClaim, cs scheduler.Clai
 	default:
 		el.electDirect(now, c, cs, d, elector)
 	}
+}
+
+// wait has claim c wait, saying why, until what it waits for changes (its
+// template is looked at again) or its bind timeout fails it.
+func (el *elector) wait(now time.Time, c *types.MachineClaim, cs scheduler.ClaimState, reason string) {
+	name := c.Metadata.Name
+	el.forget(now, name)
+	el.waiting[name] = c.Spec.MachineTemplate
+	if !cs.Deadline.IsZero() && !now.Before(cs.Deadline) {
+		el.fail(name, fmt.Sprintf("not bound within its bind timeout of %s: %s", el.n.bindTimeout(c), reason))
+		return
+	}
+	el.setWaiting(name, reason)
+	if !cs.Deadline.IsZero() {
+		el.q.AddAfter(name, cs.Deadline.Sub(now))
+	}
+}
+
+// routeShared routes a claim under a scheduled event whose line for its
+// template is Shared: its elector binds it to the least used of the line's
+// shared machines (a take without the machine becoming the claim's), or
+// has it wait for them. handled is false for any other claim.
+func (el *elector) routeShared(now time.Time, c *types.MachineClaim, cs scheduler.ClaimState, elector bool) (handled bool) {
+	if c.Spec.ScheduledEvent == "" {
+		return false
+	}
+	ev, ok := cache.Typed[types.ScheduledEvent](el.n.cache, types.KindScheduledEvent, c.Spec.ScheduledEvent)
+	if !ok {
+		// Not here yet (or deleted): how the claim binds depends on it.
+		if elector {
+			el.wait(now, c, cs, fmt.Sprintf("scheduled event %s is not known on node %s", c.Spec.ScheduledEvent, el.n.cfg.Name))
+		}
+		return true
+	}
+	i, shared := scheduler.SharedLine(*c, *ev)
+	if !shared {
+		return false
+	}
+	if !elector {
+		return true
+	}
+	set := scheduler.EventSetName(ev.Metadata.Name, i)
+	var machines []types.Machine
+	for _, m := range cache.TypedIndex[types.Machine](el.n.cache, idxMachineSet, set) {
+		machines = append(machines, *m)
+	}
+	load := map[string]int{}
+	for _, o := range cache.TypedIndex[types.MachineClaim](el.n.cache, idxClaimEvent, ev.Metadata.Name) {
+		if b := o.Status.Binding; b != nil && b.Shared && o.Status.Phase == types.ClaimBound {
+			load[b.Machine]++
+		}
+	}
+	for _, m := range el.takes {
+		load[m]++
+	}
+	machine, reason := scheduler.ChooseShared(ev.Metadata.Name, set, machines, load)
+	if machine == "" {
+		el.wait(now, c, cs, reason)
+		return true
+	}
+	delete(el.waiting, c.Metadata.Name)
+	el.startTake(c, cs, machine)
+	return true
 }
 
 // bindDecision is scheduler.DecideBind from this node's view, with the claims
@@ -103,7 +159,8 @@ func (el *elector) bindDecision(now time.Time, c *types.MachineClaim) (d schedul
 			// in its way: they are its own, or fenced once it moves on.
 			// A machine without a node (an outside provider's record) is
 			// no node's to hand over.
-			if !taken[m.Metadata.Name] && m.Spec.Claim != c.Metadata.Name && m.Spec.Node != "" {
+			// Nor is a shared machine any one claim's.
+			if !taken[m.Metadata.Name] && m.Spec.Claim != c.Metadata.Name && m.Spec.Node != "" && m.Spec.MachineType != types.MachineTypeShared {
 				mVals = append(mVals, *m)
 			}
 		}
@@ -171,17 +228,7 @@ func (el *elector) electDirect(now time.Time, c *types.MachineClaim, cs schedule
 		}
 	}
 	if live >= limit {
-		el.forget(now, name)
-		el.waiting[name] = c.Spec.MachineTemplate
-		reason := fmt.Sprintf("environment %s holds its capacity of %d machines of template %s", env, limit, c.Spec.MachineTemplate)
-		if !cs.Deadline.IsZero() && !now.Before(cs.Deadline) {
-			el.fail(name, fmt.Sprintf("not bound within its bind timeout of %s: %s", el.n.bindTimeout(c), reason))
-			return
-		}
-		el.setWaiting(name, reason)
-		if !cs.Deadline.IsZero() {
-			el.q.AddAfter(name, cs.Deadline.Sub(now))
-		}
+		el.wait(now, c, cs, fmt.Sprintf("environment %s holds its capacity of %d machines of template %s", env, limit, c.Spec.MachineTemplate))
 		return
 	}
 	el.capped[name] = key

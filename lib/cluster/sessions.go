@@ -13,8 +13,9 @@ import (
 
 // reconcileSession runs one Session: an active session with a template gets a
 // claim for its user; one without a keepalive for its timeout ends (its claim
-// is released unless its persistenceStrategy keeps it) or pauses
-// (PauseOnEnd: its claim's node pauses the machine). The claims of a deleted
+// is released unless its onEnd keeps it) or pauses (Pause: its claim's node
+// pauses the machine); one moved to another scenario keeps its machine or
+// gets a fresh one (persistenceStrategy). The claims of a deleted
 // session are released. It asks to run again when the timeout would trip.
 func (d *duties) reconcileSession(name string) time.Duration {
 	n := d.n
@@ -47,15 +48,42 @@ func (d *duties) reconcileSession(name string) time.Duration {
 	case idle:
 		d.endSession(s, "no keepalive for "+timeout.String())
 		return 0
+	case s.Status.MachineClaim != "" && s.Spec.Scenario != s.Status.Scenario:
+		d.moveSession(s)
 	case s.Status.MachineClaim == "" && s.Spec.MachineTemplate != "":
 		d.startSession(s)
 	}
 	return until(now, idleAt)
 }
 
-// sessionClaimName is deterministic, so a repeated start finds its claim.
-func sessionClaimName(session string) string {
-	h := sha256.Sum256([]byte("session/" + session))
+// moveSession follows a session to its spec.scenario: with
+// PersistThroughCourse (the default) it keeps its machine; with
+// NewPerScenario its claim is released and a fresh one made for the new
+// scenario.
+func (d *duties) moveSession(s *types.Session) {
+	n := d.n
+	if s.Spec.PersistenceStrategy != types.NewPerScenario {
+		d.setSession(s.Metadata.Name, func(o *types.Session) { o.Status.Scenario = o.Spec.Scenario })
+		n.log.Info("session moved on, machine kept", "session", s.Metadata.Name, "scenario", s.Spec.Scenario)
+		return
+	}
+	old := s.Status.MachineClaim
+	if _, err := n.st.Delete(types.KindMachineClaim, old, types.Version{}); err != nil && !isNotFound(err) {
+		n.log.Warn("release claim of the previous scenario", "session", s.Metadata.Name, "claim", old, "err", err)
+		return
+	}
+	n.log.Info("session moved on, fresh machine", "session", s.Metadata.Name, "scenario", s.Spec.Scenario, "released", old)
+	d.startSession(s)
+}
+
+// sessionClaimName is deterministic, so a repeated start finds its claim;
+// a NewPerScenario session has one per scenario.
+func sessionClaimName(session, scenario string) string {
+	key := "session/" + session
+	if scenario != "" {
+		key += "/" + scenario
+	}
+	h := sha256.Sum256([]byte(key))
 	prefix := session
 	if len(prefix) > types.MaxNameLen-9 {
 		prefix = prefix[:types.MaxNameLen-9]
@@ -65,7 +93,11 @@ func sessionClaimName(session string) string {
 
 func (d *duties) startSession(s *types.Session) {
 	n := d.n
-	name := sessionClaimName(s.Metadata.Name)
+	scenario := ""
+	if s.Spec.PersistenceStrategy == types.NewPerScenario {
+		scenario = s.Spec.Scenario
+	}
+	name := sessionClaimName(s.Metadata.Name, scenario)
 	c := &types.MachineClaim{
 		TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim},
 		Metadata: types.ObjectMeta{Name: name, Labels: map[string]string{LabelSession: s.Metadata.Name}},
@@ -86,7 +118,7 @@ func (d *duties) startSession(s *types.Session) {
 		return
 	}
 	d.setSession(s.Metadata.Name, func(o *types.Session) {
-		o.Status.Phase, o.Status.MachineClaim = types.SessionPhaseActive, name
+		o.Status.Phase, o.Status.MachineClaim, o.Status.Scenario = types.SessionPhaseActive, name, s.Spec.Scenario
 	})
 }
 

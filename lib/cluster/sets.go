@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hf-fleet/hf/lib/cluster/cache"
@@ -46,8 +48,17 @@ func (d *duties) reconcileSet(name string) time.Duration {
 	mVals := make([]types.Machine, 0, len(machines))
 	holding := map[string]bool{} // claims with a live machine
 	var cVals []types.MachineClaim
+	users := d.sharedUsers(s)
 	for _, m := range machines {
 		mVals = append(mVals, *m)
+		if u := users[m.Metadata.Name]; len(u) > 0 && m.Spec.Claim == "" {
+			// A shared machine in use counts as assigned (to its first
+			// user, for the set's limits): it is not reaped as warm while
+			// the event's users work on it.
+			mVals[len(mVals)-1].Spec.Claim = u[0].Metadata.Name
+			cVals = append(cVals, *u[0])
+			continue
+		}
 		if m.Live() && m.Spec.Claim != "" {
 			holding[m.Spec.Claim] = true
 			if c, ok := n.claim(m.Spec.Claim); ok {
@@ -130,6 +141,25 @@ func (d *duties) reap(del scheduler.Deletion) {
 		return
 	}
 	n.log.Info("pool machine reaped", "machine", del.Machine, "reason", del.Reason)
+}
+
+// sharedUsers are the Bound claims on each shared machine of set s (a set
+// an event made for a Shared line), sorted by name; nil for other sets.
+func (d *duties) sharedUsers(s *types.MachineSet) map[string][]*types.MachineClaim {
+	ev := s.Metadata.Labels[scheduler.LabelScheduledEvent]
+	if ev == "" || s.Metadata.Annotations[scheduler.AnnotationMachineType] != string(types.MachineTypeShared) {
+		return nil
+	}
+	out := map[string][]*types.MachineClaim{}
+	for _, c := range cache.TypedIndex[types.MachineClaim](d.n.cache, idxClaimEvent, ev) {
+		if b := c.Status.Binding; b != nil && b.Shared && c.Status.Phase == types.ClaimBound {
+			out[b.Machine] = append(out[b.Machine], c)
+		}
+	}
+	for _, cs := range out {
+		slices.SortFunc(cs, func(a, b *types.MachineClaim) int { return strings.Compare(a.Metadata.Name, b.Metadata.Name) })
+	}
+	return out
 }
 
 // endClaim asks that a claim be terminated (its end facet): its node

@@ -29,7 +29,7 @@ func TestEventCapacityCheck(t *testing.T) {
 	event := func(name string, count int, shift time.Duration) map[string]any {
 		return map[string]any{"kind": "ScheduledEvent", "metadata": map[string]any{"name": name}, "spec": map[string]any{
 			"startTime": start.Add(shift).Format(time.RFC3339), "endTime": start.Add(shift + time.Hour).Format(time.RFC3339),
-			"requiredMachines": []any{map[string]any{"machineTemplate": "one", "count": count, "machineType": "Shared"}}}}
+			"requiredMachines": []any{map[string]any{"machineTemplate": "one", "count": count, "machineType": "Shared", "createMachineSet": map[string]any{}}}}}
 	}
 	r = e.do(http.MethodPost, "/api/v1/scheduledevents", adminTok, event("a", 3, 0))
 	require.Equal(t, http.StatusCreated, r.code, string(r.body))

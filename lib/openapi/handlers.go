@@ -224,7 +224,7 @@ func validate(obj types.Object) error {
 
 func (k kindRoutes) update(c *gin.Context) {
 	s, p := k.s, principal(c)
-	if !p.IsAdmin() {
+	if !p.IsAdmin() && k.kind != types.KindMachineClaim {
 		s.writeErr(c, forbidden("", "role %s may not update %s", p.Role, types.Plural(k.kind)))
 		return
 	}
@@ -240,6 +240,15 @@ func (k kindRoutes) update(c *gin.Context) {
 	case name:
 	default:
 		s.writeErr(c, badRequest("metadata.name", "is %q but the path names %q", n, name))
+		return
+	}
+	if claim, ok := obj.(*types.MachineClaim); ok && claim.Status.Phase == types.ClaimTerminated {
+		if done := k.terminate(c, p, name); done {
+			return
+		}
+	}
+	if !p.IsAdmin() {
+		s.writeErr(c, forbidden("", "role %s may only terminate its machineclaims (status.phase Terminated)", p.Role))
 		return
 	}
 	want, err := precondition(c.GetHeader("If-Match"), obj.Meta().Version)
@@ -279,6 +288,49 @@ func (k kindRoutes) update(c *gin.Context) {
 		s.writeRecord(c, http.StatusOK, out)
 		return
 	}
+}
+
+// terminate ends claim name as the proposal has a user do it, by setting
+// its phase to Terminated: it writes the claim's end facet (its node then
+// releases the machine) and answers with the claim. A claim already
+// Terminated is left to the update as usual (done is false) for an admin,
+// and answered as it is for a user.
+func (k kindRoutes) terminate(c *gin.Context, p Principal, name string) (done bool) {
+	s := k.s
+	rec, stored, err := k.load(p, name)
+	if err != nil {
+		s.writeErr(c, err)
+		return true
+	}
+	if stored.(*types.MachineClaim).Status.Phase == types.ClaimTerminated {
+		if p.IsAdmin() {
+			return false
+		}
+		s.writeRecord(c, http.StatusOK, rec)
+		return true
+	}
+	who := p.User
+	if p.IsAdmin() {
+		who = "an admin"
+	}
+	_, err = store.UpdateFacet(s.st, types.KindMachineClaim, name, types.FacetEnd, func(o *types.MachineClaim) error {
+		if o.Status.End != nil {
+			return store.ErrNoChange
+		}
+		o.Status.End = &types.ClaimEnd{Reason: "terminated by " + who, At: s.cfg.Now()}
+		return nil
+	})
+	if err != nil && !errors.Is(err, store.ErrNoChange) {
+		s.writeErr(c, err)
+		return true
+	}
+	out, err := s.st.Get(k.kind, name)
+	if err != nil {
+		s.writeErr(c, err)
+		return true
+	}
+	s.writeRecord(c, http.StatusOK, out)
+	return true
 }
 
 func (k kindRoutes) delete(c *gin.Context) {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -164,4 +165,35 @@ func TestConfigurationCheckedAgainstProvider(t *testing.T) {
 	}
 	ok := e.do("POST", path(types.KindEnvironment), adminTok, env(map[string]any{"cores": "8", "size": "small", "tags": `["a","b"]`}))
 	assert.Equal(t, http.StatusCreated, ok.code, "%s", ok.body)
+}
+
+// A user ends a claim by setting its phase to Terminated, as the proposal
+// says (DELETE keeps working): its end facet is written and the claim reads
+// Terminated with who did it; another user's claim is 404; any other update
+// by a user is 403.
+func TestClaimTerminatedByPhase(t *testing.T) {
+	e := newTestEnv(t)
+	e.do("POST", path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, "small"))
+	claim := map[string]any{"metadata": map[string]any{"name": "c1"}, "spec": map[string]any{"machineTemplate": "small"}}
+	require.Equal(t, http.StatusCreated, e.do("POST", path(types.KindMachineClaim), aliceTok, claim).code)
+
+	ended := map[string]any{"metadata": map[string]any{"name": "c1"}, "spec": map[string]any{"machineTemplate": "small"},
+		"status": map[string]any{"phase": "Terminated"}}
+	assert.Equal(t, http.StatusNotFound, e.do("PUT", path(types.KindMachineClaim, "c1"), bobTok, ended).code, "not bob's")
+	other := map[string]any{"metadata": map[string]any{"name": "c1"}, "spec": map[string]any{"machineTemplate": "big"}}
+	assert.Equal(t, http.StatusForbidden, e.do("PUT", path(types.KindMachineClaim, "c1"), aliceTok, other).code)
+
+	r := e.do("PUT", path(types.KindMachineClaim, "c1"), aliceTok, ended)
+	require.Equal(t, http.StatusOK, r.code, "%s", r.body)
+	st := r.obj(t)["status"].(map[string]any)
+	assert.Equal(t, "Terminated", st["phase"])
+	assert.Equal(t, "terminated by alice", st["reason"])
+	assert.Equal(t, "small", r.obj(t)["spec"].(map[string]any)["machineTemplate"], "the spec is not changed")
+	c, err := store.Get[types.MachineClaim](e.st, types.KindMachineClaim, "c1")
+	require.NoError(t, err)
+	require.NotNil(t, c.Status.End)
+
+	again := e.do("PUT", path(types.KindMachineClaim, "c1"), aliceTok, ended)
+	assert.Equal(t, http.StatusOK, again.code, "terminating twice is fine")
+	assert.Equal(t, http.StatusOK, e.do("DELETE", path(types.KindMachineClaim, "c1"), aliceTok, nil).code)
 }

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -40,6 +41,9 @@ type Resolved struct {
 	Endpoints map[string]string
 	// Provider names the machine's provider.
 	Provider string
+	// MachineType is the template's (default User), or Shared for a set an
+	// event made for a Shared line.
+	MachineType types.MachineType
 	// Information are the machine information items the Provider
 	// requires every machine to report.
 	Information []string
@@ -68,7 +72,10 @@ func (r Resolved) MissingInformation(info map[string]string) []string {
 // is a value its item refuses.
 func Resolve(p ConfigSources) (Resolved, error) {
 	t := p.Template
-	out := Resolved{Template: *t, Provider: p.DriverType}
+	out := Resolved{Template: *t, Provider: p.DriverType, MachineType: cmp.Or(t.Spec.MachineType, types.MachineTypeUser)}
+	if p.Set != nil && p.Set.Metadata.Annotations[AnnotationMachineType] == string(types.MachineTypeShared) {
+		out.MachineType = types.MachineTypeShared
+	}
 	var items types.Properties
 	if p.Provider != nil && p.Provider.DriverType() == p.DriverType {
 		out.Provider = p.Provider.Metadata.Name

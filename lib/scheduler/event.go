@@ -184,6 +184,12 @@ func eventSets(ev types.ScheduledEvent, expectedUsers int) []types.MachineSet {
 		if line.BindStrategy != "" {
 			s.Metadata.Annotations = map[string]string{AnnotationBindStrategy: string(line.BindStrategy)}
 		}
+		if line.MachineType == types.MachineTypeShared {
+			if s.Metadata.Annotations == nil {
+				s.Metadata.Annotations = map[string]string{}
+			}
+			s.Metadata.Annotations[AnnotationMachineType] = string(types.MachineTypeShared)
+		}
 		out = append(out, s)
 	}
 	return out

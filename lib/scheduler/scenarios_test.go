@@ -90,3 +90,35 @@ func TestProvisioningScenarios(t *testing.T) {
 		assert.False(t, ok, "no line for the claim's template")
 	})
 }
+
+// A shared claim goes to the least used running shared machine of its
+// line's set; machines being reaped, lost, not running or not Shared are
+// never chosen.
+func TestChooseShared(t *testing.T) {
+	m := func(name string, phase types.MachinePhase, mt types.MachineType) types.Machine {
+		return types.Machine{Metadata: types.ObjectMeta{Name: name}, Spec: types.MachineSpec{MachineType: mt, Node: "n1"}, Status: types.MachineStatus{Phase: phase}}
+	}
+	reaped := m("a-reaped", types.MachineRunning, types.MachineTypeShared)
+	reaped.Status.Reap = &types.MachineRequest{Reason: "Stale"}
+	ms := []types.Machine{reaped, m("b", types.MachineRunning, types.MachineTypeShared), m("c", types.MachineRunning, types.MachineTypeShared),
+		m("d-pending", types.MachinePending, types.MachineTypeShared), m("e-user", types.MachineRunning, types.MachineTypeUser)}
+	got, _ := ChooseShared("ev", "ev-0", ms, map[string]int{"b": 2, "c": 1})
+	assert.Equal(t, "c", got)
+	got, _ = ChooseShared("ev", "ev-0", ms, map[string]int{"b": 1, "c": 1})
+	assert.Equal(t, "b", got, "ties by name")
+	got, why := ChooseShared("ev", "ev-0", ms[3:], nil)
+	assert.Empty(t, got)
+	assert.Equal(t, "waiting for the shared machines of scheduled event ev (machine set ev-0 has none running yet)", why)
+
+	ev := event("ev", evStart, time.Hour, "", types.RequiredMachines{MachineTemplate: "tpl", Count: 2, MachineType: types.MachineTypeShared, CreateMachineSet: &types.CreateMachineSet{}})
+	require.NoError(t, ev.Validate())
+	i, shared := SharedLine(claimFor("c", ""), ev)
+	assert.True(t, shared)
+	assert.Equal(t, 0, i)
+	plan := PlanEvent(evStart, ev, 5, nil)
+	require.Len(t, plan.Create, 1)
+	assert.Equal(t, 2, plan.Create[0].Spec.MaxProvisioned, "count machines per event, whatever the users")
+	assert.Equal(t, "Shared", plan.Create[0].Metadata.Annotations[AnnotationMachineType])
+	ev.Spec.RequiredMachines[0].CreateMachineSet = nil
+	assert.ErrorContains(t, ev.Validate(), "createMachineSet: is required for Shared machines")
+}

@@ -155,6 +155,10 @@ type ClaimBinding struct {
 	Reason  string       `json:"reason,omitempty"`
 	// At is when the node wrote it (the claim's Bound time for Bound).
 	At time.Time `json:"at,omitzero"`
+	// Shared: Machine is a shared machine of the claim's event (a Shared
+	// requiredMachines line); the claim holds no machine of its own, and
+	// its end leaves the machine to the event's other users.
+	Shared bool `json:"shared,omitempty"`
 	// Since is when Node first wrote a binding of Round. Two nodes bind the
 	// same round only when two electors, each cut off from the other, chose
 	// it; of those bindings the earlier wins (see BindingEpoch), so at the

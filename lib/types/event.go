@@ -96,8 +96,25 @@ func (c *CreateMachineSet) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// MarshalJSON writes the spec.
-func (c CreateMachineSet) MarshalJSON() ([]byte, error) { return json.Marshal(c.MachineSetSpec) }
+// MarshalJSON writes the spec, without the fields it leaves empty (the
+// event fills them from the line).
+func (c CreateMachineSet) MarshalJSON() ([]byte, error) {
+	b, err := json.Marshal(c.MachineSetSpec)
+	if err != nil {
+		return nil, err
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		return nil, err
+	}
+	for k, v := range fields {
+		switch string(v) {
+		case `""`, "0", "null", "{}", "[]", `{"availability":""}`:
+			delete(fields, k)
+		}
+	}
+	return json.Marshal(fields)
+}
 
 // Creates reports whether the line has the event create a set.
 func (r *RequiredMachines) Creates() bool {
@@ -223,6 +240,9 @@ func (o *ScheduledEvent) Validate() error {
 		}
 		if err := validateRefs(f+".preferRequireMachineSets", r.MachineSets); err != nil {
 			return err
+		}
+		if r.MachineType == MachineTypeShared && !r.Creates() {
+			return Invalid(f+".createMachineSet", "is required for Shared machines: the event makes the count machines its users share")
 		}
 		if r.BindStrategy == BindRequireMachineSets && len(r.MachineSets) == 0 && !r.Creates() {
 			return Invalid(f+".preferRequireMachineSets", "is required with bindStrategy RequireMachineSets when no machine set is created")

@@ -236,7 +236,7 @@ func TestValidateScheduledEvent(t *testing.T) {
 			Spec: types.ScheduledEventSpec{StartTime: start, EndTime: start.Add(8 * time.Hour), ExpirationStrategy: types.ExpireSoft,
 				RequiredMachines: []types.RequiredMachines{
 					{MachineTemplate: "ubuntu", Count: 10},
-					{MachineTemplate: "win", Count: 1, MachineType: types.MachineTypeShared, BindStrategy: types.BindAny, MachineSets: []string{"pool"}},
+					{MachineTemplate: "win", Count: 1, MachineType: types.MachineTypeShared, BindStrategy: types.BindAny, MachineSets: []string{"pool"}, CreateMachineSet: &types.CreateMachineSet{}},
 				}}}
 		if f != nil {
 			f(o)

@@ -17,7 +17,7 @@ func scheduledEvent(name string, provision, start, end time.Time, exp types.Expi
 		Metadata: types.ObjectMeta{Name: name},
 		Spec: types.ScheduledEventSpec{
 			ProvisioningStartTime: provision, StartTime: start, EndTime: end, ExpirationStrategy: exp,
-			RequiredMachines: []types.RequiredMachines{{MachineTemplate: "one", Count: 2, MachineType: types.MachineTypeShared, CreateMachineSet: &types.CreateMachineSet{}}},
+			RequiredMachines: []types.RequiredMachines{{MachineTemplate: "one", Count: 2, MachineType: types.MachineTypeUser, CreateMachineSet: &types.CreateMachineSet{}}},
 		},
 	}
 }
@@ -88,4 +88,90 @@ func setOf(h *Host, event string) string {
 		return ""
 	}
 	return e.Status.CreatedMachineSets[0]
+}
+
+// Shared machines (the proposal's MachineTypeShared): a Shared requirement
+// gives count machines per event, and all the event's users' claims bind to
+// them, spread over them, instead of a machine per claim. A user's claim
+// ending leaves the machine to the others; at a Soft end the machines in use
+// stay while their users work, and at the last user's end they go.
+func TestSharedMachines(t *testing.T) {
+	f := Start(t, 3, Options{Driver: `{"cpus": 100, "ram_gb": 1000}`})
+	f.Put(0, Template("one", 1, 1))
+	now := time.Now()
+	ev := scheduledEvent("lab", now, now, now.Add(time.Hour), types.ExpireSoft)
+	ev.Spec.RequiredMachines[0].MachineType = types.MachineTypeShared
+	ev.Spec.ExpectedUsers = 5
+	f.Put(0, ev)
+	var set string
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		set = setOf(f.Hosts[1], "lab")
+		require.NotEmpty(c, set)
+		_, avail := poolCounts(f.Hosts[1], set)
+		assert.Equal(c, 2, avail, "count machines for the event, not per user")
+	}, 20*time.Second, 20*time.Millisecond)
+
+	users := []string{"u1", "u2", "u3", "u4", "u5"}
+	for i, u := range users {
+		f.Put(i%3, eventClaim(u, "lab"))
+	}
+	perMachine := map[string]int{}
+	for _, u := range users {
+		c := waitClaim(t, f.Hosts[0], u, types.ClaimBound)
+		require.NotNil(t, c.Status.Binding)
+		assert.True(t, c.Status.Binding.Shared, u)
+		perMachine[c.Status.Machine]++
+	}
+	require.Len(t, perMachine, 2, "5 users on the 2 shared machines: %v", perMachine)
+	for m, n := range perMachine {
+		assert.GreaterOrEqual(t, n, 2, "spread: %s has %d", m, n)
+		mach := f.Hosts[0].Machines()[m]
+		require.NotNil(t, mach)
+		assert.Equal(t, types.MachineTypeShared, mach.Spec.MachineType)
+		assert.Empty(t, mach.Spec.Claim, "a shared machine is no one claim's")
+	}
+	held := 0
+	for _, h := range f.Hosts {
+		held += len(h.Held())
+	}
+	assert.Equal(t, 2, held, "two machines exist in all")
+
+	// u1 leaves: its machine stays for the others.
+	u1 := f.Hosts[0].Claims()["u1"].Status.Machine
+	_, err := f.Hosts[0].Store.Delete(types.KindMachineClaim, "u1", types.Version{})
+	require.NoError(t, err)
+	time.Sleep(time.Second)
+	m := f.Hosts[0].Machines()[u1]
+	require.NotNil(t, m, "the shared machine stays")
+	assert.Equal(t, types.MachineRunning, m.Status.Phase)
+
+	// A Soft end: no new claims, the machines in use stay.
+	_, err = store.Update(f.Hosts[0].Store, types.KindScheduledEvent, "lab", func(o *types.ScheduledEvent) error {
+		o.Spec.EndTime = time.Now().Add(500 * time.Millisecond)
+		return nil
+	})
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		e, err := store.Get[types.ScheduledEvent](f.Hosts[0].Store, types.KindScheduledEvent, "lab")
+		require.NoError(c, err)
+		assert.Equal(c, types.EventExpired, e.Status.Phase)
+	}, 20*time.Second, 20*time.Millisecond)
+	time.Sleep(time.Second)
+	for _, u := range users[1:] {
+		assert.Equal(t, types.ClaimBound, f.Hosts[0].Claims()[u].Status.Phase, u)
+	}
+	// The last users leave: the machines go, then the set.
+	for _, u := range users[1:] {
+		_, err := f.Hosts[0].Store.Delete(types.KindMachineClaim, u, types.Version{})
+		require.NoError(t, err)
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		held := 0
+		for _, h := range f.Hosts {
+			held += len(h.Held())
+		}
+		assert.Zero(c, held, "no machine left")
+		_, err := f.Hosts[0].Store.Get(types.KindMachineSet, set)
+		assert.ErrorIs(c, err, store.ErrNotFound, "the event's set is gone")
+	}, 30*time.Second, 50*time.Millisecond)
 }

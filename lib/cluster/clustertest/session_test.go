@@ -117,3 +117,60 @@ func TestSessionLifecycle(t *testing.T) {
 		assert.Empty(c, f.Audit(nil))
 	}, 10*time.Second, 50*time.Millisecond)
 }
+
+// Session persistenceStrategy (the proposal's): moving a session to another
+// scenario of its course keeps its machine (PersistThroughCourse, the
+// default) or gets a fresh one (NewPerScenario, the previous claim
+// released).
+func TestSessionPersistenceAcrossScenarios(t *testing.T) {
+	f := Start(t, 2, Options{})
+	f.Put(0, Template("one", 1, 1))
+	keep := session("keep", time.Hour, "")
+	keep.Spec.Course, keep.Spec.Scenario = "basics", "intro"
+	fresh := session("fresh", time.Hour, "")
+	fresh.Spec.Course, fresh.Spec.Scenario, fresh.Spec.PersistenceStrategy = "basics", "intro", types.NewPerScenario
+	f.Put(0, keep)
+	f.Put(1, fresh)
+
+	bound := map[string]*types.MachineClaim{}
+	for _, name := range []string{"keep", "fresh"} {
+		var claim string
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			s := sessionState(t, f.Hosts[0], name)
+			assert.Equal(c, "intro", s.Status.Scenario)
+			assert.NotEmpty(c, s.Status.MachineClaim)
+			claim = s.Status.MachineClaim
+		}, 10*time.Second, 20*time.Millisecond)
+		bound[name] = waitClaim(t, f.Hosts[0], claim, types.ClaimBound)
+	}
+	for _, name := range []string{"keep", "fresh"} {
+		_, err := store.Update(f.Hosts[0].Store, types.KindSession, name, func(o *types.Session) error {
+			o.Spec.Scenario = "next"
+			return nil
+		})
+		require.NoError(t, err)
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		s := sessionState(t, f.Hosts[0], "keep")
+		assert.Equal(c, "next", s.Status.Scenario)
+		assert.Equal(c, bound["keep"].Metadata.Name, s.Status.MachineClaim, "same claim")
+	}, 10*time.Second, 20*time.Millisecond)
+	cl := waitClaim(t, f.Hosts[0], bound["keep"].Metadata.Name, types.ClaimBound)
+	assert.Equal(t, bound["keep"].Status.Machine, cl.Status.Machine, "same machine")
+
+	var next string
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		s := sessionState(t, f.Hosts[0], "fresh")
+		assert.Equal(c, "next", s.Status.Scenario)
+		assert.NotEqual(c, bound["fresh"].Metadata.Name, s.Status.MachineClaim, "a new claim")
+		next = s.Status.MachineClaim
+	}, 10*time.Second, 20*time.Millisecond)
+	cl = waitClaim(t, f.Hosts[0], next, types.ClaimBound)
+	assert.NotEqual(t, bound["fresh"].Status.Machine, cl.Status.Machine, "a fresh machine")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, gone := f.Hosts[0].Claims()[bound["fresh"].Metadata.Name]
+		assert.False(c, gone, "the previous scenario's claim is released")
+		_, held := f.Hosts[0].Machines()[bound["fresh"].Status.Machine]
+		assert.False(c, held, "and its machine destroyed")
+	}, 20*time.Second, 50*time.Millisecond)
+}
