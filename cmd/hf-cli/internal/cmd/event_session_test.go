@@ -56,8 +56,8 @@ func TestEventCreateListGetDelete(t *testing.T) {
 	require.Equal(t, 0, r.code, r.err)
 	got := lines(r.out)
 	require.Len(t, got, 2, r.out)
-	assert.Equal(t, "NAME\tPHASE\tSTART\tEND\tMACHINES\tCREATED", got[0])
-	assert.Regexp(t, `^ws-may\t\t2026-05-01T10:00:00Z\t2026-05-01T12:00:00Z\t4\t\S+$`, got[1])
+	assert.Equal(t, "NAME\tDISPLAY-NAME\tPHASE\tSTART\tEND\tMACHINES\tCREATED", got[0])
+	assert.Regexp(t, `^ws-may\t\t\t2026-05-01T10:00:00Z\t2026-05-01T12:00:00Z\t4\t\S+$`, got[1])
 
 	r = c.run("scheduledevent", "get", "ws-may", "-o", "json")
 	require.Equal(t, 0, r.code, r.err)

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"sort"
@@ -48,15 +49,15 @@ func allResources() []*resource {
 		},
 		{
 			Kind: types.KindEnvironment, Use: "environment", Aliases: []string{"environments", "env", "envs"},
-			Columns: []string{"PROVIDER", "PLACEMENT", "NODE-SELECTOR"},
+			Columns: []string{"DISPLAY-NAME", "PROVIDER", "PLACEMENT", "NODE-SELECTOR"},
 			Row: func(o types.Object) []string {
 				e := o.(*types.Environment)
-				return []string{e.Spec.Provider, string(e.Spec.Placement), labelsString(e.Spec.NodeSelector)}
+				return []string{e.Spec.DisplayName, e.Spec.Provider, string(e.Spec.Placement), labelsString(e.Spec.NodeSelector)}
 			},
 		},
 		{
 			Kind: types.KindMachineTemplate, Use: "template", Aliases: []string{"templates", "machinetemplate", "machinetemplates", "tpl"},
-			Columns: []string{"CPU", "RAM", "PROVIDERS"},
+			Columns: []string{"DISPLAY-NAME", "TYPE", "CPU", "RAM", "PROVIDERS"},
 			Row: func(o types.Object) []string {
 				t := o.(*types.MachineTemplate)
 				providers := make([]string, 0, len(t.Spec.ProviderConfiguration))
@@ -64,7 +65,7 @@ func allResources() []*resource {
 					providers = append(providers, k)
 				}
 				sort.Strings(providers)
-				return []string{num(t.Spec.Resources.CPU), num(t.Spec.Resources.RAMGB) + "G", strings.Join(providers, ",")}
+				return []string{t.Spec.DisplayName, string(cmp.Or(t.Spec.MachineType, types.MachineTypeUser)), num(t.Spec.Resources.CPU), num(t.Spec.Resources.RAMGB) + "G", strings.Join(providers, ",")}
 			},
 		},
 		{
@@ -83,10 +84,10 @@ func allResources() []*resource {
 		},
 		{
 			Kind: types.KindMachine, Use: "machine", Aliases: []string{"machines"},
-			Columns: []string{"CLAIM", "TEMPLATE", "NODE", "DRIVER", "PHASE"},
+			Columns: []string{"CLAIM", "TEMPLATE", "TYPE", "NODE", "DRIVER", "PHASE"},
 			Row: func(o types.Object) []string {
 				m := o.(*types.Machine)
-				return []string{m.Spec.Claim, m.Spec.MachineTemplate, m.Spec.Node, m.Spec.Driver, string(m.Status.Phase)}
+				return []string{m.Spec.Claim, m.Spec.MachineTemplate, string(m.Spec.MachineType), m.Spec.Node, m.Spec.Driver, string(m.Status.Phase)}
 			},
 		},
 		{
@@ -99,14 +100,14 @@ func allResources() []*resource {
 		},
 		{
 			Kind: types.KindScheduledEvent, Use: "event", Aliases: []string{"events", "scheduledevent", "scheduledevents"},
-			Columns: []string{"PHASE", "START", "END", "MACHINES"},
+			Columns: []string{"DISPLAY-NAME", "PHASE", "START", "END", "MACHINES"},
 			Row: func(o types.Object) []string {
 				e := o.(*types.ScheduledEvent)
 				total := 0
 				for _, r := range e.Spec.RequiredMachines {
 					total += r.Count
 				}
-				return []string{string(e.Status.Phase), timestamp(e.Spec.StartTime), timestamp(e.Spec.EndTime), strconv.Itoa(total)}
+				return []string{e.Spec.DisplayName, string(e.Status.Phase), timestamp(e.Spec.StartTime), timestamp(e.Spec.EndTime), strconv.Itoa(total)}
 			},
 		},
 		{

@@ -185,14 +185,14 @@ func TestTablesOfEveryKind(t *testing.T) {
 		want string // the data row without the trailing CREATED cell
 	}{
 		{[]string{"nodes", "list"}, "n1\tUp\t10.0.0.1:7700\ttest(6/12.5G),docker(2/4G)\t3\tyes"},
-		{[]string{"templates", "list"}, "small\t2\t4G\tdocker,test"},
-		{[]string{"machinetemplate", "list"}, "small\t2\t4G\tdocker,test"},
-		{[]string{"machine", "list"}, "m-1\tc1\tsmall\tn1\ttest\tRunning"},
+		{[]string{"templates", "list"}, "small\t\tUser\t2\t4G\tdocker,test"},
+		{[]string{"machinetemplate", "list"}, "small\t\tUser\t2\t4G\tdocker,test"},
+		{[]string{"machine", "list"}, "m-1\tc1\tsmall\t\tn1\ttest\tRunning"},
 		{[]string{"sets", "list"}, "pool\tsmall\tAccessCode:ws\t\t2\t5\t3\t1"},
-		{[]string{"scheduledevent", "list"}, "ws\t\t2026-05-01T10:00:00Z\t2026-05-01T11:00:00Z\t5"},
+		{[]string{"scheduledevent", "list"}, "ws\t\t\t2026-05-01T10:00:00Z\t2026-05-01T11:00:00Z\t5"},
 		{[]string{"codes", "list"}, "ws\t\tpool\tws\t"},
 		{[]string{"session", "list"}, "s1\talice\tActive\tc1\tDelete"},
-		{[]string{"env", "list"}, "lab\tdocker\tspread\track=r1"},
+		{[]string{"env", "list"}, "lab\t\tdocker\tspread\track=r1"},
 		{[]string{"provider", "list"}, "docker\tdocker\t\tip"},
 	}
 	for _, tt := range tests {
