@@ -106,6 +106,9 @@ func (d *duties) startSession(s *types.Session) {
 			AccessCode: s.Spec.AccessCode, ScheduledEvent: s.Spec.ScheduledEvent,
 		},
 	}
+	if code := s.Metadata.Labels[types.LabelAccessCode]; code != "" {
+		c.Metadata.Labels[types.LabelAccessCode] = code // checked by the API on the session
+	}
 	if s.Spec.ScheduledEvent != "" {
 		if ev, ok := cache.Typed[types.ScheduledEvent](n.cache, types.KindScheduledEvent, s.Spec.ScheduledEvent); ok {
 			if under, ok := scheduler.ClaimUnderEvent(*c, *ev); ok {

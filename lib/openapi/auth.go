@@ -3,8 +3,12 @@ package openapi
 import (
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/json"
 	"fmt"
+	"github.com/hf-fleet/hf/lib/store"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -143,6 +147,27 @@ func ownedKind(kind string) bool {
 	return kind == types.KindMachineClaim || kind == types.KindSession
 }
 
+// ReservedPrefix starts the labels and annotations the system writes (a
+// claim's set, session or access code, a session's keepalive); a user may
+// not set them.
+const ReservedPrefix = "hf/"
+
+// reservedMeta refuses labels and annotations under ReservedPrefix, for a
+// user's write (403 naming the key).
+func reservedMeta(m *types.ObjectMeta) error {
+	for _, kv := range []struct {
+		field string
+		m     map[string]string
+	}{{"metadata.labels", m.Labels}, {"metadata.annotations", m.Annotations}} {
+		for _, k := range slices.Sorted(maps.Keys(kv.m)) {
+			if strings.HasPrefix(k, ReservedPrefix) {
+				return forbidden(kv.field+"."+k, "keys under %q are written by the system or an admin only", ReservedPrefix)
+			}
+		}
+	}
+	return nil
+}
+
 // canRead reports whether p may list, get or watch kind at all.
 func canRead(p Principal, kind string) bool {
 	return p.IsAdmin() || kind != types.KindAccessCode
@@ -168,17 +193,82 @@ func setOwner(o types.Object, user string) {
 	}
 }
 
-// visible reports whether p may see o: admins see everything, users every object
-// of a readable kind except the claims and sessions of other users.
-func visible(p Principal, o types.Object) bool {
-	if p.IsAdmin() {
+// privateKind reports whether a user sees only their own objects of kind:
+// claims and sessions (by spec.user) and machines (those their claims are
+// bound to, shared ones included).
+func privateKind(kind string) bool { return ownedKind(kind) || kind == types.KindMachine }
+
+// sight is what one principal may see, for one request or stream: admins
+// everything, users every object of a readable kind but the claims and
+// sessions of other users and the machines of other users' claims.
+type sight struct {
+	p  Principal
+	st *store.Store
+	// machines are the user's machines, loaded when first needed (forget
+	// drops them when the user's claims change).
+	machines map[string]bool
+}
+
+func (s *Server) sight(p Principal) *sight { return &sight{p: p, st: s.st} }
+
+// sees reports whether the principal may see o.
+func (v *sight) sees(o types.Object) bool {
+	if v.p.IsAdmin() {
 		return true
 	}
-	if !canRead(p, o.GetKind()) {
+	if !canRead(v.p, o.GetKind()) {
 		return false
 	}
 	if owner, ok := ownerOf(o); ok {
-		return owner == p.User
+		return owner == v.p.User
+	}
+	if m, ok := o.(*types.Machine); ok {
+		return v.userMachines()[m.Metadata.Name]
 	}
 	return true
+}
+
+// forget drops what sight knows of the user's machines.
+func (v *sight) forget() { v.machines = nil }
+
+// userMachines are the machines the user's claims are or were bound to.
+func (v *sight) userMachines() map[string]bool {
+	if v.machines != nil {
+		return v.machines
+	}
+	v.machines = map[string]bool{}
+	claims, err := store.List[types.MachineClaim](v.st, types.KindMachineClaim)
+	if err != nil {
+		return v.machines
+	}
+	for _, c := range claims {
+		if c.Spec.User == v.p.User && c.Status.Machine != "" {
+			v.machines[c.Status.Machine] = true
+		}
+	}
+	return v.machines
+}
+
+// present is rec as the principal may read it: a user does not see the
+// secrets of access codes (a claim's or session's spec.accessCode) nor
+// which code or event a set is reserved for. obj is rec decoded, or nil.
+func present(p Principal, rec store.Record, obj types.Object) (json.RawMessage, error) {
+	if p.IsAdmin() || (rec.Kind != types.KindMachineClaim && rec.Kind != types.KindSession && rec.Kind != types.KindMachineSet) {
+		return rec.JSON()
+	}
+	if obj == nil {
+		var err error
+		if obj, err = store.Decode(rec); err != nil {
+			return nil, err
+		}
+	}
+	switch v := obj.(type) {
+	case *types.MachineClaim:
+		v.Spec.AccessCode = ""
+	case *types.Session:
+		v.Spec.AccessCode = ""
+	case *types.MachineSet:
+		v.Spec.AvailabilityConfiguration.Value = ""
+	}
+	return json.Marshal(obj)
 }

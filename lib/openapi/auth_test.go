@@ -115,13 +115,18 @@ func TestUserRole(t *testing.T) {
 	mk(types.KindSession, "bob-s", user("bob"))
 	mk(types.KindMachineTemplate, "small", nil)
 	mk(types.KindAccessCode, "code1", func(o map[string]any) {
+		o["spec"].(map[string]any)["code"] = "code1-secret"
 		o["spec"].(map[string]any)["machineSets"] = []any{"pool"}
 		o["spec"].(map[string]any)["scheduledEvents"] = []any{"ev"}
 	})
 	mk(types.KindAccessCode, "expired", func(o map[string]any) {
+		o["spec"].(map[string]any)["code"] = "expired-secret"
 		o["spec"].(map[string]any)["notAfter"] = "2029-01-01T00:00:00Z"
 	})
-	mk(types.KindAccessCode, "off", func(o map[string]any) { o["status"] = map[string]any{"phase": "Inactive"} })
+	mk(types.KindAccessCode, "off", func(o map[string]any) {
+		o["spec"].(map[string]any)["code"] = "off-secret"
+		o["status"] = map[string]any{"phase": "Inactive"}
+	})
 
 	names := func(r response) []string {
 		var out []string
@@ -205,12 +210,13 @@ func TestUserRole(t *testing.T) {
 			status     int
 			field      string
 		}{
-			{"granted", "code1", func(s map[string]any) { s["machineSets"] = []any{"pool"}; s["scheduledEvent"] = "ev" }, 201, ""},
+			{"granted", "code1-secret", func(s map[string]any) { s["machineSets"] = []any{"pool"}; s["scheduledEvent"] = "ev" }, 201, ""},
 			{"unknown code", "nope", nil, 403, "spec.accessCode"},
-			{"expired code", "expired", nil, 403, "spec.accessCode"},
-			{"inactive code", "off", nil, 403, "spec.accessCode"},
-			{"set not granted", "code1", func(s map[string]any) { s["machineSets"] = []any{"pool", "other"} }, 403, "spec.bindStrategyMachineSets[1]"},
-			{"event not granted", "code1", func(s map[string]any) { s["scheduledEvent"] = "other" }, 403, "spec.scheduledEvent"},
+			{"the object name is not the code", "code1", nil, 403, "spec.accessCode"},
+			{"expired code", "expired-secret", nil, 403, "spec.accessCode"},
+			{"inactive code", "off-secret", nil, 403, "spec.accessCode"},
+			{"set not granted", "code1-secret", func(s map[string]any) { s["machineSets"] = []any{"pool", "other"} }, 403, "spec.bindStrategyMachineSets[1]"},
+			{"event not granted", "code1-secret", func(s map[string]any) { s["scheduledEvent"] = "other" }, 403, "spec.scheduledEvent"},
 		}
 		for i, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {

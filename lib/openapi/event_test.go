@@ -24,10 +24,19 @@ func TestClaimsOnlyInsideTheirEventWindow(t *testing.T) {
 		r := e.do(http.MethodPost, "/api/v1/scheduledevents", adminTok, ev)
 		require.Equal(t, http.StatusCreated, r.code, string(r.body))
 	}
+	code := map[string]any{"kind": "AccessCode", "metadata": map[string]any{"name": "all"},
+		"spec": map[string]any{"code": "all-the-events", "scheduledEvents": []any{"open", "later", "over", "nope"}}}
+	require.Equal(t, http.StatusCreated, e.do(http.MethodPost, "/api/v1/accesscodes", adminTok, code).code)
 	claim := func(name, event string) map[string]any {
 		return map[string]any{"kind": "MachineClaim", "metadata": map[string]any{"name": name},
-			"spec": map[string]any{"machineTemplate": "t", "scheduledEvent": event}}
+			"spec": map[string]any{"machineTemplate": "t", "scheduledEvent": event, "accessCode": "all-the-events"}}
 	}
+	// A user's claim under an event presents a code granting it.
+	noCode := claim("c-nocode", "open")
+	delete(noCode["spec"].(map[string]any), "accessCode")
+	r := e.do(http.MethodPost, "/api/v1/machineclaims", aliceTok, noCode)
+	require.Equal(t, http.StatusForbidden, r.code, string(r.body))
+	assert.Equal(t, "spec.accessCode", r.errBody(t).Field)
 	for _, tc := range []struct {
 		event string
 		code  int

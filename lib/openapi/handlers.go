@@ -79,6 +79,7 @@ func (k kindRoutes) list(c *gin.Context) {
 		return
 	}
 	items := make([]json.RawMessage, 0, len(recs))
+	sight := s.sight(p)
 	next, lastName := "", ""
 	for _, rec := range recs {
 		if after != "" && rec.Name <= after {
@@ -94,8 +95,13 @@ func (k kindRoutes) list(c *gin.Context) {
 			s.log.Warn("list: undecodable record", "kind", rec.Kind, "name", rec.Name, "err", err)
 			continue
 		}
-		if visible(p, obj) && types.MatchLabels(sel, obj.Meta().Labels) {
-			items = append(items, rec.Data)
+		if sight.sees(obj) && types.MatchLabels(sel, obj.Meta().Labels) {
+			data, err := present(p, rec, obj)
+			if err != nil {
+				s.writeErr(c, err)
+				return
+			}
+			items = append(items, data)
 			lastName = rec.Name
 		}
 	}
@@ -120,7 +126,7 @@ func (k kindRoutes) load(p Principal, name string) (store.Record, types.Object, 
 	if err != nil {
 		return store.Record{}, nil, err
 	}
-	if !visible(p, obj) {
+	if !k.s.sight(p).sees(obj) {
 		return store.Record{}, nil, notFound(k.kind, name)
 	}
 	return rec, obj, nil
@@ -140,9 +146,10 @@ func (k kindRoutes) get(c *gin.Context) {
 	s.writeRecord(c, http.StatusOK, rec)
 }
 
-// writeRecord answers with the object JSON of rec.
+// writeRecord answers with the object JSON of rec, as the request's
+// principal may read it.
 func (s *Server) writeRecord(c *gin.Context, status int, rec store.Record) {
-	data, err := rec.JSON()
+	data, err := present(principal(c), rec, nil)
 	if err != nil {
 		s.writeErr(c, err)
 		return
@@ -172,6 +179,10 @@ func (k kindRoutes) create(c *gin.Context) {
 	}
 	prepareCreate(obj)
 	if !p.IsAdmin() {
+		if err := reservedMeta(obj.Meta()); err != nil {
+			s.writeErr(c, err)
+			return
+		}
 		switch owner, _ := ownerOf(obj); owner {
 		case "":
 			setOwner(obj, p.User)
@@ -198,6 +209,10 @@ func (k kindRoutes) create(c *gin.Context) {
 		return
 	}
 	if err := s.checkConfiguration(obj); err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	if err := s.checkCodeUnique(obj); err != nil {
 		s.writeErr(c, err)
 		return
 	}
@@ -272,6 +287,10 @@ func (k kindRoutes) update(c *gin.Context) {
 			return
 		}
 		if err := s.checkConfiguration(obj); err != nil {
+			s.writeErr(c, err)
+			return
+		}
+		if err := s.checkCodeUnique(obj); err != nil {
 			s.writeErr(c, err)
 			return
 		}

@@ -22,7 +22,7 @@ func (s *Server) keepalive(c *gin.Context) {
 	if _, obj, err := k.load(p, name); err != nil {
 		s.writeErr(c, err)
 		return
-	} else if !visible(p, obj) {
+	} else if !s.sight(p).sees(obj) {
 		s.writeErr(c, notFound(types.KindSession, name))
 		return
 	}

@@ -1,6 +1,7 @@
 package openapi
 
 import (
+	"crypto/subtle"
 	"errors"
 	"net/http"
 	"strings"
@@ -167,13 +168,15 @@ func precondition(header string, body types.Version) (types.Version, error) {
 	return types.Version{}, badRequest("metadata.version", "is %s but If-Match says %s", body, hv)
 }
 
-// checkGrant enforces, for role user, what an access code grants: a claim or
-// session naming spec.accessCode needs an existing, active code, and the machine
-// sets and event it names must be ones the code grants (scheduler.CheckAccessCode).
+// checkGrant gates claims and sessions by access code. spec.accessCode is
+// the code's secret (never its object name): it must match an active code
+// that grants the sets and the event the object names
+// (scheduler.CheckAccessCode); the object then carries the code's name in
+// the hf/access-code label, which sets reserved for the code look for. A
+// user's claim or session under a scheduled event must present a code
+// granting the event. Refusals are 403 naming the field, and never tell
+// whether some code has the secret but does not grant what was asked.
 func (s *Server) checkGrant(p Principal, o types.Object) error {
-	if p.IsAdmin() {
-		return nil
-	}
 	var claim types.MachineClaim
 	switch v := o.(type) {
 	case *types.MachineClaim:
@@ -184,18 +187,13 @@ func (s *Server) checkGrant(p Principal, o types.Object) error {
 		return nil
 	}
 	if claim.Spec.AccessCode == "" {
+		if ev := claim.Spec.ScheduledEvent; ev != "" && !p.IsAdmin() {
+			return forbidden("spec.accessCode", "scheduled event %s is open to holders of an access code granting it", ev)
+		}
 		return nil
 	}
-	var code *types.AccessCode
-	rec, err := s.st.Get(types.KindAccessCode, claim.Spec.AccessCode)
-	switch {
-	case err == nil:
-		obj, err := store.Decode(rec)
-		if err != nil {
-			return err
-		}
-		code = obj.(*types.AccessCode)
-	case !errors.Is(err, store.ErrNotFound):
+	code, err := s.codeBySecret(claim.Spec.AccessCode)
+	if err != nil {
 		return err
 	}
 	if err := scheduler.CheckAccessCode(s.cfg.Now(), code, claim); err != nil {
@@ -204,6 +202,44 @@ func (s *Server) checkGrant(p Principal, o types.Object) error {
 			return forbidden(fe.Field, "%s", fe.Message)
 		}
 		return err
+	}
+	m := o.Meta()
+	if m.Labels == nil {
+		m.Labels = map[string]string{}
+	}
+	m.Labels[types.LabelAccessCode] = code.Metadata.Name
+	return nil
+}
+
+// codeBySecret returns the AccessCode whose spec.code is secret (compared
+// in constant time), or nil.
+func (s *Server) codeBySecret(secret string) (*types.AccessCode, error) {
+	codes, err := store.List[types.AccessCode](s.st, types.KindAccessCode)
+	if err != nil {
+		return nil, err
+	}
+	var found *types.AccessCode
+	for _, c := range codes {
+		if subtle.ConstantTimeCompare([]byte(c.Spec.Code), []byte(secret)) == 1 {
+			found = c
+		}
+	}
+	return found, nil
+}
+
+// checkCodeUnique refuses an AccessCode whose secret another code has: a
+// secret must name one code.
+func (s *Server) checkCodeUnique(o types.Object) error {
+	a, ok := o.(*types.AccessCode)
+	if !ok {
+		return nil
+	}
+	other, err := s.codeBySecret(a.Spec.Code)
+	if err != nil {
+		return err
+	}
+	if other != nil && other.Metadata.Name != a.Metadata.Name {
+		return newErr(http.StatusConflict, CodeConflict, "spec.code", "is the secret of access code %s; each code needs its own", other.Metadata.Name)
 	}
 	return nil
 }

@@ -55,7 +55,7 @@ func TestProposalObjectsRoundTrip(t *testing.T) {
 	// per the event's line: PreferMachineSets, the line's sets and the one
 	// the event creates for it (scenario 5 of the proposal).
 	r := e.do("POST", path(types.KindMachineClaim), aliceTok, map[string]any{"metadata": map[string]any{"name": "alice-2"},
-		"spec": map[string]any{"machineTemplate": "small", "accessCode": "ws-code", "scheduledEvent": "ws"}})
+		"spec": map[string]any{"machineTemplate": "small", "accessCode": "open-sesame", "scheduledEvent": "ws"}})
 	require.Equal(t, http.StatusCreated, r.code, "%s", r.body)
 	spec := r.obj(t)["spec"].(map[string]any)
 	assert.Equal(t, "PreferMachineSets", spec["bindStrategy"])

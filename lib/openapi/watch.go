@@ -89,7 +89,7 @@ func (s *Server) stream(c *gin.Context, p Principal, kinds []string) {
 		s.writeErr(c, err)
 		return
 	}
-	f := &streamFilter{p: p, kinds: map[string]bool{}}
+	f := &streamFilter{p: p, sight: s.sight(p), kinds: map[string]bool{}}
 	for _, k := range kinds {
 		f.kinds[k] = true
 	}
@@ -175,6 +175,7 @@ func (s *Server) send(c *gin.Context, ev WatchEvent) {
 // objects of the user the stream has seen, since a deletion carries no spec.user.
 type streamFilter struct {
 	p     Principal
+	sight *sight
 	kinds map[string]bool
 	known map[string]bool // kind/name
 }
@@ -184,7 +185,7 @@ func (f *streamFilter) tracksOwners() bool {
 	if f.p.IsAdmin() {
 		return false
 	}
-	return f.kinds[types.KindMachineClaim] || f.kinds[types.KindSession]
+	return f.kinds[types.KindMachineClaim] || f.kinds[types.KindSession] || f.kinds[types.KindMachine]
 }
 
 // seed (re)loads the user's owned objects.
@@ -193,7 +194,7 @@ func (f *streamFilter) seed(st *store.Store) error {
 		return nil
 	}
 	f.known = map[string]bool{}
-	for _, kind := range []string{types.KindMachineClaim, types.KindSession} {
+	for _, kind := range []string{types.KindMachineClaim, types.KindSession, types.KindMachine} {
 		if !f.kinds[kind] {
 			continue
 		}
@@ -202,7 +203,7 @@ func (f *streamFilter) seed(st *store.Store) error {
 			return err
 		}
 		for _, rec := range recs {
-			if obj, err := store.Decode(rec); err == nil && visible(f.p, obj) {
+			if obj, err := store.Decode(rec); err == nil && f.sight.sees(obj) {
 				f.known[kind+"/"+rec.Name] = true
 			}
 		}
@@ -220,17 +221,22 @@ func (f *streamFilter) apply(ev store.Event, warn func(string, ...any)) (WatchEv
 		return WatchEvent{}, false
 	}
 	out := WatchEvent{Kind: rec.Kind, Name: rec.Name, Seq: rec.Seq}
-	owned := f.tracksOwners() && ownedKind(rec.Kind)
+	owned := f.tracksOwners() && privateKind(rec.Kind)
+	if owned && rec.Kind == types.KindMachineClaim {
+		f.sight.forget() // the user's machines may change with their claims
+	}
 	key := rec.Kind + "/" + rec.Name
 	switch ev.Type {
 	case store.EventPut:
+		var obj types.Object
 		if owned {
-			obj, err := store.Decode(rec)
+			var err error
+			obj, err = store.Decode(rec)
 			if err != nil {
 				warn("watch: undecodable record", "kind", rec.Kind, "name", rec.Name, "err", err)
 				return WatchEvent{}, false
 			}
-			if !visible(f.p, obj) {
+			if !f.sight.sees(obj) {
 				// It was the user's and is not any more: to them it is gone.
 				if f.known[key] {
 					delete(f.known, key)
@@ -241,7 +247,7 @@ func (f *streamFilter) apply(ev store.Event, warn func(string, ...any)) (WatchEv
 			}
 			f.known[key] = true
 		}
-		data, err := rec.JSON()
+		data, err := present(f.p, rec, obj)
 		if err != nil {
 			warn("watch: unassembled record", "kind", rec.Kind, "name", rec.Name, "err", err)
 			return WatchEvent{}, false

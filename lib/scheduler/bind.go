@@ -189,7 +189,7 @@ func SetServes(claim types.MachineClaim, set types.MachineSet) (bool, string) {
 	case types.AvailabilityPool:
 		return true, ""
 	case types.AvailabilityAccessCode:
-		if claim.Spec.AccessCode != a.Value {
+		if claim.Metadata.Labels[types.LabelAccessCode] != a.Value {
 			return false, fmt.Sprintf("machine set %s is reserved for access code %s", name, a.Value)
 		}
 		return true, ""

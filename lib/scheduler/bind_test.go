@@ -26,8 +26,11 @@ func claimFor(name string, strat types.BindStrategy, sets ...string) types.Machi
 	}
 }
 
+// withCode is c as the API leaves a claim that presented the secret of
+// access code object code.
 func withCode(c types.MachineClaim, code string) types.MachineClaim {
-	c.Spec.AccessCode = code
+	c.Spec.AccessCode = "secret-of-" + code
+	c.Metadata.Labels = map[string]string{types.LabelAccessCode: code}
 	return c
 }
 

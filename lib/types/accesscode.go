@@ -2,6 +2,12 @@ package types
 
 import "time"
 
+// LabelAccessCode names, on a claim or session, the AccessCode object whose
+// secret the claim presented; the API sets it once it has checked the
+// secret (it is under hf/, which users cannot write), and a set reserved
+// for an access code binds only claims that carry it.
+const LabelAccessCode = "hf/access-code"
+
 // AccessCodeState says whether a code can be used now.
 type AccessCodeState string
 

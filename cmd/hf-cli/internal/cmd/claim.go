@@ -68,7 +68,7 @@ func newClaimCreateCmd(f *Factory, res *resource) *cobra.Command {
 	fl.StringVarP(&opts.file, "filename", "f", "", "create the claims of a YAML or JSON file (- for stdin)")
 	fl.StringVarP(&opts.template, "template", "t", "", "machine template (required without -f)")
 	fl.StringVar(&opts.user, "user", "", "user the machine is for")
-	fl.StringVar(&opts.accessCode, "access-code", "", "access code granting the machine")
+	fl.StringVar(&opts.accessCode, "access-code", "", "the secret of an access code granting the machine (its spec.code, not its name)")
 	fl.StringVar(&opts.event, "event", "", "scheduled event the claim belongs to")
 	fl.StringVar(&opts.environment, "environment", "", "environment to allocate in")
 	fl.StringVar(&opts.bindStrategy, "bind-strategy", "", "Any, PreferMachineSets or RequireMachineSets")

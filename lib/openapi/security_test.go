@@ -1,0 +1,138 @@
+package openapi
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// Access codes really gate (security issue, item 2): a claim presents the
+// code's secret, never its object name; the claim then carries the code's
+// name in a label users cannot write, the secret is not shown back to users
+// (GET, list, watch), nor is which code a set is reserved for; labels and
+// annotations under hf/ are the system's and admins'.
+func TestAccessCodeSecretsAndReservedLabels(t *testing.T) {
+	e := newTestEnv(t)
+	e.do("POST", path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, "small"))
+	code := minimal(types.KindAccessCode, "ws-code")
+	code["spec"].(map[string]any)["code"] = "correct-horse"
+	code["spec"].(map[string]any)["machineSets"] = []any{"ws-pool"}
+	require.Equal(t, http.StatusCreated, e.do("POST", path(types.KindAccessCode), adminTok, code).code)
+	dup := minimal(types.KindAccessCode, "other")
+	dup["spec"].(map[string]any)["code"] = "correct-horse"
+	r := e.do("POST", path(types.KindAccessCode), adminTok, dup)
+	require.Equal(t, http.StatusConflict, r.code, "a secret names one code")
+	assert.Equal(t, "spec.code", r.errBody(t).Field)
+	set := minimal(types.KindMachineSet, "ws-pool")
+	set["spec"].(map[string]any)["availabilityConfiguration"] = map[string]any{"availability": "AccessCode", "value": "ws-code"}
+	require.Equal(t, http.StatusCreated, e.do("POST", path(types.KindMachineSet), adminTok, set).code)
+
+	claim := func(name string, mod func(m, spec map[string]any)) response {
+		o := minimal(types.KindMachineClaim, name)
+		if mod != nil {
+			mod(o["metadata"].(map[string]any), o["spec"].(map[string]any))
+		}
+		return e.do("POST", path(types.KindMachineClaim), aliceTok, o)
+	}
+	r = claim("by-name", func(_, s map[string]any) { s["accessCode"] = "ws-code" })
+	assert.Equal(t, http.StatusForbidden, r.code, "the object name is not the secret")
+	for _, key := range []string{types.LabelAccessCode, "hf/provision-for", "hf/session"} {
+		r = claim("planted", func(m, _ map[string]any) { m["labels"] = map[string]any{key: "ws-code"} })
+		require.Equal(t, http.StatusForbidden, r.code, key)
+		assert.Equal(t, "metadata.labels."+key, r.errBody(t).Field)
+	}
+	r = claim("planted", func(m, _ map[string]any) { m["annotations"] = map[string]any{"hf/keepalive": "x"} })
+	assert.Equal(t, http.StatusForbidden, r.code)
+
+	r = claim("ok", func(_, s map[string]any) { s["accessCode"] = "correct-horse" })
+	require.Equal(t, http.StatusCreated, r.code, "%s", r.body)
+	assert.NotContains(t, string(r.body), "correct-horse", "the secret is not shown back")
+	assert.Equal(t, "ws-code", r.obj(t)["metadata"].(map[string]any)["labels"].(map[string]any)[types.LabelAccessCode])
+	for _, p := range []string{path(types.KindMachineClaim, "ok"), path(types.KindMachineClaim), path(types.KindMachineSet), path(types.KindMachineSet, "ws-pool")} {
+		r = e.do("GET", p, aliceTok, nil)
+		require.Equal(t, http.StatusOK, r.code)
+		assert.NotContains(t, string(r.body), "correct-horse", p)
+		assert.NotContains(t, string(r.body), `"value":"ws-code"`, p)
+	}
+	assert.Contains(t, string(e.do("GET", path(types.KindMachineClaim, "ok"), adminTok, nil).body), "correct-horse", "an admin sees it")
+	assert.Contains(t, string(e.do("GET", path(types.KindMachineSet, "ws-pool"), adminTok, nil).body), `"value":"ws-code"`)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	events, res := e.openStream(ctx, path(types.KindMachineClaim)+"?watch=true", aliceTok)
+	defer res.Body.Close()
+	got := nextPut(t, events)
+	assert.Equal(t, "ok", got.Name)
+	assert.NotContains(t, string(got.Object), "correct-horse", "nor in the watch stream")
+}
+
+// Users see only their own machines (security issue, item 5): those their
+// claims are bound to, a shared machine by every user bound to it; another
+// user's machine is 404.
+func TestUsersSeeOnlyTheirMachines(t *testing.T) {
+	e := newTestEnv(t)
+	put := func(o types.Object) {
+		_, err := e.st.Put(o, store.PutOptions{Create: true})
+		require.NoError(t, err)
+	}
+	machine := func(name string, mt types.MachineType, claim string) *types.Machine {
+		return &types.Machine{TypeMeta: types.TypeMeta{Kind: types.KindMachine}, Metadata: types.ObjectMeta{Name: name},
+			Spec: types.MachineSpec{MachineTemplate: "small", MachineType: mt, Node: "n1", Driver: "test", Claim: claim}}
+	}
+	bound := func(name, user, m string, shared bool) *types.MachineClaim {
+		c := &types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim}, Metadata: types.ObjectMeta{Name: name},
+			Spec: types.MachineClaimSpec{MachineTemplate: "small", User: user}}
+		c.Status.Binding = &types.ClaimBinding{Round: 1, Node: "n1", Driver: "test", Machine: m, Phase: types.BindingBound, Shared: shared}
+		return c
+	}
+	put(machine("m-alice", types.MachineTypeUser, "a1"))
+	put(machine("m-bob", types.MachineTypeUser, "b1"))
+	put(machine("m-shared", types.MachineTypeShared, ""))
+	put(machine("m-warm", types.MachineTypeUser, ""))
+	put(bound("a1", "alice", "m-alice", false))
+	put(bound("b1", "bob", "m-bob", false))
+	put(bound("a2", "alice", "m-shared", true))
+	put(bound("b2", "bob", "m-shared", true))
+
+	names := func(tok string) []string {
+		var out []string
+		for _, it := range e.do("GET", path(types.KindMachine), tok, nil).obj(t)["items"].([]any) {
+			out = append(out, it.(map[string]any)["metadata"].(map[string]any)["name"].(string))
+		}
+		return out
+	}
+	assert.Equal(t, []string{"m-alice", "m-shared"}, names(aliceTok))
+	assert.Equal(t, []string{"m-bob", "m-shared"}, names(bobTok))
+	assert.Len(t, names(adminTok), 4)
+	assert.Equal(t, http.StatusNotFound, e.do("GET", path(types.KindMachine, "m-bob"), aliceTok, nil).code)
+	assert.Equal(t, http.StatusNotFound, e.do("GET", path(types.KindMachine, "m-warm"), aliceTok, nil).code)
+	assert.Equal(t, http.StatusOK, e.do("GET", path(types.KindMachine, "m-shared"), aliceTok, nil).code)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	events, res := e.openStream(ctx, path(types.KindMachine)+"?watch=true", aliceTok)
+	defer res.Body.Close()
+	seen := map[string]bool{}
+	for len(seen) < 2 {
+		seen[nextPut(t, events).Name] = true
+	}
+	assert.Equal(t, map[string]bool{"m-alice": true, "m-shared": true}, seen)
+}
+
+// nextPut returns the next put event of a stream (skipping the end of the
+// snapshot and keepalives).
+func nextPut(t *testing.T, ch <-chan sseEvent) WatchEvent {
+	t.Helper()
+	for {
+		if ev := next(t, ch); ev.name == WatchPut {
+			return ev.data
+		}
+	}
+}
