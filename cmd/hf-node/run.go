@@ -141,6 +141,7 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 			MaxIdle: cfg.Scheduler.PoolMaxIdle, MaxAssigned: cfg.Scheduler.PoolMaxAssigned, MaxAge: cfg.Scheduler.PoolMaxAge,
 		},
 		ActivityResolution: cfg.Scheduler.ActivityResolution,
+		MinMachine:         types.Resources{CPU: cfg.Scheduler.MinCPU, RAMGB: cfg.Scheduler.MinRAMGB},
 		SoftwareVersion:    version,
 	}, log, st, instances, mem)
 	if err != nil {
@@ -163,6 +164,8 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 		node.Collector(), mem.Collector())
 	api, err := openapi.New(openapi.Config{
 		AdminToken: token, Tokens: apiTokens(cfg.API.Tokens), NodeName: name, Ready: node.Ready, Metrics: reg,
+		MaxClaimsPerUser: cfg.API.MaxClaimsPerUser, MaxStreamsPerToken: cfg.API.MaxStreamsPerToken,
+		MinMachine: types.Resources{CPU: cfg.Scheduler.MinCPU, RAMGB: cfg.Scheduler.MinRAMGB},
 	}, log, st)
 	if err != nil {
 		ln.Close()

@@ -429,7 +429,8 @@ func (a *acceptor) reserve(m Message) (*types.Capacity, error) {
 	}
 	used, reserved, _ := a.usageLocked(in.Name)
 	capa := scheduler.WithUsage(in.Driver.HostCapacity(), used, reserved)
-	if ok, why := scheduler.Reserve(capa, tmpl.Spec.Resources, tmpl.Spec.AllowOverbook); !ok {
+	size := res.Template.Spec.Resources
+	if ok, why := scheduler.Reserve(capa, size, tmpl.Spec.AllowOverbook); !ok {
 		a.mu.Unlock()
 		return &capa, errors.New(why)
 	}
@@ -451,7 +452,7 @@ func (a *acceptor) reserve(m Message) (*types.Capacity, error) {
 		a.mu.Unlock()
 		return nil, fmt.Errorf("persist reservation: %w", err)
 	}
-	a.putLocked(&entry{Machine: name, Claim: m.Claim, Driver: in.Name, Round: m.Round, Res: tmpl.Spec.Resources, Phase: types.MachinePending})
+	a.putLocked(&entry{Machine: name, Claim: m.Claim, Driver: in.Name, Round: m.Round, Res: size, Phase: types.MachinePending})
 	a.mu.Unlock()
 	a.capacityChanged()
 	return nil, nil

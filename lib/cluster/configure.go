@@ -36,5 +36,6 @@ func (n *Node) resolve(claim *types.MachineClaim, tmpl *types.MachineTemplate, s
 		src.Provider = p
 	}
 	r, err := scheduler.Resolve(src)
+	r.Template.Spec.Resources = r.Template.Spec.Resources.AtLeast(n.cfg.MinMachine)
 	return r, env, err
 }

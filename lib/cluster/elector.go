@@ -274,7 +274,7 @@ func (el *elector) reconcile(now time.Time, name string) {
 func (el *elector) request(c *types.MachineClaim) scheduler.Request {
 	req := scheduler.Request{Claim: c.Metadata.Name, Template: c.Spec.MachineTemplate, Placement: el.n.cfg.Placement}
 	if t, ok := el.n.template(c.Spec.MachineTemplate); ok {
-		req.Resources = t.Spec.Resources
+		req.Resources = t.Spec.Resources.AtLeast(el.n.cfg.MinMachine)
 		req.AllowOverbook = t.Spec.AllowOverbook
 		for p := range t.Spec.ProviderConfiguration {
 			req.Providers = append(req.Providers, p)

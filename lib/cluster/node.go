@@ -59,6 +59,9 @@ type Config struct {
 	BindTimeout time.Duration
 	// Now is the clock (nil = time.Now).
 	Now func() time.Time
+	// MinMachine is the least a machine counts for in capacity, whatever
+	// its template says (scheduler.min_cpu, min_ram_gb).
+	MinMachine types.Resources
 }
 
 func (c *Config) defaults() {

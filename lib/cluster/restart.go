@@ -51,7 +51,7 @@ func (a *acceptor) reconcileStart(ctx context.Context) error {
 		if res != nil {
 			e.Res = res.Resources
 		} else if t, err := store.Get[types.MachineTemplate](a.n.st, types.KindMachineTemplate, m.Spec.MachineTemplate); err == nil {
-			e.Res = t.Spec.Resources
+			e.Res = t.Spec.Resources.AtLeast(a.n.cfg.MinMachine)
 		}
 		_, stillHeld := held[m.Spec.Driver][idOf(res)]
 		switch {

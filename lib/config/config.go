@@ -87,6 +87,12 @@ type APIConfig struct {
 	AdminToken string `mapstructure:"admin_token" yaml:"admin_token"`
 	// Tokens are further static bearer tokens.
 	Tokens []TokenConfig `mapstructure:"tokens" yaml:"tokens"`
+	// MaxClaimsPerUser caps the live (Requested or Bound) claims of one user
+	// of role user; 0 is no cap. Default: 100.
+	MaxClaimsPerUser int `mapstructure:"max_claims_per_user" yaml:"max_claims_per_user"`
+	// MaxStreamsPerToken caps the event streams one token holds open at
+	// once on a node. Default: 16.
+	MaxStreamsPerToken int `mapstructure:"max_streams_per_token" yaml:"max_streams_per_token"`
 }
 
 // Role is what a token may do.
@@ -213,6 +219,11 @@ type SchedulerConfig struct {
 	// get before its node writes a newer one: finer costs a replicated write
 	// per busy machine that often. Default: 1m.
 	ActivityResolution time.Duration `mapstructure:"activity_resolution" yaml:"activity_resolution"`
+	// MinCPU and MinRAMGB are the least a machine counts for, whatever its
+	// template says (a template of cpu 0 would pack without end). Default:
+	// 0.05 and 0.05.
+	MinCPU   float64 `mapstructure:"min_cpu" yaml:"min_cpu"`
+	MinRAMGB float64 `mapstructure:"min_ram_gb" yaml:"min_ram_gb"`
 }
 
 // DebugConfig configures the node's debug endpoints.
@@ -300,7 +311,7 @@ func defaults(dataDir string) Config {
 	return Config{
 		DataDir: dataDir,
 		Log:     LogConfig{Level: LogInfo, Format: LogText},
-		API:     APIConfig{Address: DefaultAPIAddress},
+		API:     APIConfig{Address: DefaultAPIAddress, MaxClaimsPerUser: 100, MaxStreamsPerToken: 16},
 		Cluster: ClusterConfig{
 			Bind:                DefaultGossipAddress,
 			Profile:             DefaultProfile,
@@ -315,6 +326,8 @@ func defaults(dataDir string) Config {
 			PoolMaxAssigned:    DefaultPoolMaxAssigned,
 			PoolMaxAge:         DefaultPoolMaxAge,
 			ActivityResolution: DefaultActivityResolution,
+			MinCPU:             0.05,
+			MinRAMGB:           0.05,
 		},
 		Store:          StoreConfig{GCInterval: DefaultGCInterval, TombstoneTTL: DefaultTombstoneTTL},
 		Drivers:        defaultDrivers(),

@@ -58,7 +58,7 @@ func wantDefaults() config.Config {
 	return config.Config{
 		DataDir: config.DefaultDataDir(os.Geteuid(), lookup(testEnv)),
 		Log:     config.LogConfig{Level: "info", Format: "text"},
-		API:     config.APIConfig{Address: "127.0.0.1:7700"},
+		API:     config.APIConfig{Address: "127.0.0.1:7700", MaxClaimsPerUser: 100, MaxStreamsPerToken: 16},
 		Cluster: config.ClusterConfig{
 			Bind:                "127.0.0.1:7701",
 			Join:                []string{},
@@ -78,6 +78,8 @@ func wantDefaults() config.Config {
 			PoolMaxAssigned:    8 * time.Hour,
 			PoolMaxAge:         24 * time.Hour,
 			ActivityResolution: time.Minute,
+			MinCPU:             0.05,
+			MinRAMGB:           0.05,
 		},
 		Store:          config.StoreConfig{GCInterval: 5 * time.Minute, TombstoneTTL: 24 * time.Hour},
 		Drivers:        []config.DriverConfig{{Name: "test"}},
@@ -138,6 +140,8 @@ func TestLoadFileRoundTrip(t *testing.T) {
 				{Name: "ci", Token: "ci-token-0123456789", Role: config.RoleUser, User: "ci-bot"},
 				{Name: "ops", Token: "ops-token-0123456789", Role: config.RoleAdmin},
 			},
+			MaxClaimsPerUser:   5,
+			MaxStreamsPerToken: 3,
 		},
 		Cluster: config.ClusterConfig{
 			Bind:                "10.0.0.1:7800",
@@ -162,6 +166,8 @@ func TestLoadFileRoundTrip(t *testing.T) {
 			PoolMaxAssigned:    2 * time.Hour,
 			PoolMaxAge:         3 * time.Hour,
 			ActivityResolution: 30 * time.Second,
+			MinCPU:             0.1,
+			MinRAMGB:           0.25,
 		},
 		Store: config.StoreConfig{GCInterval: time.Hour, TombstoneTTL: 48 * time.Hour, SyncWrites: true},
 		Drivers: []config.DriverConfig{

@@ -93,6 +93,12 @@ func isLoopback(host string) bool {
 
 func (a *APIConfig) validate(p *problems) {
 	checkHostPort(p, "api.address", a.Address, false, 0)
+	if a.MaxClaimsPerUser < 0 {
+		p.addf("api.max_claims_per_user", "must not be negative, got %d", a.MaxClaimsPerUser)
+	}
+	if a.MaxStreamsPerToken < 1 {
+		p.addf("api.max_streams_per_token", "must be at least 1, got %d", a.MaxStreamsPerToken)
+	}
 	if a.AdminToken != "" {
 		checkToken(p, "api.admin_token", a.AdminToken)
 	}
@@ -175,6 +181,11 @@ func (s *SchedulerConfig) validate(p *problems) {
 	positive(p, "scheduler.pool_max_assigned", s.PoolMaxAssigned)
 	positive(p, "scheduler.pool_max_age", s.PoolMaxAge)
 	positive(p, "scheduler.activity_resolution", s.ActivityResolution)
+	for f, v := range map[string]float64{"scheduler.min_cpu": s.MinCPU, "scheduler.min_ram_gb": s.MinRAMGB} {
+		if !(v > 0 && v <= 64) {
+			p.addf(f, "must be above 0 and at most 64, got %v", v)
+		}
+	}
 	if s.OfferTimeout > 0 && s.BindTimeout > 0 && s.OfferTimeout >= s.BindTimeout {
 		p.addf("scheduler.offer_timeout", "must be less than scheduler.bind_timeout (%s)", s.BindTimeout)
 	}

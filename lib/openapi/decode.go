@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -21,15 +23,28 @@ const MaxBodyBytes = 1 << 20
 
 // readBody reads the request body up to MaxBodyBytes; a larger body is an
 // *http.MaxBytesError (413).
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]byte, error) {
 	if r.Body == nil {
 		return nil, nil
+	}
+	if timeout > 0 {
+		// Best effort: a writer that cannot set deadlines (a test recorder)
+		// reads without one.
+		rc := conn(r, w)
+		_ = rc.SetReadDeadline(time.Now().Add(timeout))
+		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			return nil, err
+		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			// The rest of the body is not waited for: the connection closes
+			// after the answer.
+			w.Header().Set("Connection", "close")
+			return nil, newErr(http.StatusRequestTimeout, CodeTimeout, "", "the request body did not arrive within %s", timeout)
 		}
 		return nil, badRequest("", "read body: %v", err)
 	}

@@ -23,6 +23,8 @@ const (
 	CodeMethodNotAllowed = "method_not_allowed"
 	CodeConflict         = "conflict"
 	CodeTooLarge         = "too_large"
+	CodeTimeout          = "timeout"
+	CodeTooMany          = "too_many"
 	CodeUnavailable      = "unavailable"
 	CodeInternal         = "internal"
 )

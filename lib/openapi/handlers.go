@@ -159,7 +159,7 @@ func (s *Server) writeRecord(c *gin.Context, status int, rec store.Record) {
 
 // decodeBody reads, decodes and checks the request's object.
 func (k kindRoutes) decodeBody(c *gin.Context) (types.Object, error) {
-	body, err := readBody(c.Writer, c.Request)
+	body, err := readBody(c.Writer, c.Request, k.s.cfg.BodyTimeout)
 	if err != nil {
 		return nil, err
 	}
@@ -197,6 +197,10 @@ func (k kindRoutes) create(c *gin.Context) {
 		return
 	}
 	if err := s.checkGrant(p, obj); err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	if err := s.checkClaimQuota(p, obj); err != nil {
 		s.writeErr(c, err)
 		return
 	}

@@ -211,6 +211,29 @@ func (s *Server) checkGrant(p Principal, o types.Object) error {
 	return nil
 }
 
+// checkClaimQuota refuses a user's claim past MaxClaimsPerUser live
+// (Requested or Bound) claims of theirs (429). Concurrent creates may pass
+// it by a few.
+func (s *Server) checkClaimQuota(p Principal, o types.Object) error {
+	if p.IsAdmin() || s.cfg.MaxClaimsPerUser <= 0 || o.GetKind() != types.KindMachineClaim {
+		return nil
+	}
+	claims, err := store.List[types.MachineClaim](s.st, types.KindMachineClaim)
+	if err != nil {
+		return err
+	}
+	live := 0
+	for _, c := range claims {
+		if c.Spec.User == p.User && (c.Status.Phase == types.ClaimRequested || c.Status.Phase == types.ClaimBound) {
+			live++
+		}
+	}
+	if live >= s.cfg.MaxClaimsPerUser {
+		return newErr(http.StatusTooManyRequests, CodeTooMany, "", "user %s holds %d live claims, the most a user may (api.max_claims_per_user); end one first", p.User, live)
+	}
+	return nil
+}
+
 // codeBySecret returns the AccessCode whose spec.code is secret (compared
 // in constant time), or nil.
 func (s *Server) codeBySecret(secret string) (*types.AccessCode, error) {
@@ -327,6 +350,7 @@ func (s *Server) checkEventCapacity(o types.Object, mode string) (string, error)
 	}
 	templates := make(map[string]types.MachineTemplate, len(tmpls))
 	for _, t := range tmpls {
+		t.Spec.Resources = t.Spec.Resources.AtLeast(s.cfg.MinMachine)
 		templates[t.Metadata.Name] = *t
 	}
 	evs, err := store.List[types.ScheduledEvent](s.st, types.KindScheduledEvent)

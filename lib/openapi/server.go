@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
 )
 
 // Defaults applied by New to zero Config fields.
@@ -45,6 +46,21 @@ type Config struct {
 	// ShutdownTimeout bounds how long Serve waits for requests in flight once its
 	// ctx is done (default 10s); event streams end at once.
 	ShutdownTimeout time.Duration
+	// BodyTimeout bounds the reading of a request body (default 30s): a
+	// body sent a byte at a time does not hold a connection for long.
+	BodyTimeout time.Duration
+	// StreamWriteTimeout bounds each write to an event stream (default
+	// 10s): a client that does not read is dropped, not buffered for.
+	StreamWriteTimeout time.Duration
+	// MaxStreamsPerToken caps the event streams one token holds open (0:
+	// 16); more get 429.
+	MaxStreamsPerToken int
+	// MaxClaimsPerUser caps the live claims of one user of role user (0:
+	// no cap); more get 429.
+	MaxClaimsPerUser int
+	// MinMachine is the least a machine counts for in the event capacity
+	// check (see cluster.Config.MinMachine).
+	MinMachine types.Resources
 }
 
 // Server serves the REST API. Its handler is safe for concurrent use.
@@ -60,6 +76,9 @@ type Server struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	streams  atomic.Int64
+	// tokenStreams counts the open streams of each token.
+	streamsMu    sync.Mutex
+	tokenStreams map[string]int
 }
 
 // New builds the server and its routes. It fails when the tokens are unusable
@@ -76,6 +95,15 @@ func New(cfg Config, log *slog.Logger, st *store.Store) (*Server, error) {
 	}
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.BodyTimeout <= 0 {
+		cfg.BodyTimeout = 30 * time.Second
+	}
+	if cfg.StreamWriteTimeout <= 0 {
+		cfg.StreamWriteTimeout = 10 * time.Second
+	}
+	if cfg.MaxStreamsPerToken <= 0 {
+		cfg.MaxStreamsPerToken = 16
 	}
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
@@ -125,7 +153,23 @@ func (s *Server) newEngine() *gin.Engine {
 }
 
 // Handler returns the HTTP handler of the whole API.
-func (s *Server) Handler() http.Handler { return s.engine }
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.engine.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), connKey{}, w)))
+	})
+}
+
+// connKey holds, in a request's context, the server's own ResponseWriter
+// (gin's wrapper cannot set deadlines on the connection).
+type connKey struct{}
+
+// conn returns the ResponseController of the request's connection.
+func conn(r *http.Request, fallback http.ResponseWriter) *http.ResponseController {
+	if w, ok := r.Context().Value(connKey{}).(http.ResponseWriter); ok {
+		return http.NewResponseController(w)
+	}
+	return http.NewResponseController(fallback)
+}
 
 // Routes lists the registered routes (method and gin path).
 func (s *Server) Routes() gin.RoutesInfo { return s.engine.Routes() }

@@ -105,6 +105,13 @@ func (s *Server) stream(c *gin.Context, p Principal, kinds []string) {
 		return
 	}
 
+	if !s.takeStream(p.Name) {
+		s.writeErr(c, newErr(http.StatusTooManyRequests, CodeTooMany, "", "token %s holds %d event streams open on node %s, the most it may; close one first",
+			p.Name, s.cfg.MaxStreamsPerToken, s.cfg.NodeName))
+		return
+	}
+	defer s.giveStream(p.Name)
+
 	ctx, cancel := context.WithCancel(c.Request.Context())
 	defer cancel()
 	events := s.st.Watch(ctx, since)
@@ -124,7 +131,9 @@ func (s *Server) stream(c *gin.Context, p Principal, kinds []string) {
 	c.Writer.WriteHeaderNow()
 	c.Writer.Flush()
 	if resync {
-		s.send(c, WatchEvent{Type: WatchResync})
+		if s.send(c, WatchEvent{Type: WatchResync}) != nil {
+			return
+		}
 	}
 
 	heartbeat := time.NewTicker(s.cfg.Heartbeat)
@@ -136,8 +145,12 @@ func (s *Server) stream(c *gin.Context, p Principal, kinds []string) {
 		case <-s.stop:
 			return
 		case <-heartbeat.C:
-			_, _ = io.WriteString(c.Writer, ": heartbeat\n\n")
-			c.Writer.Flush()
+			if s.write(c, func() error {
+				_, err := io.WriteString(c.Writer, ": heartbeat\n\n")
+				return err
+			}) != nil {
+				return
+			}
 		case ev, ok := <-events:
 			if !ok {
 				return
@@ -149,25 +162,60 @@ func (s *Server) stream(c *gin.Context, p Principal, kinds []string) {
 				}
 			}
 			if out, ok := f.apply(ev, s.log.Warn); ok {
-				s.send(c, out)
+				if s.send(c, out) != nil {
+					return // the client does not read: drop it
+				}
 			}
 		}
 	}
 }
 
-// send writes one event and flushes it.
-func (s *Server) send(c *gin.Context, ev WatchEvent) {
+// send writes one event and flushes it; an error ends the stream.
+func (s *Server) send(c *gin.Context, ev WatchEvent) error {
 	data, err := json.Marshal(ev)
 	if err != nil {
 		s.log.Error("watch: encode event", "kind", ev.Kind, "name", ev.Name, "err", err)
-		return
+		return nil
 	}
 	id := ""
 	if ev.Seq > 0 {
 		id = strconv.FormatUint(ev.Seq, 10)
 	}
-	c.Render(-1, sse.Event{Event: ev.Type, Id: id, Data: data})
-	c.Writer.Flush()
+	return s.write(c, func() error { return sse.Encode(c.Writer, sse.Event{Event: ev.Type, Id: id, Data: data}) })
+}
+
+// write runs fn, a write to a stream, and flushes, within
+// StreamWriteTimeout: a client that stops reading fails the write instead
+// of holding the stream (and what it buffers) for ever.
+func (s *Server) write(c *gin.Context, fn func() error) error {
+	_ = conn(c.Request, c.Writer).SetWriteDeadline(time.Now().Add(s.cfg.StreamWriteTimeout))
+	if err := fn(); err != nil {
+		return err
+	}
+	return http.NewResponseController(c.Writer).Flush()
+}
+
+// takeStream counts a stream of token in, unless it holds its most.
+func (s *Server) takeStream(token string) bool {
+	s.streamsMu.Lock()
+	defer s.streamsMu.Unlock()
+	if s.tokenStreams == nil {
+		s.tokenStreams = map[string]int{}
+	}
+	if s.tokenStreams[token] >= s.cfg.MaxStreamsPerToken {
+		return false
+	}
+	s.tokenStreams[token]++
+	return true
+}
+
+// giveStream counts a stream of token out.
+func (s *Server) giveStream(token string) {
+	s.streamsMu.Lock()
+	defer s.streamsMu.Unlock()
+	if s.tokenStreams[token]--; s.tokenStreams[token] <= 0 {
+		delete(s.tokenStreams, token)
+	}
 }
 
 // streamFilter decides which store events a stream forwards: only its kinds,

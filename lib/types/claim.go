@@ -299,6 +299,9 @@ func (o *MachineClaim) Validate() error {
 	if s.BindTimeout.Duration < 0 {
 		return Invalid("spec.bindTimeout", "must not be negative")
 	}
+	if s.BindTimeout.Duration > MaxBindTimeout {
+		return Invalid("spec.bindTimeout", "must be at most %s, got %s", MaxBindTimeout, s.BindTimeout.Duration)
+	}
 	if err := validateClaimMetadata("spec.metadata", s.Metadata); err != nil {
 		return err
 	}

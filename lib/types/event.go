@@ -204,6 +204,12 @@ func (o *ScheduledEvent) Validate() error {
 	if s.ExpectedUsers < 0 {
 		return Invalid("spec.expectedUsers", "must not be negative")
 	}
+	if err := atMost("spec.expectedUsers", s.ExpectedUsers, MaxUsers); err != nil {
+		return err
+	}
+	if err := atMost("spec.requiredMachines", len(s.RequiredMachines), 100); err != nil {
+		return err
+	}
 	if s.PrintingOption != "" {
 		if err := oneOf("spec.printingOption", s.PrintingOption, PrintingEnabled, PrintingDisabled); err != nil {
 			return err
@@ -227,6 +233,9 @@ func (o *ScheduledEvent) Validate() error {
 		}
 		if r.Count < 1 {
 			return Invalid(f+".count", "must be at least 1")
+		}
+		if err := atMost(f+".count", r.Count, MaxCount); err != nil {
+			return err
 		}
 		if r.MachineType != "" {
 			if err := oneOf(f+".machineType", r.MachineType, MachineTypeUser, MachineTypeShared); err != nil {

@@ -123,6 +123,12 @@ func (s *MachineSetSpec) validate(field string) error {
 	if err := nonNegative(field+".maxProvisioned", s.MaxProvisioned); err != nil {
 		return err
 	}
+	if err := atMost(field+".minAvailable", s.MinAvailable, MaxCount); err != nil {
+		return err
+	}
+	if err := atMost(field+".maxProvisioned", s.MaxProvisioned, MaxCount); err != nil {
+		return err
+	}
 	if s.MaxProvisioned > 0 && s.MinAvailable > s.MaxProvisioned {
 		return Invalid(field+".minAvailable", "must not exceed maxProvisioned")
 	}

@@ -72,3 +72,12 @@ func (p *PhaseTimes) Mark(phase string, now time.Time) {
 		(*p)[phase] = now.UTC()
 	}
 }
+
+// AtLeast is r with each of CPU and RAMGB raised to min's where below it:
+// the least a machine counts for (a template of cpu 0 would pack without
+// end). A zero min leaves r as it is.
+func (r Resources) AtLeast(min Resources) Resources {
+	r.CPU = math.Max(r.CPU, min.CPU)
+	r.RAMGB = math.Max(r.RAMGB, min.RAMGB)
+	return r
+}

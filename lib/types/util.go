@@ -3,6 +3,7 @@ package types
 import (
 	"regexp"
 	"strconv"
+	"time"
 )
 
 var prefixRe = regexp.MustCompile(`^[a-z0-9][-a-z0-9]*$`)
@@ -55,6 +56,22 @@ func validatePrefix(field, p string) error {
 	}
 	if !prefixRe.MatchString(p) {
 		return Invalid(field, "must be lower-case letters, digits and '-', starting with a letter or digit")
+	}
+	return nil
+}
+
+// Upper bounds of counts and durations a client gives: far above any real
+// fleet's, low enough that no arithmetic on them overflows.
+const (
+	MaxCount       = 10000
+	MaxUsers       = 100000
+	MaxBindTimeout = 24 * time.Hour
+)
+
+// atMost refuses v above max.
+func atMost(field string, v, max int) error {
+	if v > max {
+		return Invalid(field, "must be at most %d, got %d", max, v)
 	}
 	return nil
 }

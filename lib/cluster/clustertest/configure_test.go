@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/cluster"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -110,4 +112,27 @@ func TestProviderRequiredInformation(t *testing.T) {
 	c.Spec.Environment = "lab"
 	f.Put(0, c)
 	waitClaim(t, f.Hosts[0], "c2", types.ClaimBound)
+}
+
+// A template of cpu 0 counts as the node's minimum machine size
+// (scheduler.min_cpu): it does not pack without end (security issue: 70
+// machines of cpu 0 on 4 CPUs).
+func TestMinimumMachineSize(t *testing.T) {
+	f := Start(t, 1, Options{Driver: `{"cpus": 4, "ram_gb": 100}`, Node: func(_ int, cfg *cluster.Config) {
+		cfg.MinMachine = types.Resources{CPU: 1, RAMGB: 0.05}
+	}})
+	f.Put(0, Template("zero", 0, 0))
+	for i := range 5 {
+		f.Put(0, Claim(fmt.Sprintf("c%d", i), "zero", 2*time.Second))
+	}
+	phases := map[types.ClaimPhase]int{}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		phases = map[types.ClaimPhase]int{}
+		for _, cl := range f.Hosts[0].Claims() {
+			phases[cl.Status.Phase]++
+		}
+		assert.Equal(c, 4, phases[types.ClaimBound])
+		assert.Equal(c, 1, phases[types.ClaimFailed], "the fifth does not fit")
+	}, 20*time.Second, 50*time.Millisecond)
+	assert.Equal(t, 4, len(f.Hosts[0].Held()))
 }

@@ -1,0 +1,156 @@
+package openapi
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// A body sent a byte at a time does not hold a connection: the read gives
+// up at BodyTimeout with 408.
+func TestSlowBodyTimesOut(t *testing.T) {
+	e := newTestEnv(t, func(c *Config) { c.BodyTimeout = 300 * time.Millisecond })
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.http.URL, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	body := `{"metadata":{"name":"slow"},"spec":{"machineTemplate":"small"}}`
+	_, err = fmt.Fprintf(conn, "POST /api/v1/machineclaims HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", adminTok, len(body))
+	require.NoError(t, err)
+	start := time.Now()
+	go func() {
+		for i := range body {
+			if _, err := conn.Write([]byte{body[i]}); err != nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	assert.Equal(t, http.StatusRequestTimeout, resp.StatusCode)
+	assert.Less(t, time.Since(start), 5*time.Second, "answered long before the body would have arrived (6 s)")
+	b, _ := io.ReadAll(resp.Body)
+	assert.Contains(t, string(b), "did not arrive within")
+}
+
+// Event streams: a token holds at most MaxStreamsPerToken open (429 after);
+// a client that stops reading is dropped once a write blocks for
+// StreamWriteTimeout, so unread streams do not pile up.
+func TestStreamLimits(t *testing.T) {
+	e := newTestEnvOn(t, openDiskStore(t), func(c *Config) {
+		c.MaxStreamsPerToken = 3
+		c.StreamWriteTimeout = 200 * time.Millisecond
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var open []*http.Response
+	for range 3 {
+		_, res := e.openStream(ctx, path(types.KindMachineTemplate)+"?watch=true", aliceTok)
+		require.Equal(t, http.StatusOK, res.StatusCode)
+		open = append(open, res)
+	}
+	r := e.do("GET", path(types.KindMachineTemplate)+"?watch=true", aliceTok, nil)
+	assert.Equal(t, http.StatusTooManyRequests, r.code)
+	assert.Equal(t, http.StatusOK, e.do("GET", path(types.KindMachineTemplate), aliceTok, nil).code, "other requests go on")
+	_, other := e.openStream(ctx, path(types.KindMachineTemplate)+"?watch=true", bobTok)
+	assert.Equal(t, http.StatusOK, other.StatusCode, "another token has its own")
+	open[0].Body.Close()
+	require.Eventually(t, func() bool {
+		_, res := e.openStream(ctx, path(types.KindMachineTemplate)+"?watch=true", aliceTok)
+		return res.StatusCode == http.StatusOK
+	}, 5*time.Second, 20*time.Millisecond, "a closed stream frees its place")
+
+	// A raw client that never reads while big events pour in.
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.http.URL, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	_, err = fmt.Fprintf(conn, "GET /api/v1/machinetemplates?watch=true HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n\r\n", adminTok)
+	require.NoError(t, err)
+	before := e.srv.ActiveStreams()
+	require.Eventually(t, func() bool { return e.srv.ActiveStreams() > before }, 5*time.Second, 10*time.Millisecond)
+	for i := range 400 {
+		o := &types.MachineTemplate{TypeMeta: types.TypeMeta{Kind: types.KindMachineTemplate}, Metadata: types.ObjectMeta{Name: fmt.Sprintf("t-%03d", i),
+			Annotations: map[string]string{"pad": strings.Repeat("x", 16<<10)}},
+			Spec: types.MachineTemplateSpec{ProviderConfiguration: map[string]json.RawMessage{"test": json.RawMessage("{}")}}}
+		_, err := e.st.Put(o, store.PutOptions{Create: true})
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return e.srv.ActiveStreams() == before }, 10*time.Second, 20*time.Millisecond,
+		"the stream that does not read was dropped")
+}
+
+// A user holds at most MaxClaimsPerUser live claims (429 past it); ending
+// one frees a place; admins have no cap.
+func TestClaimQuota(t *testing.T) {
+	e := newTestEnv(t, func(c *Config) { c.MaxClaimsPerUser = 2 })
+	e.do("POST", path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, "small"))
+	for _, n := range []string{"a1", "a2"} {
+		require.Equal(t, http.StatusCreated, e.do("POST", path(types.KindMachineClaim), aliceTok, minimal(types.KindMachineClaim, n)).code)
+	}
+	r := e.do("POST", path(types.KindMachineClaim), aliceTok, minimal(types.KindMachineClaim, "a3"))
+	require.Equal(t, http.StatusTooManyRequests, r.code)
+	assert.Contains(t, r.errBody(t).Message, "user alice holds 2 live claims")
+	as := func(name, user string) map[string]any {
+		o := minimal(types.KindMachineClaim, name)
+		o["spec"].(map[string]any)["user"] = user
+		return o
+	}
+	assert.Equal(t, http.StatusCreated, e.do("POST", path(types.KindMachineClaim), bobTok, as("b1", "bob")).code, "per user")
+	for _, n := range []string{"x1", "x2", "x3"} {
+		assert.Equal(t, http.StatusCreated, e.do("POST", path(types.KindMachineClaim), adminTok, as(n, "ops")).code, "no cap for admins")
+	}
+	require.Equal(t, http.StatusOK, e.do("DELETE", path(types.KindMachineClaim, "a1"), aliceTok, nil).code)
+	assert.Equal(t, http.StatusCreated, e.do("POST", path(types.KindMachineClaim), aliceTok, minimal(types.KindMachineClaim, "a3")).code)
+}
+
+// Counts and durations have upper bounds, so no arithmetic on them
+// overflows (an event count of 3*2^61 once wrapped the capacity check
+// negative and was accepted).
+func TestUpperBounds(t *testing.T) {
+	e := newTestEnv(t)
+	e.do("POST", path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, "small"))
+	event := func(count any, users any) map[string]any {
+		return map[string]any{"metadata": map[string]any{"name": "ev"}, "spec": map[string]any{
+			"startTime": "2030-01-01T10:00:00Z", "endTime": "2030-01-01T12:00:00Z", "expectedUsers": users,
+			"requiredMachines": []any{map[string]any{"machineTemplate": "small", "count": count, "createMachineSet": map[string]any{}}}}}
+	}
+	set := func(min, max any) map[string]any {
+		o := minimal(types.KindMachineSet, "s")
+		o["spec"].(map[string]any)["minAvailable"], o["spec"].(map[string]any)["maxProvisioned"] = min, max
+		return o
+	}
+	claim := minimal(types.KindMachineClaim, "c")
+	claim["spec"].(map[string]any)["bindTimeout"] = "25h"
+	for _, tc := range []struct {
+		kind  string
+		body  map[string]any
+		field string
+	}{
+		{types.KindScheduledEvent, event(int64(3)<<61, 1), "spec.requiredMachines[0].count"},
+		{types.KindScheduledEvent, event(10001, 1), "spec.requiredMachines[0].count"},
+		{types.KindScheduledEvent, event(1, 1000000), "spec.expectedUsers"},
+		{types.KindMachineSet, set(1, 20000), "spec.maxProvisioned"},
+		{types.KindMachineSet, set(20000, 0), "spec.minAvailable"},
+		{types.KindMachineClaim, claim, "spec.bindTimeout"},
+	} {
+		r := e.do("POST", path(tc.kind), adminTok, tc.body)
+		if assert.Equal(t, http.StatusBadRequest, r.code, "%s %s: %s", tc.kind, tc.field, r.body) {
+			assert.Equal(t, tc.field, r.errBody(t).Field)
+		}
+	}
+}
