@@ -165,7 +165,8 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 	api, err := openapi.New(openapi.Config{
 		AdminToken: token, Tokens: apiTokens(cfg.API.Tokens), NodeName: name, Ready: node.Ready, Metrics: reg,
 		MaxClaimsPerUser: cfg.API.MaxClaimsPerUser, MaxStreamsPerToken: cfg.API.MaxStreamsPerToken,
-		MinMachine: types.Resources{CPU: cfg.Scheduler.MinCPU, RAMGB: cfg.Scheduler.MinRAMGB},
+		MinMachine:       types.Resources{CPU: cfg.Scheduler.MinCPU, RAMGB: cfg.Scheduler.MinRAMGB},
+		ValidateTemplate: validateTemplate(instances),
 	}, log, st)
 	if err != nil {
 		ln.Close()
@@ -213,6 +214,27 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 		return serveErr
 	}
 	return stopErr
+}
+
+// validateTemplate checks a template's entries for the drivers of this node
+// (by instance name or driver type) with the drivers themselves, so a bad
+// entry is a 400 naming its field when the template is written, not a
+// failure when it is claimed. Entries for drivers this node lacks are left
+// to the nodes that have them.
+func validateTemplate(instances []cluster.Instance) func(types.MachineTemplate) error {
+	return func(t types.MachineTemplate) error {
+		for _, in := range instances {
+			if _, ok := t.Spec.ProviderConfiguration[in.Name]; !ok {
+				if _, ok := t.Spec.ProviderConfiguration[in.Type]; !ok {
+					continue
+				}
+			}
+			if err := in.Driver.ValidateTemplate(t); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
 func apiTokens(in []config.TokenConfig) []openapi.Token {

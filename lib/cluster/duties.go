@@ -31,10 +31,13 @@ type duties struct {
 
 	mu     sync.Mutex
 	absent map[string]time.Time // member -> when this node first saw it gone
+	// made are the provisioning claims this node wrote lately, by set: the
+	// cache may not show them yet when the set is looked at again.
+	made map[string]map[string]time.Time
 }
 
 func newDuties(n *Node) *duties {
-	return &duties{n: n, q: workqueue.New(nil), absent: map[string]time.Time{}}
+	return &duties{n: n, q: workqueue.New(nil), absent: map[string]time.Time{}, made: map[string]map[string]time.Time{}}
 }
 
 func (d *duties) start() { d.n.spawn(d.workLoop) }

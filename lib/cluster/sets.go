@@ -67,11 +67,19 @@ func (d *duties) reconcileSet(name string) time.Duration {
 		}
 	}
 	// Provisioning claims whose machine this node has not seen yet: the
-	// claim's acceptance may arrive before the machine record.
-	pending := 0
+	// claim's acceptance, or its end once the machine joined the set, may
+	// arrive before the machine record.
+	seen := make(map[string]bool, len(machines))
+	for _, m := range machines {
+		seen[m.Metadata.Name] = true
+	}
+	pending := d.unseen(name, provisioning, now)
 	for _, c := range provisioning {
 		cVals = append(cVals, *c)
-		if c.Status.Phase == types.ClaimRequested && !holding[c.Metadata.Name] {
+		switch b := c.Status.Binding; {
+		case c.Status.Phase == types.ClaimRequested && !holding[c.Metadata.Name]:
+			pending++
+		case b != nil && b.Machine != "" && !seen[b.Machine] && b.Phase == types.BindingEnded:
 			pending++
 		}
 	}
@@ -118,7 +126,40 @@ func (d *duties) provision(s *types.MachineSet) {
 		d.n.log.Warn("provision pool machine", "set", s.Metadata.Name, "err", err)
 		return
 	}
+	d.mu.Lock()
+	if d.made[s.Metadata.Name] == nil {
+		d.made[s.Metadata.Name] = map[string]time.Time{}
+	}
+	d.made[s.Metadata.Name][c.Metadata.Name] = d.n.cfg.Now()
+	d.mu.Unlock()
 	d.n.log.Debug("provisioning pool machine", "set", s.Metadata.Name, "claim", c.Metadata.Name)
+}
+
+// madeFresh is how long a provisioning claim this node wrote counts as
+// pending while the cache does not show it.
+const madeFresh = 10 * time.Second
+
+// unseen counts the provisioning claims of set this node wrote that the
+// cache does not show yet (cached: the set's provisioning claims in the
+// cache): a second look at the set right after the first must not
+// provision again what the first did. Claims the cache shows, or older
+// than madeFresh, are forgotten.
+func (d *duties) unseen(set string, cached []*types.MachineClaim, now time.Time) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	made := d.made[set]
+	for _, c := range cached {
+		delete(made, c.Metadata.Name)
+	}
+	for name, at := range made {
+		if now.Sub(at) > madeFresh {
+			delete(made, name)
+		}
+	}
+	if len(made) == 0 {
+		delete(d.made, set)
+	}
+	return len(made)
 }
 
 // reap asks a machine's node to release it (the reap facet), after asking

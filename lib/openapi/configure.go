@@ -49,6 +49,15 @@ func (s *Server) checkConfiguration(o types.Object) error {
 		}
 		return items.CheckConfiguration("spec.providerConfiguration", v.Spec.ProviderConfiguration, false)
 	case *types.MachineTemplate:
+		if s.cfg.ValidateTemplate != nil {
+			if err := s.cfg.ValidateTemplate(*v); err != nil {
+				var fe *types.FieldError
+				if errors.As(err, &fe) {
+					return badRequest(fe.Field, "%s", fe.Message)
+				}
+				return badRequest("spec.providerConfiguration", "%v", err)
+			}
+		}
 		// An entry keyed by a Provider's name, in the proposal's string
 		// form; a driver's structured entry is the driver's to check.
 		for _, k := range slices.Sorted(maps.Keys(v.Spec.ProviderConfiguration)) {

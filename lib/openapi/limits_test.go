@@ -154,3 +154,25 @@ func TestUpperBounds(t *testing.T) {
 		}
 	}
 }
+
+// A template's driver entries are checked by the node's drivers when it is
+// written: a bad entry is a 400 naming the field, not a failure at claim
+// time.
+func TestTemplateValidatedByDriversOnWrite(t *testing.T) {
+	e := newTestEnv(t, func(c *Config) {
+		c.ValidateTemplate = func(tmpl types.MachineTemplate) error {
+			if strings.Contains(string(tmpl.Spec.ProviderConfiguration["docker"]), "file://") {
+				return types.Invalid("spec.providerConfiguration.docker.image.url", "want an http or https URL")
+			}
+			return nil
+		}
+	})
+	bad := minimal(types.KindMachineTemplate, "shadow")
+	bad["spec"].(map[string]any)["providerConfiguration"] = map[string]any{"docker": map[string]any{"image": map[string]any{"url": "file:///etc/shadow"}}}
+	r := e.do("POST", path(types.KindMachineTemplate), adminTok, bad)
+	require.Equal(t, http.StatusBadRequest, r.code)
+	assert.Equal(t, "spec.providerConfiguration.docker.image.url", r.errBody(t).Field)
+	assert.Equal(t, http.StatusCreated, e.do("POST", path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, "fine")).code)
+	r = e.do("PUT", path(types.KindMachineTemplate, "fine"), adminTok, func() map[string]any { bad["metadata"].(map[string]any)["name"] = "fine"; return bad }())
+	assert.Equal(t, http.StatusBadRequest, r.code, "on update too")
+}

@@ -61,6 +61,10 @@ type Config struct {
 	// MinMachine is the least a machine counts for in the event capacity
 	// check (see cluster.Config.MinMachine).
 	MinMachine types.Resources
+	// ValidateTemplate, when set, checks a MachineTemplate's driver entries
+	// when it is written (the node's drivers do); its *types.FieldError
+	// becomes a 400 naming the field.
+	ValidateTemplate func(types.MachineTemplate) error
 }
 
 // Server serves the REST API. Its handler is safe for concurrent use.
