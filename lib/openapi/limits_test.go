@@ -72,8 +72,12 @@ func TestStreamLimits(t *testing.T) {
 	open[0].Body.Close()
 	require.Eventually(t, func() bool {
 		_, res := e.openStream(ctx, path(types.KindMachineTemplate)+"?watch=true", aliceTok)
-		return res.StatusCode == http.StatusOK
-	}, 5*time.Second, 20*time.Millisecond, "a closed stream frees its place")
+		if res.StatusCode != http.StatusOK {
+			res.Body.Close()
+			return false
+		}
+		return true
+	}, 15*time.Second, 50*time.Millisecond, "a closed stream frees its place")
 
 	// A raw client that never reads while big events pour in.
 	conn, err := net.Dial("tcp", strings.TrimPrefix(e.http.URL, "http://"))
