@@ -3,6 +3,7 @@ package openapi
 import (
 	"encoding/json"
 	"errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"net/http"
 	"strconv"
 	"strings"
@@ -52,6 +53,11 @@ func (k kindRoutes) list(c *gin.Context) {
 		s.writeErr(c, forbidden("", "role %s may not read %s", p.Role, types.Plural(k.kind)))
 		return
 	}
+	sel, err := parseSelector(c.Query("labelSelector"))
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
 	if w := c.Query("watch"); w != "" {
 		on, err := strconv.ParseBool(w)
 		if err != nil {
@@ -59,14 +65,9 @@ func (k kindRoutes) list(c *gin.Context) {
 			return
 		}
 		if on {
-			s.stream(c, p, []string{k.kind})
+			s.stream(c, p, []string{k.kind}, sel)
 			return
 		}
-	}
-	sel, err := parseSelector(c.Query("labelSelector"))
-	if err != nil {
-		s.writeErr(c, err)
-		return
 	}
 	limit, after, err := pageParams(c)
 	if err != nil {
@@ -95,7 +96,7 @@ func (k kindRoutes) list(c *gin.Context) {
 			s.log.Warn("list: undecodable record", "kind", rec.Kind, "name", rec.Name, "err", err)
 			continue
 		}
-		if sight.sees(obj) && types.MatchLabels(sel, obj.Meta().Labels) {
+		if sight.sees(obj) && sel.Matches(labels.Set(obj.Meta().Labels)) {
 			data, err := present(p, rec, obj)
 			if err != nil {
 				s.writeErr(c, err)

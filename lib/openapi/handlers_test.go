@@ -289,7 +289,7 @@ func TestBadInput(t *testing.T) {
 		{"name mismatch on put", "PUT", path(types.KindMachineTemplate, "small"), minimal(types.KindMachineTemplate, "other"), nil, 400, CodeBadRequest, "metadata.name"},
 		{"bad if-match", "PUT", path(types.KindMachineTemplate, "small"), minimal(types.KindMachineTemplate, "small"), []string{"If-Match", "yesterday"}, 400, CodeBadRequest, "If-Match"},
 		{"bad if-match on delete", "DELETE", path(types.KindMachineTemplate, "small"), nil, []string{"If-Match", "12"}, 400, CodeBadRequest, "If-Match"},
-		{"bad label selector", "GET", path(types.KindMachineTemplate) + "?labelSelector=team", nil, nil, 400, CodeBadRequest, "labelSelector"},
+		{"bad label selector", "GET", path(types.KindMachineTemplate) + "?labelSelector=team+in+(a", nil, nil, 400, CodeBadRequest, "labelSelector"},
 		{"bad watch", "GET", path(types.KindMachineTemplate) + "?watch=maybe", nil, nil, 400, CodeBadRequest, "watch"},
 		{"zero limit", "GET", path(types.KindMachineTemplate) + "?limit=0", nil, nil, 400, CodeBadRequest, "limit"},
 		{"huge limit", "GET", path(types.KindMachineTemplate) + "?limit=10001", nil, nil, 400, CodeBadRequest, "limit"},

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -179,4 +180,59 @@ func TestTemplateValidatedByDriversOnWrite(t *testing.T) {
 	assert.Equal(t, http.StatusCreated, e.do("POST", path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, "fine")).code)
 	r = e.do("PUT", path(types.KindMachineTemplate, "fine"), adminTok, func() map[string]any { bad["metadata"].(map[string]any)["name"] = "fine"; return bad }())
 	assert.Equal(t, http.StatusBadRequest, r.code, "on update too")
+}
+
+// labelSelector takes Kubernetes' syntax in full, parsed by Kubernetes'
+// own parser, on lists and on watches (an object that stops matching is
+// sent as deleted); what it cannot parse is a 400.
+func TestLabelSelectors(t *testing.T) {
+	e := newTestEnv(t)
+	for name, tier := range map[string]string{"a": "gold", "b": "silver", "c": ""} {
+		o := minimal(types.KindMachineTemplate, name)
+		if tier != "" {
+			o["metadata"].(map[string]any)["labels"] = map[string]any{"tier": tier}
+		}
+		require.Equal(t, http.StatusCreated, e.do("POST", path(types.KindMachineTemplate), adminTok, o).code)
+	}
+	list := func(sel string) []string {
+		r := e.do("GET", path(types.KindMachineTemplate)+"?labelSelector="+url.QueryEscape(sel), adminTok, nil)
+		require.Equal(t, http.StatusOK, r.code, "%s: %s", sel, r.body)
+		var out []string
+		for _, it := range r.obj(t)["items"].([]any) {
+			out = append(out, it.(map[string]any)["metadata"].(map[string]any)["name"].(string))
+		}
+		return out
+	}
+	assert.Equal(t, []string{"a"}, list("tier=gold"))
+	assert.Equal(t, []string{"a"}, list("tier==gold"))
+	assert.Equal(t, []string{"b", "c"}, list("tier!=gold"), "!= matches objects without the key, as in Kubernetes")
+	assert.Equal(t, []string{"a", "b"}, list("tier in (gold,silver)"))
+	assert.Equal(t, []string{"b", "c"}, list("tier notin (gold)"))
+	assert.Equal(t, []string{"a", "b"}, list("tier"))
+	assert.Equal(t, []string{"c"}, list("!tier"))
+	for _, bad := range []string{"tier in (gold", "tier in gold", "ti er=gold", "=gold"} {
+		r := e.do("GET", path(types.KindMachineTemplate)+"?labelSelector="+url.QueryEscape(bad), adminTok, nil)
+		if assert.Equal(t, http.StatusBadRequest, r.code, bad) {
+			assert.Equal(t, "labelSelector", r.errBody(t).Field)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	events, res := e.openStream(ctx, path(types.KindMachineTemplate)+"?watch=true&labelSelector="+url.QueryEscape("tier=gold"), adminTok)
+	defer res.Body.Close()
+	assert.Equal(t, "a", nextPut(t, events).Name, "the snapshot holds only what matches")
+	o := minimal(types.KindMachineTemplate, "a")
+	o["metadata"].(map[string]any)["labels"] = map[string]any{"tier": "bronze"}
+	require.Equal(t, http.StatusOK, e.do("PUT", path(types.KindMachineTemplate, "a"), adminTok, o).code)
+	for {
+		ev := next(t, events)
+		if ev.name == WatchPut {
+			assert.Failf(t, "a put of an object that does not match", "%s", ev.data.Name)
+		}
+		if ev.name == WatchDelete {
+			assert.Equal(t, "a", ev.data.Name, "it stopped matching: deleted, to this stream")
+			break
+		}
+	}
 }

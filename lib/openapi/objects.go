@@ -3,6 +3,7 @@ package openapi
 import (
 	"crypto/subtle"
 	"errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"net/http"
 	"strings"
 	"time"
@@ -116,24 +117,16 @@ func prepareUpdate(o, stored types.Object) {
 	}
 }
 
-// parseSelector parses "k=v,k2=v2" (also "k==v").
-func parseSelector(s string) (map[string]string, error) {
-	if strings.TrimSpace(s) == "" {
-		return nil, nil
+// parseSelector parses a labelSelector in Kubernetes' syntax (=, ==, !=,
+// in, notin, key, !key; comma-separated, all must hold) with
+// Kubernetes' own parser; anything it cannot parse is a 400 naming
+// labelSelector. Empty selects everything.
+func parseSelector(s string) (labels.Selector, error) {
+	sel, err := labels.Parse(s)
+	if err != nil {
+		return nil, badRequest("labelSelector", "%v", err)
 	}
-	out := map[string]string{}
-	for part := range strings.SplitSeq(s, ",") {
-		k, v, ok := strings.Cut(part, "=")
-		k, v = strings.TrimSpace(k), strings.TrimSpace(strings.TrimPrefix(v, "="))
-		if !ok || k == "" {
-			return nil, badRequest("labelSelector", "want key=value[,key=value...], got %q", part)
-		}
-		if prev, dup := out[k]; dup && prev != v {
-			return nil, badRequest("labelSelector", "key %q given twice", k)
-		}
-		out[k] = v
-	}
-	return out, nil
+	return sel, nil
 }
 
 // parseIfMatch reads an If-Match header: a version, optionally quoted (an

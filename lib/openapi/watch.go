@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"k8s.io/apimachinery/pkg/labels"
 	"net/http"
 	"slices"
 	"strconv"
@@ -61,7 +62,12 @@ func (s *Server) watchEvents(c *gin.Context) {
 			}
 		}
 	}
-	s.stream(c, p, kinds)
+	sel, err := parseSelector(c.Query("labelSelector"))
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	s.stream(c, p, kinds, sel)
 }
 
 // watchFrom reads the resume point: ?since= or the Last-Event-ID header.
@@ -83,18 +89,21 @@ func watchFrom(c *gin.Context) (uint64, error) {
 // stream serves kinds' changes as server-sent events until the client goes away,
 // the server shuts down or the store closes. Without a resume point it starts
 // with every current object (and recent deletions), from the store's replay.
-func (s *Server) stream(c *gin.Context, p Principal, kinds []string) {
+func (s *Server) stream(c *gin.Context, p Principal, kinds []string, sel labels.Selector) {
 	since, err := watchFrom(c)
 	if err != nil {
 		s.writeErr(c, err)
 		return
 	}
 	f := &streamFilter{p: p, sight: s.sight(p), kinds: map[string]bool{}}
+	if sel != nil && !sel.Empty() {
+		f.sel, f.matched = sel, map[string]bool{}
+	}
 	for _, k := range kinds {
 		f.kinds[k] = true
 	}
 	resync := false
-	if f.tracksOwners() && since > 0 {
+	if (f.tracksOwners() || f.sel != nil) && since > 0 {
 		// Deletions carry no object, so whose they were is known only for objects
 		// this stream has seen. A resumed stream cannot tell for older ones: ask
 		// the client to list again and go on from now.
@@ -226,6 +235,11 @@ type streamFilter struct {
 	sight *sight
 	kinds map[string]bool
 	known map[string]bool // kind/name
+	// sel, when set, is the stream's labelSelector; matched are the objects
+	// it has sent that matched it (one that stops matching is sent as
+	// deleted, as Kubernetes' watch does).
+	sel     labels.Selector
+	matched map[string]bool
 }
 
 // tracksOwners reports whether the filter must know whose objects are deleted.
@@ -295,6 +309,24 @@ func (f *streamFilter) apply(ev store.Event, warn func(string, ...any)) (WatchEv
 			}
 			f.known[key] = true
 		}
+		if f.sel != nil {
+			if obj == nil {
+				var err error
+				if obj, err = store.Decode(rec); err != nil {
+					warn("watch: undecodable record", "kind", rec.Kind, "name", rec.Name, "err", err)
+					return WatchEvent{}, false
+				}
+			}
+			if !f.sel.Matches(labels.Set(obj.Meta().Labels)) {
+				if f.matched[key] {
+					delete(f.matched, key)
+					out.Type = WatchDelete
+					return out, true
+				}
+				return WatchEvent{}, false
+			}
+			f.matched[key] = true
+		}
 		data, err := present(f.p, rec, obj)
 		if err != nil {
 			warn("watch: unassembled record", "kind", rec.Kind, "name", rec.Name, "err", err)
@@ -308,6 +340,12 @@ func (f *streamFilter) apply(ev store.Event, warn func(string, ...any)) (WatchEv
 				return WatchEvent{}, false
 			}
 			delete(f.known, key)
+		}
+		if f.sel != nil {
+			if !f.matched[key] {
+				return WatchEvent{}, false
+			}
+			delete(f.matched, key)
 		}
 		out.Type = WatchDelete
 		return out, true
