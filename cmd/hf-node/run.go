@@ -142,6 +142,7 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 		},
 		ActivityResolution: cfg.Scheduler.ActivityResolution,
 		MinMachine:         types.Resources{CPU: cfg.Scheduler.MinCPU, RAMGB: cfg.Scheduler.MinRAMGB},
+		MaxRebinds:         cfg.Scheduler.MaxRebinds,
 		SoftwareVersion:    version,
 	}, log, st, instances, mem)
 	if err != nil {

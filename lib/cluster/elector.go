@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -245,7 +246,14 @@ func (el *elector) reconcile(now time.Time, name string) {
 	if t, ok := el.n.template(c.Spec.MachineTemplate); ok && t.Spec.OnNodeLoss != "" {
 		policy = t.Spec.OnNodeLoss
 	}
+	capped := policy == types.LostRebind && el.n.cfg.MaxRebinds > 0 && cs.Election.Rebinds >= el.n.cfg.MaxRebinds
+	if capped {
+		policy = types.LostFail
+	}
 	d := scheduler.DecideClaim(cs, c.Status.Phase, lost, policy, el.n.view.alive, el.n.view.quorum())
+	if capped && d.Action == scheduler.FailLost {
+		d.Reason += fmt.Sprintf("; bound again %d times after its machine died, hf gives up (scheduler.max_rebinds)", cs.Election.Rebinds)
+	}
 	el.n.log.Debug("claim decision", "claim", name, "phase", c.Status.Phase, "action", d.Action, "round", d.Round, "exclude", d.Exclude, "accepted_by", d.AcceptedBy)
 	switch d.Action {
 	case scheduler.Forget, scheduler.Wait:
@@ -257,7 +265,11 @@ func (el *elector) reconcile(now time.Time, name string) {
 	case scheduler.Rebind, scheduler.FailLost:
 		el.forget(now, name)
 		if el.n.view.mine(name) {
-			el.writeElection(name, types.ClaimElection{Round: d.Round, Failed: d.Action == scheduler.FailLost, Reason: d.Reason, At: now})
+			e := types.ClaimElection{Round: d.Round, Failed: d.Action == scheduler.FailLost, Reason: d.Reason, At: now}
+			if d.Action == scheduler.Rebind {
+				e.Rebinds = cs.Election.Rebinds + 1
+			}
+			el.writeElection(name, e)
 			el.n.log.Info("claim handed back", "claim", name, "round", d.Round, "failed", d.Action == scheduler.FailLost, "reason", d.Reason)
 		}
 	case scheduler.Elect:
@@ -369,9 +381,19 @@ func (el *elector) answered(now time.Time, m Message) {
 	el.execute(el.e.Step(now, scheduler.Declined{Claim: m.Claim, Node: m.Node, Round: m.Round, Reason: m.Reason, Fresh: fresh}))
 }
 
+// carryRebinds keeps the claim's count of rebinds in a new election facet
+// that does not set its own.
+func carryRebinds(c *types.MachineClaim, e *types.ClaimElection) {
+	if cur := c.Status.Election; cur != nil && e.Rebinds < cur.Rebinds {
+		e.Rebinds = cur.Rebinds
+	}
+}
+
 // writeElection writes a claim's election facet.
 func (el *elector) writeElection(claim string, e types.ClaimElection) {
 	_, err := store.UpdateFacet(el.n.st, types.KindMachineClaim, claim, types.FacetElection, func(c *types.MachineClaim) error {
+		e := e
+		carryRebinds(c, &e)
 		if cur := c.Status.Election; cur != nil && *cur == e {
 			return store.ErrNoChange
 		}
@@ -394,7 +416,9 @@ func (el *elector) fail(name, reason string) {
 		if last := c.Status.Reason; last != "" && !strings.Contains(reason, last) {
 			reason += "; last: " + last
 		}
-		c.Status.Election = &types.ClaimElection{Round: el.n.claimState(c).Round(), Failed: true, Reason: reason, At: now}
+		e := types.ClaimElection{Round: el.n.claimState(c).Round(), Failed: true, Reason: reason, At: now}
+		carryRebinds(c, &e)
+		c.Status.Election = &e
 		return nil
 	})
 	if err != nil && !isNotFound(err) && !errors.Is(err, store.ErrFenced) {
@@ -410,7 +434,9 @@ func (el *elector) setWaiting(name, reason string) {
 		if c.Status.Phase != types.ClaimRequested || c.Status.Reason == reason {
 			return store.ErrNoChange
 		}
-		c.Status.Election = &types.ClaimElection{Round: el.n.claimState(c).Round(), Reason: reason, At: el.n.cfg.Now()}
+		e := types.ClaimElection{Round: el.n.claimState(c).Round(), Reason: reason, At: el.n.cfg.Now()}
+		carryRebinds(c, &e)
+		c.Status.Election = &e
 		return nil
 	})
 	if err != nil && !isNotFound(err) && !errors.Is(err, store.ErrFenced) {

@@ -21,6 +21,8 @@ import (
 
 // testNode is one node with a test driver, on a data dir that survives restarts.
 type testNode struct {
+	// config, when set, changes the node's config before it starts.
+	config func(*Config)
 	t      *testing.T
 	name   string
 	dir    string
@@ -53,8 +55,11 @@ func (tn *testNode) start() {
 	require.NoError(t, err)
 	drv := testdriver.New(drivers.Env{Instance: "test", DataDir: filepath.Join(tn.dir, "test"), NodeName: tn.name, Log: log})
 	require.NoError(t, drv.Prepare(context.Background(), []byte(tn.driver)))
-	n, err := New(Config{Name: tn.name, OfferTimeout: time.Second, ResyncInterval: time.Second}, log, st,
-		[]Instance{{Name: "test", Type: "test", Driver: drv}}, nil)
+	cfg := Config{Name: tn.name, OfferTimeout: time.Second, ResyncInterval: time.Second}
+	if tn.config != nil {
+		tn.config(&cfg)
+	}
+	n, err := New(cfg, log, st, []Instance{{Name: "test", Type: "test", Driver: drv}}, nil)
 	require.NoError(t, err)
 	require.NoError(t, n.Start(context.Background()))
 	tn.st, tn.drv, tn.node = st, drv, n

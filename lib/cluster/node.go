@@ -62,6 +62,9 @@ type Config struct {
 	// MinMachine is the least a machine counts for in capacity, whatever
 	// its template says (scheduler.min_cpu, min_ram_gb).
 	MinMachine types.Resources
+	// MaxRebinds is how many times a claim whose machine died is bound
+	// again before it fails instead (scheduler.max_rebinds; 0: no cap).
+	MaxRebinds int
 }
 
 func (c *Config) defaults() {

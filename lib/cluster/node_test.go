@@ -164,3 +164,35 @@ func TestDeadMachineIsReportedAndRebound(t *testing.T) {
 	}, 5*time.Second, 5*time.Millisecond)
 	assert.Eventually(t, func() bool { return testdriver.Held(tn.drv) == 1 }, 5*time.Second, 5*time.Millisecond)
 }
+
+// A claim whose machine keeps dying (an entry that exits at once) is bound
+// again at most MaxRebinds times, then fails saying why; it is not re-bound
+// for ever (security issue, item 8).
+func TestRebindsAreCapped(t *testing.T) {
+	tn := &testNode{t: t, name: "n1", dir: t.TempDir(), driver: `{"cpus": 4, "ram_gb": 8}`, config: func(c *Config) { c.MaxRebinds = 2 }}
+	tn.start()
+	t.Cleanup(tn.stop)
+	tn.put(template("small", 1, 1, `{}`))
+	tn.put(claim("c", "small", time.Minute))
+	var machines []string
+	for kill := 0; kill < 3; kill++ {
+		var got *types.MachineClaim
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			var err error
+			got, err = store.Get[types.MachineClaim](tn.st, types.KindMachineClaim, "c")
+			require.NoError(c, err)
+			require.Equal(c, types.ClaimBound, got.Status.Phase)
+			assert.NotContains(c, machines, got.Status.Machine)
+		}, 10*time.Second, 5*time.Millisecond)
+		machines = append(machines, got.Status.Machine)
+		m, err := store.Get[types.Machine](tn.st, types.KindMachine, got.Status.Machine)
+		require.NoError(t, err)
+		// The machine dies behind the node's back.
+		require.NoError(t, tn.drv.Deallocate(context.Background(), m.Status.Resource))
+		tn.node.acc.checkHealth(context.Background(), tn.node.acc.all())
+	}
+	c := tn.waitPhase("c", types.ClaimFailed)
+	assert.Contains(t, c.Status.Reason, "bound again 2 times after its machine died, hf gives up (scheduler.max_rebinds)")
+	assert.Contains(t, c.Status.Reason, "driver test no longer holds it", "and what happened to the machine")
+	assert.Eventually(t, func() bool { return testdriver.Held(tn.drv) == 0 }, 5*time.Second, 5*time.Millisecond)
+}

@@ -224,6 +224,10 @@ type SchedulerConfig struct {
 	// 0.05 and 0.05.
 	MinCPU   float64 `mapstructure:"min_cpu" yaml:"min_cpu"`
 	MinRAMGB float64 `mapstructure:"min_ram_gb" yaml:"min_ram_gb"`
+	// MaxRebinds is how many times a claim whose machine died (an entry that
+	// exits at once, a node lost) is bound again before it fails with the
+	// reason; 0 is no cap. Default: 5.
+	MaxRebinds int `mapstructure:"max_rebinds" yaml:"max_rebinds"`
 }
 
 // DebugConfig configures the node's debug endpoints.
@@ -328,6 +332,7 @@ func defaults(dataDir string) Config {
 			ActivityResolution: DefaultActivityResolution,
 			MinCPU:             0.05,
 			MinRAMGB:           0.05,
+			MaxRebinds:         5,
 		},
 		Store:          StoreConfig{GCInterval: DefaultGCInterval, TombstoneTTL: DefaultTombstoneTTL},
 		Drivers:        defaultDrivers(),

@@ -80,6 +80,7 @@ func wantDefaults() config.Config {
 			ActivityResolution: time.Minute,
 			MinCPU:             0.05,
 			MinRAMGB:           0.05,
+			MaxRebinds:         5,
 		},
 		Store:          config.StoreConfig{GCInterval: 5 * time.Minute, TombstoneTTL: 24 * time.Hour},
 		Drivers:        []config.DriverConfig{{Name: "test"}},
@@ -168,6 +169,7 @@ func TestLoadFileRoundTrip(t *testing.T) {
 			ActivityResolution: 30 * time.Second,
 			MinCPU:             0.1,
 			MinRAMGB:           0.25,
+			MaxRebinds:         2,
 		},
 		Store: config.StoreConfig{GCInterval: time.Hour, TombstoneTTL: 48 * time.Hour, SyncWrites: true},
 		Drivers: []config.DriverConfig{

@@ -181,6 +181,9 @@ func (s *SchedulerConfig) validate(p *problems) {
 	positive(p, "scheduler.pool_max_assigned", s.PoolMaxAssigned)
 	positive(p, "scheduler.pool_max_age", s.PoolMaxAge)
 	positive(p, "scheduler.activity_resolution", s.ActivityResolution)
+	if s.MaxRebinds < 0 {
+		p.addf("scheduler.max_rebinds", "must not be negative, got %d", s.MaxRebinds)
+	}
 	for f, v := range map[string]float64{"scheduler.min_cpu": s.MinCPU, "scheduler.min_ram_gb": s.MinRAMGB} {
 		if !(v > 0 && v <= 64) {
 			p.addf(f, "must be above 0 and at most 64, got %v", v)

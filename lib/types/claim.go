@@ -96,6 +96,10 @@ type ClaimElection struct {
 	Failed bool `json:"failed,omitempty"`
 	// Reason says why the claim waits, was handed back, or failed.
 	Reason string `json:"reason,omitempty"`
+	// Rebinds counts the times the claim's machine died (or its node was
+	// lost) and the claim was bound again; past scheduler.max_rebinds the
+	// claim fails instead.
+	Rebinds int `json:"rebinds,omitempty"`
 	// At is when the elector wrote it.
 	At time.Time `json:"at,omitzero"`
 }
