@@ -18,7 +18,7 @@ func (s *Server) routes(e *gin.Engine) {
 	e.GET("/openapi.yaml", s.getSpec)
 	e.GET("/metrics", s.metrics.handler)
 
-	api := e.Group(apiPrefix, s.authenticate)
+	api := e.Group(apiPrefix, s.authenticate, s.audit)
 	api.GET("/whoami", s.whoami)
 	api.GET("/events", s.watchEvents)
 	for _, kind := range types.Kinds() {
@@ -33,6 +33,18 @@ func (s *Server) routes(e *gin.Engine) {
 	api.POST("/nodes/:name/drain", s.drain)
 	api.POST("/nodes/:name/undrain", s.undrain)
 	api.POST("/sessions/:name/keepalive", s.keepalive)
+}
+
+// audit logs every write through the API with who made it (the token's
+// name, role and user) and how it ended.
+func (s *Server) audit(c *gin.Context) {
+	c.Next()
+	if m := c.Request.Method; m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions {
+		return
+	}
+	p := principal(c)
+	s.log.Info("api write", "method", c.Request.Method, "path", c.Request.URL.Path, "status", c.Writer.Status(),
+		"token", p.Name, "role", p.Role, "user", p.User)
 }
 
 // kindRoutes are the handlers of one kind's collection and items.
