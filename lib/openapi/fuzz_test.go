@@ -88,8 +88,17 @@ func FuzzDecodeObject(f *testing.F) {
 			}
 		}
 		if rec.Code == http.StatusCreated {
-			// Keep the store small and the name free.
-			if d := call("DELETE", path(kind, "fuzz"), nil); d.Code != http.StatusOK {
+			// Keep the store small and the name free: delete what was made
+			// (the body may name another object than "fuzz").
+			var made struct {
+				Metadata struct {
+					Name string `json:"name"`
+				} `json:"metadata"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &made); err != nil || made.Metadata.Name == "" {
+				t.Fatalf("create answered without a name: %s", rec.Body)
+			}
+			if d := call("DELETE", path(kind, made.Metadata.Name), nil); d.Code != http.StatusOK {
 				t.Fatalf("delete after create -> %d %s", d.Code, d.Body)
 			}
 		}
