@@ -45,13 +45,19 @@ func (c *Client) Get(ctx context.Context, kind, name string) (types.Object, erro
 // List returns the objects of kind whose labels carry every key=value of
 // selector (all of them when selector is empty).
 func (c *Client) List(ctx context.Context, kind string, selector map[string]string) ([]types.Object, error) {
+	return c.ListSelected(ctx, kind, FormatSelector(selector))
+}
+
+// ListSelected returns the objects of kind that a label selector in
+// Kubernetes' syntax selects ("tier!=gold,zone in (a,b)"; "" selects all).
+func (c *Client) ListSelected(ctx context.Context, kind, selector string) ([]types.Object, error) {
 	kind, err := NormalizeKind(kind)
 	if err != nil {
 		return nil, err
 	}
 	query := url.Values{"limit": {strconv.Itoa(c.listPage())}}
-	if sel := FormatSelector(selector); sel != "" {
-		query.Set("labelSelector", sel)
+	if selector != "" {
+		query.Set("labelSelector", selector)
 	}
 	var out []types.Object
 	for {

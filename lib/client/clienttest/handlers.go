@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"k8s.io/apimachinery/pkg/labels"
 	"net/http"
 	"sort"
 	"strconv"
@@ -70,17 +71,10 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		s.stream(w, r, map[string]bool{kind: true})
 		return
 	}
-	sel := map[string]string{}
-	for _, part := range strings.Split(r.URL.Query().Get("labelSelector"), ",") {
-		if part == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(part, "=")
-		if !ok {
-			writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("bad label selector %q", part), "labelSelector")
-			return
-		}
-		sel[k] = v
+	sel, err := labels.Parse(r.URL.Query().Get("labelSelector"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("bad label selector: %v", err), "labelSelector")
+		return
 	}
 	limit, _ := strconv.Atoi(r.URL.Query().Get("limit")) // 0: no limit
 	after := r.URL.Query().Get("continue")
@@ -102,7 +96,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		raw := s.objects[kind][n]
-		if types.MatchLabels(sel, mustDecode(kind, raw).Meta().Labels) {
+		if sel.Matches(labels.Set(mustDecode(kind, raw).Meta().Labels)) {
 			items = append(items, raw)
 			last = n
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"k8s.io/apimachinery/pkg/labels"
 	"strings"
 	"time"
 
@@ -46,19 +47,14 @@ func newResourceCmd(f *Factory, res *resource) *cobra.Command {
 	return c
 }
 
-// parseSelectors merges repeated --selector values ("k=v,k2=v2").
-func parseSelectors(values []string) (map[string]string, error) {
-	out := map[string]string{}
-	for _, v := range values {
-		m, err := client.ParseSelector(v)
-		if err != nil {
-			return nil, usageErrorf("--selector: %v", err)
-		}
-		for k, val := range m {
-			out[k] = val
-		}
+// parseSelectors joins repeated --selector values, each a label selector
+// in Kubernetes' syntax ("tier!=gold,zone in (a,b)"): all must hold.
+func parseSelectors(values []string) (labels.Selector, error) {
+	sel, err := labels.Parse(strings.Join(values, ","))
+	if err != nil {
+		return nil, usageErrorf("--selector: %v", err)
 	}
-	return out, nil
+	return sel, nil
 }
 
 // listOptions are the options of `<resource> list`.
@@ -77,7 +73,7 @@ func newListCmd(f *Factory, res *resource) *cobra.Command {
 		Args:    noArgs,
 		RunE:    func(c *cobra.Command, _ []string) error { return runList(c.Context(), opts) },
 	}
-	c.Flags().StringArrayVarP(&opts.selectors, "selector", "l", nil, "only objects with these labels (k=v,k2=v2; repeatable)")
+	c.Flags().StringArrayVarP(&opts.selectors, "selector", "l", nil, "only objects a label selector selects (k=v, k!=v, k in (a,b), k, !k; comma-separated and repeatable: all must hold)")
 	return c
 }
 
@@ -92,7 +88,7 @@ func runList(ctx context.Context, opts *listOptions) error {
 	}
 	ctx, cancel := opts.f.requestContext(ctx)
 	defer cancel()
-	objs, err := c.List(ctx, opts.res.Kind, sel)
+	objs, err := c.ListSelected(ctx, opts.res.Kind, sel.String())
 	if err != nil {
 		return err
 	}
@@ -245,7 +241,7 @@ func newWatchCmd(f *Factory, res *resource) *cobra.Command {
 		RunE:  func(c *cobra.Command, _ []string) error { return runWatch(c.Context(), opts) },
 	}
 	c.Flags().Uint64Var(&opts.since, "since", 0, "replay changes after this server sequence number")
-	c.Flags().StringArrayVarP(&opts.selectors, "selector", "l", nil, "only objects with these labels (k=v,k2=v2; repeatable)")
+	c.Flags().StringArrayVarP(&opts.selectors, "selector", "l", nil, "only objects a label selector selects (k=v, k!=v, k in (a,b), k, !k; comma-separated and repeatable: all must hold)")
 	return c
 }
 
@@ -268,7 +264,7 @@ func runWatch(ctx context.Context, opts *watchOptions) error {
 		switch {
 		case ev.Type == client.EventError:
 			return fmt.Errorf("watch %s: %w", types.Plural(opts.res.Kind), ev.Err)
-		case ev.Object != nil && !types.MatchLabels(sel, ev.Object.Meta().Labels):
+		case ev.Object != nil && !sel.Matches(labels.Set(ev.Object.Meta().Labels)):
 			continue
 		}
 		if err := p.event(opts.res, ev); err != nil {

@@ -60,9 +60,21 @@ func TestListSelector(t *testing.T) {
 	require.Len(t, got, 2)
 	assert.True(t, strings.HasPrefix(got[1], "c2\t"))
 
-	r = c.run("claim", "list", "--selector", "team")
+	// Kubernetes' syntax in full.
+	for sel, want := range map[string]string{"team!=b": "c1\t", "team in (a,x)": "c1\t", "team notin (a)": "c2\t"} {
+		r = c.run("claim", "list", "-l", sel)
+		require.Equal(t, 0, r.code, r.err)
+		got = lines(r.out)
+		require.Len(t, got, 2, sel)
+		assert.True(t, strings.HasPrefix(got[1], want), "%s: %s", sel, got[1])
+	}
+	r = c.run("claim", "list", "-l", "team", "-l", "!nope")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Len(t, lines(r.out), 3, "repeated selectors all hold")
+
+	r = c.run("claim", "list", "--selector", "team in (a")
 	assert.Equal(t, ExitUsage, r.code)
-	assert.Contains(t, r.err, "want key=value")
+	assert.Contains(t, r.err, "--selector")
 }
 
 func TestListJSONAndYAML(t *testing.T) {
