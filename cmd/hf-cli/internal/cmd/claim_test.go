@@ -119,6 +119,17 @@ func TestClaimCreateWaitTimesOut(t *testing.T) {
 	assert.Contains(t, r.err, `hf-cli: timed out after 300ms waiting for claim "c1" to be bound (phase Requested)`)
 }
 
+// A wait that times out says what the claim itself says it waits for.
+func TestClaimCreateWaitTimesOutWithTheReason(t *testing.T) {
+	c := newCLI(t)
+	run := c.start(context.Background(), "claim", "create", "c1", "--template", "huge", "--wait", "--wait-timeout", "500ms")
+	flipWhenWatched(t, c, "c1", true, types.MachineClaimStatus{
+		Phase: types.ClaimRequested, Reason: "no node has room for template huge (needs 64 CPUs); it waits for capacity",
+	})
+	assert.Equal(t, ExitTimeout, run.wait(t))
+	assert.Contains(t, run.err.String(), `waiting for claim "c1" to be bound (phase Requested: no node has room for template huge (needs 64 CPUs); it waits for capacity)`)
+}
+
 func TestClaimCreateWaitClaimDeleted(t *testing.T) {
 	c := newCLI(t)
 	run := c.start(context.Background(), "claim", "create", "c1", "--template", "small", "--wait")

@@ -20,12 +20,14 @@ import (
 
 // cli runs hf-cli in-process against a fake API server.
 type cli struct {
-	t        *testing.T
-	srv      *clienttest.Server
-	env      map[string]string
-	terminal bool
-	stdin    string
-	rand     io.Reader
+	// localToken is Env.LocalToken (nil: no node on this host).
+	localToken func() (string, error)
+	t          *testing.T
+	srv        *clienttest.Server
+	env        map[string]string
+	terminal   bool
+	stdin      string
+	rand       io.Reader
 	// now is the commands' clock (nil: time.Now).
 	now func() time.Time
 	// transport, when set, carries the commands' API requests, so a test can
@@ -101,6 +103,7 @@ func (c *cli) start(ctx context.Context, args ...string) *running {
 	if c.transport != nil {
 		env.HTTPClient = &http.Client{Transport: c.transport}
 	}
+	env.LocalToken = c.localToken
 	go func() { r.done <- Main(ctx, env, args) }()
 	return r
 }

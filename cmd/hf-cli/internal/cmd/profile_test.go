@@ -147,3 +147,26 @@ func TestDefaultEndpointWithoutConfig(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, filepath.Join(home, "hf"), dir)
 }
+
+// With no token given, hf-cli talking to a node on this host (a loopback
+// endpoint) takes the admin token from that node's data dir, so a new user
+// needs no `export HF_TOKEN=...`; for another host it does not.
+func TestLocalNodeToken(t *testing.T) {
+	c := newCLI(t)
+	delete(c.env, "HF_TOKEN")
+	read := 0
+	c.localToken = func() (string, error) { read++; return clienttest.Token, nil }
+	r := c.run("claim", "list")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Equal(t, 1, read)
+
+	c.localToken = func() (string, error) { return "", os.ErrNotExist }
+	r = c.run("claim", "list")
+	assert.Equal(t, ExitAuth, r.code, "no token anywhere: the server says 401")
+
+	assert.True(t, isLoopback("http://127.0.0.1:7700"))
+	assert.True(t, isLoopback("https://localhost:7700"))
+	assert.True(t, isLoopback("http://[::1]:7700"))
+	assert.False(t, isLoopback("http://10.0.0.2:7700"))
+	assert.False(t, isLoopback("http://hf.example.com:7700"))
+}

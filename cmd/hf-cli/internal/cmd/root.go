@@ -7,9 +7,14 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"github.com/hf-fleet/hf/lib/config"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/mattn/go-isatty"
@@ -45,6 +50,10 @@ type Env struct {
 	// HTTPClient sends API requests (nil: a default client).
 	HTTPClient *http.Client
 	Version    string
+	// LocalToken reads the admin token a node on this host keeps in its
+	// data dir (nil: none); hf-cli uses it for a loopback endpoint when no
+	// token is given.
+	LocalToken func() (string, error)
 }
 
 // OSEnv is the Env of a real process.
@@ -60,6 +69,7 @@ func OSEnv(version string) Env {
 		Rand:          rand.Reader,
 		HTTPClient:    &http.Client{Transport: http.DefaultTransport},
 		Version:       version,
+		LocalToken:    localToken,
 	}
 }
 
@@ -188,6 +198,13 @@ func (f *Factory) Client() (*client.Client, error) {
 	if endpoint == "" {
 		endpoint = DefaultEndpoint
 	}
+	if f.tokenUsed == "" && f.LocalToken != nil && isLoopback(endpoint) {
+		// A node on this very host: its token is in its data dir, which
+		// this user can read if it is theirs (root's is root's).
+		if tok, err := f.LocalToken(); err == nil {
+			f.tokenUsed = tok
+		}
+	}
 	c, err := f.clientFor(endpoint)
 	if err != nil {
 		return nil, err
@@ -254,4 +271,33 @@ func (f *Factory) printer() *printer {
 func flagSet(fs *pflag.FlagSet, name string) bool {
 	fl := fs.Lookup(name)
 	return fl != nil && fl.Changed
+}
+
+// localToken reads <data dir>/admin.token of a node run by this user with
+// the default data dir (HF_DATA_DIR when set).
+func localToken() (string, error) {
+	dir := os.Getenv("HF_DATA_DIR")
+	if dir == "" {
+		dir = config.DefaultDataDir(os.Geteuid(), os.Getenv)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "admin.token"))
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// isLoopback reports whether endpoint's host is this host's loopback.
+func isLoopback(endpoint string) bool {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return false
+	}
+	switch h := u.Hostname(); h {
+	case "localhost":
+		return true
+	default:
+		ip := net.ParseIP(h)
+		return ip != nil && ip.IsLoopback()
+	}
 }

@@ -177,6 +177,9 @@ func waitClaim(ctx context.Context, f *Factory, c *client.Client, name string, t
 		state := "no phase yet"
 		if last != nil && last.Status.Phase != "" {
 			state = "phase " + string(last.Status.Phase)
+			if r := last.Status.Reason; r != "" {
+				state += ": " + r // what the claim says it waits for
+			}
 		}
 		err = fmt.Errorf("%w after %s waiting for claim %q to be bound (%s)", errTimeout, timeout, name, state)
 		if lastErr != nil {
