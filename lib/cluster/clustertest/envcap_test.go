@@ -27,14 +27,7 @@ func TestEnvironmentCapHolds(t *testing.T) {
 		c := Claim(fmt.Sprintf("e%d", i), "one", time.Minute)
 		c.Spec.Environment = "lab"
 		return c
-	}, func(h *Host) (n int) {
-		for _, m := range h.Machines() {
-			if m.Live() && m.Spec.Environment == "lab" {
-				n++
-			}
-		}
-		return n
-	})
+	}, func(m *types.Machine) bool { return m.Spec.Environment == "lab" })
 	for name, c := range f.Hosts[0].Claims() {
 		if c.Status.Phase == types.ClaimRequested {
 			assert.Contains(t, c.Status.Reason, "environment lab holds its capacity of 3 machines of template one", name)
