@@ -18,7 +18,8 @@ func (d *duties) reconcileCode(name string) time.Duration {
 		return 0
 	}
 	now := n.cfg.Now()
-	if state, cond := codeStatus(code, now); code.Status.Status != state || !hasCondition(code.Status.Conditions, cond) {
+	state, cond := codeStatus(code, now)
+	if _, changed := code.Status.Conditions.Set(cond, now); code.Status.Status != state || changed {
 		_, err := store.UpdateFacet(n.st, types.KindAccessCode, name, types.FacetStatus, func(o *types.AccessCode) error {
 			state, cond := codeStatus(o, now)
 			conds, changed := o.Status.Conditions.Set(cond, now)
@@ -48,12 +49,6 @@ func codeStatus(code *types.AccessCode, now time.Time) (types.AccessCodeState, t
 		c.Status = types.ConditionTrue
 	}
 	return state, c
-}
-
-// hasCondition reports whether cs holds c (type, status, reason, message).
-func hasCondition(cs types.Conditions, c types.Condition) bool {
-	cur := cs.Get(c.Type)
-	return cur != nil && cur.Status == c.Status && cur.Reason == c.Reason && cur.Message == c.Message
 }
 
 // codeReason says in words why code is as it is at now.

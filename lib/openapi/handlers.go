@@ -209,15 +209,7 @@ func (k kindRoutes) create(c *gin.Context) {
 		s.writeErr(c, err)
 		return
 	}
-	if err := s.checkClaimMetadata(obj); err != nil {
-		s.writeErr(c, err)
-		return
-	}
-	if err := s.checkConfiguration(obj); err != nil {
-		s.writeErr(c, err)
-		return
-	}
-	if err := s.checkCodeUnique(obj); err != nil {
+	if err := s.checkContent(obj); err != nil {
 		s.writeErr(c, err)
 		return
 	}
@@ -233,6 +225,19 @@ func (k kindRoutes) create(c *gin.Context) {
 		return
 	}
 	s.writeRecord(c, http.StatusCreated, rec)
+}
+
+// checkContent runs the checks of an object's content against the objects
+// it refers to, for a create and an update alike: claim metadata against
+// its template, provider configuration against the Provider's items (and
+// the node's drivers), an access code's secret against the others'.
+func (s *Server) checkContent(obj types.Object) error {
+	for _, check := range []func(types.Object) error{s.checkClaimMetadata, s.checkConfiguration, s.checkCodeUnique} {
+		if err := check(obj); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func validate(obj types.Object) error {
@@ -287,15 +292,7 @@ func (k kindRoutes) update(c *gin.Context) {
 			s.writeErr(c, err)
 			return
 		}
-		if err := s.checkClaimMetadata(obj); err != nil {
-			s.writeErr(c, err)
-			return
-		}
-		if err := s.checkConfiguration(obj); err != nil {
-			s.writeErr(c, err)
-			return
-		}
-		if err := s.checkCodeUnique(obj); err != nil {
+		if err := s.checkContent(obj); err != nil {
 			s.writeErr(c, err)
 			return
 		}
