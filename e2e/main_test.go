@@ -6,10 +6,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -148,6 +150,9 @@ func startNode(t testing.TB, dataDir string, extra ...string) *proc {
 				require.NoError(t, err)
 				p.Token = strings.TrimSpace(string(b))
 			}
+			if strings.Contains(l, "admin token: the cluster's") {
+				p.Token = joinedToken(t, p, args)
+			}
 		case <-deadline:
 			t.Fatalf("no token line:\n%s", p.out.String())
 		}
@@ -156,7 +161,39 @@ func startNode(t testing.TB, dataDir string, extra ...string) *proc {
 		for range lines {
 		}
 	}()
+	if p.Gossip != "" {
+		gossipTokens.Store(p.Gossip, p.Token)
+	}
 	return p
+}
+
+// gossipTokens maps the gossip address of every node started to its admin
+// token, for the nodes that join it.
+var gossipTokens sync.Map
+
+// joinedToken is the admin token of the cluster a node joined (that of
+// the node at its --join address), once the node has it: the cluster's
+// tokens reach a joining node by replication.
+func joinedToken(t testing.TB, p *proc, args []string) string {
+	t.Helper()
+	i := slices.Index(args, "--join")
+	require.True(t, i >= 0 && i+1 < len(args), "a node that prints no token of its own joined a cluster: %v", args)
+	tok, ok := gossipTokens.Load(args[i+1])
+	require.True(t, ok, "no node started at %s", args[i+1])
+	require.Eventually(t, func() bool {
+		req, err := http.NewRequest(http.MethodGet, p.API+"/api/v1/whoami", nil)
+		if err != nil {
+			return false
+		}
+		req.Header.Set("Authorization", "Bearer "+tok.(string))
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		res.Body.Close()
+		return res.StatusCode == http.StatusOK
+	}, 30*time.Second, 50*time.Millisecond, "the cluster's admin token reaches the joining node")
+	return tok.(string)
 }
 
 // stop sends SIGTERM and waits for a clean exit.

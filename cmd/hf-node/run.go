@@ -100,7 +100,7 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 		return err
 	}
 
-	token, created, err := openapi.LoadOrCreateAdminToken(cfg.DataDir, cfg.API.AdminToken)
+	admin, err := openapi.LoadOrCreateAdminToken(st, cfg.DataDir, cfg.API.AdminToken, len(cfg.Cluster.Join) > 0)
 	if err != nil {
 		return err
 	}
@@ -164,7 +164,7 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		node.Collector(), mem.Collector())
 	api, err := openapi.New(openapi.Config{
-		AdminToken: token, Tokens: apiTokens(cfg.API.Tokens), NodeName: name, Ready: node.Ready, Metrics: reg,
+		AdminToken: admin.Static, Tokens: apiTokens(cfg.API.Tokens), NodeName: name, Ready: node.Ready, Metrics: reg,
 		MaxClaimsPerUser: cfg.API.MaxClaimsPerUser, MaxStreamsPerToken: cfg.API.MaxStreamsPerToken,
 		MinMachine:       types.Resources{CPU: cfg.Scheduler.MinCPU, RAMGB: cfg.Scheduler.MinRAMGB},
 		ValidateTemplate: validateTemplate(instances),
@@ -180,10 +180,13 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 	fmt.Fprintf(stdout, "  api:      http://%s\n", apiAddr)
 	fmt.Fprintf(stdout, "  gossip:   %s\n", mem.Addr())
 	fmt.Fprintf(stdout, "  data dir: %s\n", cfg.DataDir)
-	if created {
-		fmt.Fprintf(stdout, "  admin token (shown once, saved to %s): %s\n", filepath.Join(cfg.DataDir, "admin.token"), token)
-	} else if cfg.API.AdminToken == "" {
-		fmt.Fprintf(stdout, "  admin token: in %s\n", filepath.Join(cfg.DataDir, "admin.token"))
+	switch {
+	case admin.Created:
+		fmt.Fprintf(stdout, "  admin token (shown once, saved to %s): %s\n", admin.Path, admin.Bearer)
+	case admin.Bearer != "":
+		fmt.Fprintf(stdout, "  admin token: in %s\n", admin.Path)
+	case cfg.API.AdminToken == "":
+		fmt.Fprintf(stdout, "  admin token: the cluster's (this node joined; its first node keeps one, hf-cli token create makes more)\n")
 	}
 
 	if a := cfg.Debug.PprofAddress; a != "" {

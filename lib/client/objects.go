@@ -238,3 +238,30 @@ func ParseSelector(s string) (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// CreateToken creates a token of a user and returns it with its bearer
+// string, which the server shows only in this answer.
+func (c *Client) CreateToken(ctx context.Context, tok *types.Token) (*types.Token, string, error) {
+	kind, body, err := encodeObject(tok)
+	if err != nil {
+		return nil, "", err
+	}
+	var raw map[string]json.RawMessage
+	if err := c.call(ctx, request{method: http.MethodPost, path: collection(kind), body: body}, &raw); err != nil {
+		return nil, "", err
+	}
+	var bearer string
+	if err := json.Unmarshal(raw["token"], &bearer); err != nil || bearer == "" {
+		return nil, "", fmt.Errorf("create token: the answer holds no bearer token")
+	}
+	delete(raw, "token")
+	rest, err := json.Marshal(raw)
+	if err != nil {
+		return nil, "", err
+	}
+	obj, err := DecodeObject(kind, rest)
+	if err != nil {
+		return nil, "", err
+	}
+	return obj.(*types.Token), bearer, nil
+}

@@ -102,6 +102,8 @@ type Role string
 const (
 	// RoleAdmin may do everything.
 	RoleAdmin Role = "admin"
+	// RoleOperator runs the fleet: every kind but users and tokens.
+	RoleOperator Role = "operator"
 	// RoleUser sees only its own claims and sessions and claims what its access
 	// codes allow.
 	RoleUser Role = "user"
@@ -113,7 +115,7 @@ type TokenConfig struct {
 	Name string `mapstructure:"name" yaml:"name"`
 	// Token is the bearer secret, at least 16 characters.
 	Token string `mapstructure:"token" yaml:"token"`
-	// Role is admin or user.
+	// Role is admin, operator or user.
 	Role Role `mapstructure:"role" yaml:"role"`
 	// User is the user the token acts as; empty means Name.
 	User string `mapstructure:"user" yaml:"user,omitempty"`

@@ -96,7 +96,7 @@ func TestLoadErrors(t *testing.T) {
 		{name: "short admin token", env: []string{"HF_ADMIN_TOKEN=short"},
 			want: []string{"config: api.admin_token: must be at least 16 characters", "(from HF_ADMIN_TOKEN)"}},
 		{name: "token role", content: "api: {tokens: [{name: ci, token: 0123456789abcdef, role: root}]}\n",
-			want: []string{`config: api.tokens[0].role: must be one of admin, user, got "root"`}},
+			want: []string{`config: api.tokens[0].role: must be one of admin, operator, user, got "root"`}},
 		{name: "token name", content: "api: {tokens: [{token: 0123456789abcdef, role: user}]}\n",
 			want: []string{"config: api.tokens[0].name: is required"}},
 		{name: "short token", content: "api: {tokens: [{name: ci, token: abc, role: user}]}\n",

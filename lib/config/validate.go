@@ -119,7 +119,7 @@ func (a *APIConfig) validate(p *problems) {
 			p.addf(f+".token", "same token as %s", other)
 		}
 		secrets[t.Token] = f + ".token"
-		oneOf(p, f+".role", t.Role, RoleAdmin, RoleUser)
+		oneOf(p, f+".role", t.Role, RoleAdmin, RoleOperator, RoleUser)
 	}
 }
 

@@ -5,33 +5,36 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
-	"github.com/hf-fleet/hf/lib/store"
 	"maps"
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
-// Roles of a token.
+// Roles of a token (see types.Roles).
 const (
-	RoleAdmin = "admin"
-	RoleUser  = "user"
+	RoleAdmin    = types.RoleAdmin
+	RoleOperator = types.RoleOperator
+	RoleUser     = types.RoleUser
 )
 
 // AdminUser is the user name of the admin token from Config.AdminToken.
 const AdminUser = "admin"
 
-// Token is one accepted bearer token.
+// Token is one static bearer token of this node's configuration (the
+// cluster's own tokens are Token objects, see tokens.go).
 type Token struct {
 	// Name identifies the token in logs and /whoami (never the secret).
 	Name string `json:"name" mapstructure:"name"`
 	// Token is the secret the client sends as "Authorization: Bearer <token>".
 	Token string `json:"token" mapstructure:"token"`
-	// Role is RoleAdmin or RoleUser.
+	// Role is RoleAdmin, RoleOperator or RoleUser.
 	Role string `json:"role" mapstructure:"role"`
 	// User is who the token acts as: spec.user of the user's claims and sessions.
 	// Required for RoleUser.
@@ -45,30 +48,49 @@ type Principal struct {
 	Role string `json:"role"`
 }
 
-// IsAdmin reports whether p may do everything.
+// IsAdmin reports whether p may do everything, users and tokens included.
 func (p Principal) IsAdmin() bool { return p.Role == RoleAdmin }
+
+// Staff reports whether p runs the fleet (an admin or an operator): sees
+// every object and writes every kind but users and tokens.
+func (p Principal) Staff() bool { return p.Role == RoleAdmin || p.Role == RoleOperator }
+
+// adminKind reports whether only admins read and write kind.
+func adminKind(kind string) bool { return kind == types.KindUser || kind == types.KindToken }
+
+// mayWrite reports whether p may create, change or delete objects of kind
+// at all (a user: only its own claims and sessions).
+func (p Principal) mayWrite(kind string) bool {
+	if adminKind(kind) {
+		return p.IsAdmin()
+	}
+	return p.Staff() || ownedKind(kind)
+}
 
 type tokenEntry struct {
 	sum [sha256.Size]byte
 	who Principal
 }
 
-// authenticator checks bearer tokens in constant time: the sent token is hashed
-// and compared with every known hash, so neither its length nor which token it
-// resembles shows in the timing.
+// authenticator checks bearer tokens: the static ones of the node's config
+// in constant time (the sent token is hashed and compared with every known
+// hash, so neither its length nor which token it resembles shows in the
+// timing), then the cluster's Token objects (tokens.go).
 type authenticator struct {
 	tokens []tokenEntry
+	st     *store.Store
+	now    func() time.Time
 }
 
-func newAuthenticator(admin string, tokens []Token) (*authenticator, error) {
-	a := &authenticator{}
+func newAuthenticator(admin string, tokens []Token, st *store.Store, now func() time.Time) (*authenticator, error) {
+	a := &authenticator{st: st, now: now}
 	seen := map[[sha256.Size]byte]string{}
 	add := func(t Token) error {
 		switch {
 		case t.Token == "":
 			return fmt.Errorf("token %q: empty secret", t.Name)
-		case t.Role != RoleAdmin && t.Role != RoleUser:
-			return fmt.Errorf("token %q: role must be %q or %q, got %q", t.Name, RoleAdmin, RoleUser, t.Role)
+		case !slices.Contains(types.Roles, t.Role):
+			return fmt.Errorf("token %q: role must be one of %v, got %q", t.Name, types.Roles, t.Role)
 		case t.Role == RoleUser && t.User == "":
 			return fmt.Errorf("token %q: role user needs a user", t.Name)
 		}
@@ -94,14 +116,13 @@ func newAuthenticator(admin string, tokens []Token) (*authenticator, error) {
 			return nil, err
 		}
 	}
-	if len(a.tokens) == 0 {
-		return nil, fmt.Errorf("no tokens: set an admin token")
-	}
 	return a, nil
 }
 
-// lookup returns the principal of the token, checking every entry.
-func (a *authenticator) lookup(token string) (Principal, bool) {
+// lookup returns the principal of the token: a static one (every entry is
+// checked) or a cluster Token; the error says why not, as the caller may
+// be told.
+func (a *authenticator) lookup(token string) (Principal, error) {
 	sum := sha256.Sum256([]byte(token))
 	var found Principal
 	ok := 0
@@ -111,7 +132,10 @@ func (a *authenticator) lookup(token string) (Principal, bool) {
 			ok = 1
 		}
 	}
-	return found, ok == 1
+	if ok == 1 {
+		return found, nil
+	}
+	return a.clusterToken(token)
 }
 
 const principalKey = "hf.principal"
@@ -125,9 +149,9 @@ func (s *Server) authenticate(c *gin.Context) {
 		s.writeErr(c, newErr(http.StatusUnauthorized, CodeUnauthorized, "", "missing bearer token"))
 		return
 	}
-	p, ok := s.auth.lookup(token)
-	if !ok {
-		s.writeErr(c, newErr(http.StatusUnauthorized, CodeUnauthorized, "", "invalid bearer token"))
+	p, err := s.auth.lookup(token)
+	if err != nil {
+		s.writeErr(c, newErr(http.StatusUnauthorized, CodeUnauthorized, "", "%v", err))
 		return
 	}
 	c.Set(principalKey, p)
@@ -170,7 +194,13 @@ func reservedMeta(m *types.ObjectMeta) error {
 
 // canRead reports whether p may list, get or watch kind at all.
 func canRead(p Principal, kind string) bool {
-	return p.IsAdmin() || kind != types.KindAccessCode
+	switch {
+	case adminKind(kind):
+		return p.IsAdmin()
+	case kind == types.KindAccessCode:
+		return p.Staff()
+	}
+	return true
 }
 
 // ownerOf returns spec.user of a claim or session, and false for other kinds.
@@ -199,7 +229,7 @@ func setOwner(o types.Object, user string) {
 func privateKind(kind string) bool { return ownedKind(kind) || kind == types.KindMachine }
 
 // sight is what one principal may see, for one request or stream: admins
-// everything, users every object of a readable kind but the claims and
+// everything, operators everything but users and tokens, users every object of a readable kind but the claims and
 // sessions of other users and the machines of other users' claims.
 type sight struct {
 	p  Principal
@@ -213,11 +243,11 @@ func (s *Server) sight(p Principal) *sight { return &sight{p: p, st: s.st} }
 
 // sees reports whether the principal may see o.
 func (v *sight) sees(o types.Object) bool {
-	if v.p.IsAdmin() {
-		return true
-	}
 	if !canRead(v.p, o.GetKind()) {
 		return false
+	}
+	if v.p.Staff() {
+		return true
 	}
 	if owner, ok := ownerOf(o); ok {
 		return owner == v.p.User
@@ -249,11 +279,14 @@ func (v *sight) userMachines() map[string]bool {
 	return v.machines
 }
 
-// present is rec as the principal may read it: a user does not see the
+// present is rec as the principal may read it: nobody sees a token's hash;
+// a user does not see the
 // secrets of access codes (a claim's or session's spec.accessCode) nor
 // which code or event a set is reserved for. obj is rec decoded, or nil.
 func present(p Principal, rec store.Record, obj types.Object) (json.RawMessage, error) {
-	if p.IsAdmin() || (rec.Kind != types.KindMachineClaim && rec.Kind != types.KindSession && rec.Kind != types.KindMachineSet) {
+	switch {
+	case rec.Kind == types.KindToken:
+	case p.Staff() || (rec.Kind != types.KindMachineClaim && rec.Kind != types.KindSession && rec.Kind != types.KindMachineSet):
 		return rec.JSON()
 	}
 	if obj == nil {
@@ -269,6 +302,8 @@ func present(p Principal, rec store.Record, obj types.Object) (json.RawMessage, 
 		v.Spec.AccessCode = ""
 	case *types.MachineSet:
 		v.Spec.AvailabilityConfiguration.Value = ""
+	case *types.Token:
+		v.Spec.Hash, v.Spec.Salt = "", ""
 	}
 	return json.Marshal(obj)
 }

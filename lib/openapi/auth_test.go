@@ -78,7 +78,6 @@ func TestNewRejectsBadTokens(t *testing.T) {
 		admin  string
 		tokens []Token
 	}{
-		{"none", "", nil},
 		{"empty secret", "a", []Token{{Name: "x", Role: RoleUser, User: "u"}}},
 		{"bad role", "a", []Token{{Name: "x", Token: "t", Role: "root"}}},
 		{"user without user", "a", []Token{{Name: "x", Token: "t", Role: RoleUser}}},
@@ -92,6 +91,8 @@ func TestNewRejectsBadTokens(t *testing.T) {
 	}
 	_, err := New(Config{Tokens: []Token{{Name: "ci", Token: "t", Role: RoleAdmin}}}, nil, st)
 	assert.NoError(t, err, "an admin token from the list is enough")
+	_, err = New(Config{}, nil, st)
+	assert.NoError(t, err, "no static token: the cluster's tokens only")
 }
 
 // TestUserRole checks the rules of role user against admin-created objects.

@@ -17,7 +17,7 @@ func (s *Server) undrain(c *gin.Context) { s.setMaintenance(c, false) }
 
 func (s *Server) setMaintenance(c *gin.Context, on bool) {
 	p := principal(c)
-	if !p.IsAdmin() {
+	if !p.Staff() {
 		s.writeErr(c, forbidden("", "role %s may not drain nodes", p.Role))
 		return
 	}

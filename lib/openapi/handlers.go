@@ -169,8 +169,8 @@ func (k kindRoutes) decodeBody(c *gin.Context) (types.Object, error) {
 
 func (k kindRoutes) create(c *gin.Context) {
 	s, p := k.s, principal(c)
-	if !p.IsAdmin() && !ownedKind(k.kind) {
-		s.writeErr(c, forbidden("", "role %s may create only machineclaims and sessions", p.Role))
+	if !p.mayWrite(k.kind) {
+		s.writeErr(c, forbidden("", "role %s may not create %s", p.Role, types.Plural(k.kind)))
 		return
 	}
 	obj, err := k.decodeBody(c)
@@ -179,7 +179,7 @@ func (k kindRoutes) create(c *gin.Context) {
 		return
 	}
 	prepareCreate(obj)
-	if !p.IsAdmin() {
+	if !p.Staff() {
 		if err := reservedMeta(obj.Meta()); err != nil {
 			s.writeErr(c, err)
 			return
@@ -219,12 +219,38 @@ func (k kindRoutes) create(c *gin.Context) {
 	} else if warn != "" {
 		c.Header("Warning", `199 hf "`+strings.ReplaceAll(warn, `"`, `'`)+`"`)
 	}
+	bearer, err := s.prepareToken(obj)
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
 	rec, err := s.st.Put(obj, store.PutOptions{Create: true})
 	if err != nil {
 		s.writeErr(c, err)
 		return
 	}
+	if bearer != "" {
+		s.writeToken(c, rec, bearer)
+		return
+	}
 	s.writeRecord(c, http.StatusCreated, rec)
+}
+
+// writeToken answers the creation of a token: the token as everyone reads
+// it, plus its bearer string under "token", this once.
+func (s *Server) writeToken(c *gin.Context, rec store.Record, bearer string) {
+	data, err := present(principal(c), rec, nil)
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(data, &body); err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	body["token"], _ = json.Marshal(bearer)
+	c.JSON(http.StatusCreated, body)
 }
 
 // checkContent runs the checks of an object's content against the objects
@@ -249,8 +275,12 @@ func validate(obj types.Object) error {
 
 func (k kindRoutes) update(c *gin.Context) {
 	s, p := k.s, principal(c)
-	if !p.IsAdmin() && k.kind != types.KindMachineClaim {
+	if !p.mayWrite(k.kind) || (!p.Staff() && k.kind != types.KindMachineClaim) {
 		s.writeErr(c, forbidden("", "role %s may not update %s", p.Role, types.Plural(k.kind)))
+		return
+	}
+	if k.kind == types.KindToken {
+		s.writeErr(c, errTokenImmutable)
 		return
 	}
 	name := c.Param("name")
@@ -272,7 +302,7 @@ func (k kindRoutes) update(c *gin.Context) {
 			return
 		}
 	}
-	if !p.IsAdmin() {
+	if !p.Staff() {
 		s.writeErr(c, forbidden("", "role %s may only terminate its machineclaims (status.phase Terminated)", p.Role))
 		return
 	}
@@ -324,15 +354,15 @@ func (k kindRoutes) terminate(c *gin.Context, p Principal, name string) (done bo
 		return true
 	}
 	if stored.(*types.MachineClaim).Status.Phase == types.ClaimTerminated {
-		if p.IsAdmin() {
+		if p.Staff() {
 			return false
 		}
 		s.writeRecord(c, http.StatusOK, rec)
 		return true
 	}
 	who := p.User
-	if p.IsAdmin() {
-		who = "an admin"
+	if p.Staff() {
+		who = "an " + p.Role
 	}
 	_, err = store.UpdateFacet(s.st, types.KindMachineClaim, name, types.FacetEnd, func(o *types.MachineClaim) error {
 		if o.Status.End != nil {
@@ -356,8 +386,8 @@ func (k kindRoutes) terminate(c *gin.Context, p Principal, name string) (done bo
 
 func (k kindRoutes) delete(c *gin.Context) {
 	s, p := k.s, principal(c)
-	if !p.IsAdmin() && !ownedKind(k.kind) {
-		s.writeErr(c, forbidden("", "role %s may delete only its own machineclaims and sessions", p.Role))
+	if !p.mayWrite(k.kind) {
+		s.writeErr(c, forbidden("", "role %s may not delete %s", p.Role, types.Plural(k.kind)))
 		return
 	}
 	want, err := parseIfMatch(c.GetHeader("If-Match"))

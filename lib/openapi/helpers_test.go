@@ -371,6 +371,10 @@ func minimal(kind, name string) map[string]any {
 		spec = map[string]any{"code": "let-me-in"}
 	case types.KindSession:
 		spec = map[string]any{"user": "alice"}
+	case types.KindUser:
+		spec = map[string]any{"roles": []string{RoleUser}}
+	case types.KindToken:
+		spec = map[string]any{"user": "alice", "role": RoleUser}
 	default:
 		panic("no minimal object for " + kind)
 	}

@@ -180,7 +180,7 @@ func (s *Server) checkGrant(p Principal, o types.Object) error {
 		return nil
 	}
 	if claim.Spec.AccessCode == "" {
-		if ev := claim.Spec.ScheduledEvent; ev != "" && !p.IsAdmin() {
+		if ev := claim.Spec.ScheduledEvent; ev != "" && !p.Staff() {
 			return forbidden("spec.accessCode", "scheduled event %s is open to holders of an access code granting it", ev)
 		}
 		return nil
@@ -208,7 +208,7 @@ func (s *Server) checkGrant(p Principal, o types.Object) error {
 // (Requested or Bound) claims of theirs (429). Concurrent creates may pass
 // it by a few.
 func (s *Server) checkClaimQuota(p Principal, o types.Object) error {
-	if p.IsAdmin() || s.cfg.MaxClaimsPerUser <= 0 || o.GetKind() != types.KindMachineClaim {
+	if p.Staff() || s.cfg.MaxClaimsPerUser <= 0 || o.GetKind() != types.KindMachineClaim {
 		return nil
 	}
 	claims, err := store.List[types.MachineClaim](s.st, types.KindMachineClaim)

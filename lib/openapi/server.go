@@ -116,7 +116,7 @@ func New(cfg Config, log *slog.Logger, st *store.Store) (*Server, error) {
 		cfg.Metrics = prometheus.NewRegistry()
 		cfg.Metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	auth, err := newAuthenticator(cfg.AdminToken, cfg.Tokens)
+	auth, err := newAuthenticator(cfg.AdminToken, cfg.Tokens, st, cfg.Now)
 	if err != nil {
 		return nil, fmt.Errorf("new api server: %w", err)
 	}

@@ -244,7 +244,7 @@ type streamFilter struct {
 
 // tracksOwners reports whether the filter must know whose objects are deleted.
 func (f *streamFilter) tracksOwners() bool {
-	if f.p.IsAdmin() {
+	if f.p.Staff() {
 		return false
 	}
 	return f.kinds[types.KindMachineClaim] || f.kinds[types.KindSession] || f.kinds[types.KindMachine]

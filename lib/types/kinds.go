@@ -18,6 +18,8 @@ const (
 	KindScheduledEvent  = "ScheduledEvent"
 	KindAccessCode      = "AccessCode"
 	KindSession         = "Session"
+	KindUser            = "User"
+	KindToken           = "Token"
 )
 
 var constructors = map[string]func() Object{
@@ -31,6 +33,8 @@ var constructors = map[string]func() Object{
 	KindScheduledEvent:  func() Object { return &ScheduledEvent{} },
 	KindAccessCode:      func() Object { return &AccessCode{} },
 	KindSession:         func() Object { return &Session{} },
+	KindUser:            func() Object { return &User{} },
+	KindToken:           func() Object { return &Token{} },
 }
 
 // Kinds returns every kind name, sorted.

@@ -15,6 +15,7 @@ import (
 var allKinds = []string{
 	types.KindNode, types.KindProvider, types.KindEnvironment, types.KindMachineTemplate, types.KindMachineSet,
 	types.KindMachine, types.KindMachineClaim, types.KindScheduledEvent, types.KindAccessCode, types.KindSession,
+	types.KindUser, types.KindToken,
 }
 
 func TestKinds(t *testing.T) {
@@ -35,6 +36,8 @@ func TestPlural(t *testing.T) {
 		types.KindScheduledEvent:  "scheduledevents",
 		types.KindAccessCode:      "accesscodes",
 		types.KindSession:         "sessions",
+		types.KindUser:            "users",
+		types.KindToken:           "tokens",
 	}
 	require.Len(t, tests, len(allKinds))
 	for kind, plural := range tests {

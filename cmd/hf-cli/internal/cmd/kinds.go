@@ -126,6 +126,22 @@ func allResources() []*resource {
 				return []string{s.Spec.User, s.Status.Phase, s.Status.MachineClaim, string(s.EffectiveOnEnd())}
 			},
 		},
+		{
+			Kind: types.KindUser, Use: "user", Aliases: []string{"users"},
+			Columns: []string{"ROLES", "DISPLAY-NAME", "DISABLED"},
+			Row: func(o types.Object) []string {
+				u := o.(*types.User)
+				return []string{strings.Join(u.Spec.Roles, ","), u.Spec.DisplayName, yesNo(u.Spec.Disabled)}
+			},
+		},
+		{
+			Kind: types.KindToken, Use: "token", Aliases: []string{"tokens"},
+			Columns: []string{"USER", "ROLE", "EXPIRES"},
+			Row: func(o types.Object) []string {
+				t := o.(*types.Token)
+				return []string{t.Spec.User, t.Spec.Role, timestamp(t.Spec.ExpiresAt)}
+			},
+		},
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/types"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -165,5 +167,5 @@ func TestResourceNames(t *testing.T) {
 			seen[n] = true
 		}
 	}
-	assert.Len(t, allResources(), 10)
+	assert.Len(t, allResources(), len(types.Kinds()))
 }

@@ -1,0 +1,171 @@
+package openapi
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// Cluster tokens are Token objects, replicated like every kind: the bearer
+// string is "<token name>.<secret>", the secret 32 random bytes (base64url),
+// and the object keeps only HMAC-SHA256(salt, secret). The secret has 256
+// bits, so no slow hash is needed against guessing: a check costs one
+// store read of the token, one of its user and one HMAC.
+
+// errBadToken is every failure that must not tell a caller more.
+var errBadToken = errors.New("invalid bearer token")
+
+// mintToken makes tok's secret, keeps its keyed hash in tok and returns the
+// bearer string, shown once.
+func mintToken(tok *types.Token) (string, error) {
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return "", fmt.Errorf("token secret: %w", err)
+	}
+	s := base64.RawURLEncoding.EncodeToString(secret)
+	if err := hashToken(tok, s); err != nil {
+		return "", err
+	}
+	return tok.Metadata.Name + "." + s, nil
+}
+
+// hashToken keeps in tok the keyed hash of secret, with a new salt.
+func hashToken(tok *types.Token, secret string) error {
+	salt := make([]byte, 16)
+	if _, err := rand.Read(salt); err != nil {
+		return fmt.Errorf("token salt: %w", err)
+	}
+	tok.Spec.Salt = hex.EncodeToString(salt)
+	tok.Spec.Hash = hex.EncodeToString(tokenMAC(salt, secret))
+	return nil
+}
+
+func tokenMAC(salt []byte, secret string) []byte {
+	m := hmac.New(sha256.New, salt)
+	m.Write([]byte(secret))
+	return m.Sum(nil)
+}
+
+// clusterToken checks a bearer string against the cluster's Token objects:
+// the token must exist with that secret, not have expired, and its user
+// must exist, be enabled and still hold the token's role.
+func (a *authenticator) clusterToken(bearer string) (Principal, error) {
+	name, secret, ok := strings.Cut(bearer, ".")
+	if !ok || a.st == nil || types.ValidateName("name", name) != nil {
+		return Principal{}, errBadToken
+	}
+	tok, err := store.Get[types.Token](a.st, types.KindToken, name)
+	if err != nil {
+		return Principal{}, errBadToken
+	}
+	salt, err1 := hex.DecodeString(tok.Spec.Salt)
+	want, err2 := hex.DecodeString(tok.Spec.Hash)
+	if err1 != nil || err2 != nil || len(want) != sha256.Size || !hmac.Equal(want, tokenMAC(salt, secret)) {
+		return Principal{}, errBadToken
+	}
+	if tok.ExpiredAt(a.now()) {
+		return Principal{}, fmt.Errorf("token %s expired at %s", name, tok.Spec.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
+	}
+	user, err := store.Get[types.User](a.st, types.KindUser, tok.Spec.User)
+	switch {
+	case err != nil:
+		return Principal{}, fmt.Errorf("token %s: its user %s no longer exists", name, tok.Spec.User)
+	case user.Spec.Disabled:
+		return Principal{}, fmt.Errorf("token %s: user %s is disabled", name, tok.Spec.User)
+	case !user.HasRole(tok.Spec.Role):
+		return Principal{}, fmt.Errorf("token %s: user %s no longer has role %s", name, tok.Spec.User, tok.Spec.Role)
+	}
+	return Principal{Name: name, User: tok.Spec.User, Role: tok.Spec.Role}, nil
+}
+
+// prepareToken checks a new token against its user and mints its secret;
+// the bearer string is returned for the one answer that shows it.
+func (s *Server) prepareToken(o types.Object) (string, error) {
+	tok, ok := o.(*types.Token)
+	if !ok {
+		return "", nil
+	}
+	if tok.Spec.Hash != "" || tok.Spec.Salt != "" {
+		return "", badRequest("spec.hash", "is made by the server: leave spec.hash and spec.salt out")
+	}
+	if tok.ExpiredAt(s.cfg.Now()) {
+		return "", badRequest("spec.expiresAt", "is in the past")
+	}
+	user, err := store.Get[types.User](s.st, types.KindUser, tok.Spec.User)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", badRequest("spec.user", "user %q does not exist: create it first", tok.Spec.User)
+	}
+	if err != nil {
+		return "", err
+	}
+	if !user.HasRole(tok.Spec.Role) {
+		return "", badRequest("spec.role", "user %q does not have role %q (it has %v)", tok.Spec.User, tok.Spec.Role, user.Spec.Roles)
+	}
+	return mintToken(tok)
+}
+
+// errTokenImmutable answers a PUT of a token.
+var errTokenImmutable = newErr(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "",
+	"tokens cannot be changed: delete the token (which revokes it) and create another")
+
+// NewBootstrapToken returns the bearer string of a new cluster's first
+// admin token, for BootstrapAdmin. Its name is its own ("admin-" and six
+// hex digits): a node that bootstraps by mistake (a wiped first node, say)
+// adds a token rather than replacing the cluster's.
+func NewBootstrapToken() (string, error) {
+	suffix := make([]byte, 3)
+	if _, err := rand.Read(suffix); err != nil {
+		return "", err
+	}
+	tok := &types.Token{Metadata: types.ObjectMeta{Name: "admin-" + hex.EncodeToString(suffix)}}
+	return mintToken(tok)
+}
+
+// BootstrapAdmin makes the cluster's first admin: the User "admin" with
+// role admin and the admin Token of bearer (from NewBootstrapToken, or
+// read back from where it was saved). The caller calls it on the first
+// node of a new cluster only: one that joins no other and holds no users
+// or tokens yet.
+func BootstrapAdmin(st *store.Store, bearer string) error {
+	name, secret, ok := strings.Cut(bearer, ".")
+	if !ok || types.ValidateName("name", name) != nil || secret == "" {
+		return errors.New("bootstrap admin: not a cluster token (name.secret)")
+	}
+	user := &types.User{Metadata: types.ObjectMeta{Name: AdminUser}, Spec: types.UserSpec{Roles: []string{RoleAdmin}}}
+	types.SetKind(user, types.KindUser)
+	tok := &types.Token{Metadata: types.ObjectMeta{Name: name}, Spec: types.TokenSpec{User: AdminUser, Role: RoleAdmin}}
+	types.SetKind(tok, types.KindToken)
+	if err := hashToken(tok, secret); err != nil {
+		return err
+	}
+	for _, o := range []types.Object{user, tok} {
+		if _, err := st.Put(o, store.PutOptions{}); err != nil {
+			return fmt.Errorf("bootstrap admin: %w", err)
+		}
+	}
+	return nil
+}
+
+// HasUsers reports whether the store holds any user or token: a node that
+// finds some is not the first of a new cluster.
+func HasUsers(st *store.Store) (bool, error) {
+	for _, kind := range []string{types.KindUser, types.KindToken} {
+		recs, err := st.List(kind)
+		if err != nil {
+			return false, err
+		}
+		if len(recs) > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
+}

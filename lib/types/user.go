@@ -1,0 +1,122 @@
+package types
+
+import (
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Roles of users and tokens.
+const (
+	// RoleAdmin may do everything, users and tokens included.
+	RoleAdmin = "admin"
+	// RoleOperator runs the fleet: every kind but users and tokens.
+	RoleOperator = "operator"
+	// RoleUser sees and writes only its own claims and sessions.
+	RoleUser = "user"
+)
+
+// Roles lists the roles, most powerful first.
+var Roles = []string{RoleAdmin, RoleOperator, RoleUser}
+
+// User is a person or program known to the whole cluster: the roles its
+// tokens may carry. Replicated like every kind, so a token works on every
+// node.
+type User struct {
+	TypeMeta
+	Metadata ObjectMeta `json:"metadata"`
+	Spec     UserSpec   `json:"spec"`
+}
+
+// UserSpec describes a user.
+type UserSpec struct {
+	// DisplayName is for people.
+	DisplayName string `json:"displayName,omitempty"`
+	// Roles are the roles the user's tokens may carry.
+	Roles []string `json:"roles"`
+	// Disabled stops every token of the user at once.
+	Disabled bool `json:"disabled,omitempty"`
+}
+
+// HasRole reports whether the user may act in role.
+func (o *User) HasRole(role string) bool { return slices.Contains(o.Spec.Roles, role) }
+
+// Meta returns the metadata.
+func (o *User) Meta() *ObjectMeta { return &o.Metadata }
+
+// Facets implements Object.
+func (o *User) Facets() []Facet {
+	return []Facet{{Name: FacetSpec, Value: specOf(&o.Metadata, &o.Spec)}}
+}
+
+// Validate checks the user.
+func (o *User) Validate() error {
+	if err := o.TypeMeta.check(KindUser); err != nil {
+		return err
+	}
+	if err := o.Metadata.Validate(); err != nil {
+		return err
+	}
+	if len(o.Spec.Roles) == 0 {
+		return Invalid("spec.roles", "must name at least one of %v", Roles)
+	}
+	for i, r := range o.Spec.Roles {
+		if !slices.Contains(Roles, r) {
+			return Invalid(fmt.Sprintf("spec.roles[%d]", i), "must be one of %v, got %q", Roles, r)
+		}
+	}
+	return nil
+}
+
+// Token is a bearer token of a user. The secret is shown once, when the
+// token is made; the cluster keeps only a keyed hash of it. Deleting the
+// token revokes it on every node.
+type Token struct {
+	TypeMeta
+	Metadata ObjectMeta `json:"metadata"`
+	Spec     TokenSpec  `json:"spec"`
+}
+
+// TokenSpec describes a token.
+type TokenSpec struct {
+	// User is the User the token acts as.
+	User string `json:"user"`
+	// Role is the role the token carries, one of the user's.
+	Role string `json:"role"`
+	// ExpiresAt ends the token (zero: never).
+	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+	// Hash is HMAC-SHA256 of the secret keyed with Salt, hex; both are made
+	// by the server and never shown.
+	Hash string `json:"hash,omitempty"`
+	Salt string `json:"salt,omitempty"`
+}
+
+// Meta returns the metadata.
+func (o *Token) Meta() *ObjectMeta { return &o.Metadata }
+
+// Facets implements Object.
+func (o *Token) Facets() []Facet {
+	return []Facet{{Name: FacetSpec, Value: specOf(&o.Metadata, &o.Spec)}}
+}
+
+// Validate checks the token.
+func (o *Token) Validate() error {
+	if err := o.TypeMeta.check(KindToken); err != nil {
+		return err
+	}
+	if err := o.Metadata.Validate(); err != nil {
+		return err
+	}
+	if err := ValidateName("spec.user", o.Spec.User); err != nil {
+		return err
+	}
+	if !slices.Contains(Roles, o.Spec.Role) {
+		return Invalid("spec.role", "must be one of %v, got %q", Roles, o.Spec.Role)
+	}
+	return nil
+}
+
+// ExpiredAt reports whether the token has expired at now.
+func (o *Token) ExpiredAt(now time.Time) bool {
+	return !o.Spec.ExpiresAt.IsZero() && !now.Before(o.Spec.ExpiresAt)
+}
