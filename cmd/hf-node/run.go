@@ -168,6 +168,7 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 		MaxClaimsPerUser: cfg.API.MaxClaimsPerUser, MaxStreamsPerToken: cfg.API.MaxStreamsPerToken,
 		MinMachine:       types.Resources{CPU: cfg.Scheduler.MinCPU, RAMGB: cfg.Scheduler.MinRAMGB},
 		ValidateTemplate: validateTemplate(instances),
+		AuditFile:        filepath.Join(cfg.DataDir, "audit.log"),
 	}, log, st)
 	if err != nil {
 		ln.Close()

@@ -67,3 +67,16 @@ func as[T types.Object](o types.Object, err error) (T, error) {
 	t, _ := o.(T)
 	return t, err
 }
+
+// Audit returns the node's record of writes through its API (GET
+// /api/v1/audit, admin only), oldest first; q may hold user, kind, name,
+// since and limit.
+func (c *Client) Audit(ctx context.Context, q url.Values) ([]types.AuditRecord, error) {
+	var out struct {
+		Items []types.AuditRecord `json:"items"`
+	}
+	if err := c.call(ctx, request{method: http.MethodGet, path: "/api/v1/audit", query: q}, &out); err != nil {
+		return nil, err
+	}
+	return out.Items, nil
+}

@@ -178,6 +178,9 @@ func (k kindRoutes) create(c *gin.Context) {
 		s.writeErr(c, err)
 		return
 	}
+	if n := obj.Meta().Name; types.ValidateName("name", n) == nil {
+		c.Set(auditNameKey, n)
+	}
 	prepareCreate(obj)
 	if !p.Staff() {
 		if err := reservedMeta(obj.Meta()); err != nil {

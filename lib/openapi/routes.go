@@ -20,6 +20,7 @@ func (s *Server) routes(e *gin.Engine) {
 
 	api := e.Group(apiPrefix, s.authenticate, s.audit)
 	api.GET("/whoami", s.whoami)
+	api.GET("/audit", s.auditList)
 	api.GET("/events", s.watchEvents)
 	for _, kind := range types.Kinds() {
 		k := kindRoutes{s: s, kind: kind}
@@ -33,18 +34,6 @@ func (s *Server) routes(e *gin.Engine) {
 	api.POST("/nodes/:name/drain", s.drain)
 	api.POST("/nodes/:name/undrain", s.undrain)
 	api.POST("/sessions/:name/keepalive", s.keepalive)
-}
-
-// audit logs every write through the API with who made it (the token's
-// name, role and user) and how it ended.
-func (s *Server) audit(c *gin.Context) {
-	c.Next()
-	if m := c.Request.Method; m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions {
-		return
-	}
-	p := principal(c)
-	s.log.Info("api write", "method", c.Request.Method, "path", c.Request.URL.Path, "status", c.Writer.Status(),
-		"token", p.Name, "role", p.Role, "user", p.User)
 }
 
 // kindRoutes are the handlers of one kind's collection and items.

@@ -65,16 +65,22 @@ type Config struct {
 	// when it is written (the node's drivers do); its *types.FieldError
 	// becomes a 400 naming the field.
 	ValidateTemplate func(types.MachineTemplate) error
+	// AuditFile is where the record of API writes is kept (JSON lines,
+	// rotated at AuditMaxBytes, default 64 MiB, keeping one file before);
+	// empty keeps the last 10,000 in memory.
+	AuditFile     string
+	AuditMaxBytes int64
 }
 
 // Server serves the REST API. Its handler is safe for concurrent use.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	st      *store.Store
-	auth    *authenticator
-	engine  *gin.Engine
-	metrics *httpMetrics
+	cfg      Config
+	log      *slog.Logger
+	st       *store.Store
+	auth     *authenticator
+	engine   *gin.Engine
+	metrics  *httpMetrics
+	auditLog *auditLog
 
 	// stop is closed when Serve shuts down, ending every event stream.
 	stop     chan struct{}
@@ -124,13 +130,18 @@ func New(cfg Config, log *slog.Logger, st *store.Store) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("new api server: %w", err)
 	}
+	audit, err := openAuditLog(cfg.AuditFile, cfg.AuditMaxBytes)
+	if err != nil {
+		return nil, fmt.Errorf("new api server: %w", err)
+	}
 	s := &Server{
-		cfg:     cfg,
-		log:     log,
-		st:      st,
-		auth:    auth,
-		metrics: m,
-		stop:    make(chan struct{}),
+		cfg:      cfg,
+		log:      log,
+		st:       st,
+		auth:     auth,
+		metrics:  m,
+		auditLog: audit,
+		stop:     make(chan struct{}),
 	}
 	s.engine = s.newEngine()
 	return s, nil
@@ -193,6 +204,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	select {
 	case err := <-errc:
 		s.stopStreams()
+		_ = s.Close()
 		return fmt.Errorf("serve api: %w", err)
 	case <-ctx.Done():
 	}
@@ -207,8 +219,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		return fmt.Errorf("serve api: %w", serr)
 	}
-	return nil
+	return s.Close()
 }
+
+// Close releases the audit file; Serve calls it when it ends.
+func (s *Server) Close() error { return s.auditLog.close() }
 
 // stopStreams ends every event stream, now and in the future.
 func (s *Server) stopStreams() {

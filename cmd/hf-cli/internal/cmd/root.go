@@ -137,6 +137,7 @@ func NewRootCmd(env Env) *cobra.Command {
 		newVersionCmd(f),
 		newClusterCmd(f),
 		newWhoAmICmd(f),
+		newAuditCmd(f),
 		newPoolCmd(f),
 		newBenchCmd(f),
 		newFileCmd(f, fileCreate),
