@@ -105,3 +105,46 @@ drivers:
 	assert.Contains(t, string(res), "drivers[0].config")
 	assert.Contains(t, string(res), "unprivileged: true is refused as root")
 }
+
+// TestFailingEntryFailsOnce: an entry that fails at start is re-bound at
+// most scheduler.max_rebinds times, then the claim is Failed with a reason
+// that carries the entry's exit status and last output.
+func TestFailingEntryFailsOnce(t *testing.T) {
+	needRoot(t)
+	prefix := "hff" + randHex(2) + "-"
+	cleanupUsers(t, prefix)
+	host := nativeHost(t)
+	n := startWithConfig(t, "", fmt.Sprintf(`scheduler:
+  max_rebinds: 1
+drivers:
+  - name: native
+    config: {user_prefix: %q, workspace_path: %q, home_path: %q, stop_grace: 2s}
+`, prefix, filepath.Join(host, "ws"), filepath.Join(host, "home")))
+	n.createTemplate(types.MachineTemplate{
+		Metadata: types.ObjectMeta{Name: "broken"},
+		Spec: types.MachineTemplateSpec{
+			Resources: types.Resources{CPU: 0.1, RAMGB: 0.1},
+			ProviderConfiguration: map[string]json.RawMessage{"native": rawJSON(t, map[string]any{
+				"entry": `echo "config.yml: no such file" >&2; exit 3`,
+			})},
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	// It may be seen Bound first, until the node finds its entry dead.
+	out, errOut, code := n.cli(ctx, nil, "claim", "create", "c1", "--template", "broken", "--wait", "--wait-timeout", "60s")
+	assert.Contains(t, []int{0, 6}, code, "%s%s", out, errOut)
+	var claim types.MachineClaim
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		out, err := n.run("claim", "get", "c1", "-o", "json")
+		require.NoError(c, err)
+		require.NoError(c, json.Unmarshal([]byte(out), &claim))
+		assert.Equal(c, types.ClaimFailed, claim.Status.Phase)
+	}, 60*time.Second, 200*time.Millisecond)
+	t.Logf("reason: %s", claim.Status.Reason)
+	assert.Contains(t, claim.Status.Reason, "entry exit status 3")
+	assert.Contains(t, claim.Status.Reason, "last output: config.yml: no such file")
+	assert.Contains(t, claim.Status.Reason, "scheduler.max_rebinds")
+	require.Eventually(t, func() bool { return len(usersWithPrefix(t, prefix)) == 0 }, 30*time.Second, 100*time.Millisecond,
+		"the failed machines' users are gone")
+}

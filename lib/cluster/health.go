@@ -131,6 +131,11 @@ func (a *acceptor) checkHealth(ctx context.Context, entries []entry) {
 			continue
 		case phase == types.MachineFailed || phase == types.MachineTerminated:
 			why = "driver " + e.Driver + " reports it " + string(phase)
+			if ex, ok := in.Driver.(drivers.Explainer); ok {
+				if more := ex.Explain(ctx, e.Resource); more != "" {
+					why += ": " + more
+				}
+			}
 		default:
 			continue
 		}

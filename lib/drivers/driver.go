@@ -63,6 +63,13 @@ type Pauser interface {
 	Resume(ctx context.Context, r *types.Resource) error
 }
 
+// Explainer is implemented by drivers that can say why a machine ended or
+// failed on its own (its entry's exit status and last output), for the
+// claim's reason. Explain returns "" when it knows nothing more.
+type Explainer interface {
+	Explain(ctx context.Context, r *types.Resource) string
+}
+
 // Env is what a driver instance gets from the node that runs it.
 type Env struct {
 	// Instance is the instance name, unique on the node ("test", "test/big").

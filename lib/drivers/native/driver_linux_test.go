@@ -582,3 +582,32 @@ func inModes(t *testing.T, fn func(t *testing.T, h *testHost, extra map[string]a
 		})
 	}
 }
+
+// Explain quotes the exit status and the last lines of the entry's output,
+// printable and bounded, and reads no file the machine's user points the
+// log at.
+func TestExplainFailedEntry(t *testing.T) {
+	inModes(t, func(t *testing.T, h *testHost, extra map[string]any) {
+		d := h.driver(t, t.TempDir(), extra)
+		entry := `for i in 1 2 3 4 5 6 7; do echo "line $i"; done; printf 'bad\033[31mcolour\n' >&2; exit 3`
+		r, err := d.Allocate(t.Context(), machineTemplate("explain", TemplateConfig{Entry: entry}), nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = d.Deallocate(context.Background(), r) })
+		waitPhase(t, d, r, types.MachineFailed)
+		assert.Equal(t, "entry exit status 3; last output: line 4 | line 5 | line 6 | line 7 | bad[31mcolour", d.Explain(t.Context(), r))
+
+		// The user swaps the log for a link to a file it may not read.
+		log := filepath.Join(machineOf(t, *r).Workspace, logFile)
+		require.NoError(t, os.Remove(log))
+		require.NoError(t, os.Symlink("/etc/shadow", log))
+		assert.Equal(t, "entry exit status 3", d.Explain(t.Context(), r), "a symlink is not followed")
+		require.NoError(t, os.Remove(log))
+		secret := filepath.Join(t.TempDir(), "secret")
+		require.NoError(t, os.WriteFile(secret, []byte("root only\n"), 0o600))
+		if os.Link(secret, log) == nil {
+			assert.Equal(t, "entry exit status 3", d.Explain(t.Context(), r), "a hard link is not read")
+		}
+		require.NoError(t, d.Deallocate(t.Context(), r))
+		assert.Empty(t, d.Explain(t.Context(), r), "nothing to say of a machine that is gone")
+	})
+}
