@@ -26,7 +26,7 @@ func BenchmarkIdleNode(b *testing.B) {
 	const n = 10_000
 	for b.Loop() {
 		p := startWithConfigTB(b, fmt.Sprintf("drivers:\n  - name: test\n    config: {cpus: %d, ram_gb: %d}\n", 2*n, 2*n))
-		c, err := client.New(p.API, p.Token)
+		c, err := client.New(p.API, p.Token, client.WithHTTPClient(p.httpClient()))
 		if err != nil {
 			b.Fatal(err)
 		}

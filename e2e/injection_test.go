@@ -57,7 +57,7 @@ drivers:
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, filepath.Join(bin, "hf-cli"), args...)
-		cmd.Env = append(os.Environ(), "HF_ENDPOINT="+n.API, "HF_TOKEN="+userTok, "HF_CONFIG_DIR="+t.TempDir())
+		cmd.Env = append(os.Environ(), "HF_ENDPOINT="+n.API, "HF_TOKEN="+userTok, "HF_CA_FILE="+n.caFile(), "HF_CONFIG_DIR="+t.TempDir())
 		var out, errb strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &errb
 		err := cmd.Run()

@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -77,7 +80,7 @@ func (s *syncBuffer) String() string {
 }
 
 var (
-	apiLine    = regexp.MustCompile(`api:\s+(http://\S+)`)
+	apiLine    = regexp.MustCompile(`api:\s+(https?://\S+)`)
 	gossipLine = regexp.MustCompile(`gossip:\s+(\S+)`)
 	tokenLine  = regexp.MustCompile(`admin token \(shown once[^)]*\): (\S+)`)
 	nameLine   = regexp.MustCompile(`^hf-node (\S+) `)
@@ -91,6 +94,12 @@ func startNode(t testing.TB, dataDir string, extra ...string) *proc {
 		dataDir = t.TempDir()
 	}
 	args := append([]string{"--data-dir", dataDir, "--api", "127.0.0.1:0", "--gossip", "127.0.0.1:0"}, extra...)
+	_, err := os.Stat(filepath.Join(dataDir, "cluster", "ca.crt"))
+	if i := slices.Index(extra, "--join"); i >= 0 && i+1 < len(extra) && !slices.Contains(extra, "--join-token") && err != nil {
+		// A node joins as a new user's would: with a join token of the
+		// member it joins (unused when its data dir has the secrets).
+		args = append(args, "--join-token", joinTokenOf(t, extra[i+1]))
+	}
 	p := &proc{t: t, dataDir: dataDir, args: args, extra: extra, out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(filepath.Join(bin, "hf-node"), args...)
 	p.cmd.Env = append(os.Environ(), "HF_LOG_LEVEL=debug")
@@ -162,14 +171,25 @@ func startNode(t testing.TB, dataDir string, extra ...string) *proc {
 		}
 	}()
 	if p.Gossip != "" {
-		gossipTokens.Store(p.Gossip, p.Token)
+		gossipProcs.Store(p.Gossip, p)
 	}
 	return p
 }
 
-// gossipTokens maps the gossip address of every node started to its admin
-// token, for the nodes that join it.
-var gossipTokens sync.Map
+// gossipProcs maps the gossip address of every node started to it, for the
+// nodes that join it.
+var gossipProcs sync.Map
+
+// joinTokenOf makes a join token on the node at gossip address addr.
+func joinTokenOf(t testing.TB, addr string) string {
+	t.Helper()
+	p, ok := gossipProcs.Load(addr)
+	require.True(t, ok, "no node started at %s", addr)
+	out := p.(*proc).mustCLI("cluster", "join-token", "-o", "json")
+	var jt struct{ Token string }
+	require.NoError(t, json.Unmarshal([]byte(out), &jt), out)
+	return jt.Token
+}
 
 // joinedToken is the admin token of the cluster a node joined (that of
 // the node at its --join address), once the node has it: the cluster's
@@ -178,22 +198,35 @@ func joinedToken(t testing.TB, p *proc, args []string) string {
 	t.Helper()
 	i := slices.Index(args, "--join")
 	require.True(t, i >= 0 && i+1 < len(args), "a node that prints no token of its own joined a cluster: %v", args)
-	tok, ok := gossipTokens.Load(args[i+1])
+	first, ok := gossipProcs.Load(args[i+1])
 	require.True(t, ok, "no node started at %s", args[i+1])
+	tok := first.(*proc).Token
 	require.Eventually(t, func() bool {
 		req, err := http.NewRequest(http.MethodGet, p.API+"/api/v1/whoami", nil)
 		if err != nil {
 			return false
 		}
-		req.Header.Set("Authorization", "Bearer "+tok.(string))
-		res, err := http.DefaultClient.Do(req)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		res, err := p.httpClient().Do(req)
 		if err != nil {
 			return false
 		}
 		res.Body.Close()
 		return res.StatusCode == http.StatusOK
 	}, 30*time.Second, 50*time.Millisecond, "the cluster's admin token reaches the joining node")
-	return tok.(string)
+	return tok
+}
+
+// caFile is the cluster CA the node keeps in its data dir.
+func (p *proc) caFile() string { return filepath.Join(p.dataDir, "cluster", "ca.crt") }
+
+// httpClient trusts the node's cluster CA.
+func (p *proc) httpClient() *http.Client {
+	pem, err := os.ReadFile(p.caFile())
+	require.NoError(p.t, err)
+	pool := x509.NewCertPool()
+	require.True(p.t, pool.AppendCertsFromPEM(pem))
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 }
 
 // stop sends SIGTERM and waits for a clean exit.
@@ -234,7 +267,7 @@ func (p *proc) kill() {
 func (p *proc) cli(ctx context.Context, stdin io.Reader, args ...string) (string, string, int) {
 	p.t.Helper()
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "hf-cli"), args...)
-	cmd.Env = append(os.Environ(), "HF_ENDPOINT="+p.API, "HF_TOKEN="+p.Token, "HF_CONFIG_DIR="+p.t.TempDir())
+	cmd.Env = append(os.Environ(), "HF_ENDPOINT="+p.API, "HF_TOKEN="+p.Token, "HF_CA_FILE="+p.caFile(), "HF_CONFIG_DIR="+p.t.TempDir())
 	cmd.Stdin = stdin
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

@@ -33,6 +33,7 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 	defer cancel()
 	n := startNode(t, "")
 	require.NotEmpty(t, n.Token)
+	require.True(t, strings.HasPrefix(n.API, "https://"), "the API serves TLS by default: %s", n.API)
 	checkDefaultNativeMode(t, n)
 
 	out, errOut, code := n.cli(ctx, strings.NewReader(smallTemplate), "template", "create", "-f", "-")
@@ -57,7 +58,7 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 	assert.Contains(t, list, "Running")
 
 	// /metrics shows the fleet as this node sees it.
-	metrics := httpGet(t, n.API+"/metrics")
+	metrics := httpGet(t, n.httpClient(), n.API+"/metrics")
 	for _, line := range []string{`hf_claims{phase="Bound"} 1`, `hf_machines{phase="Running"} 1`,
 		`hf_claims_bound_total{how="allocated"} 1`, `hf_cluster_members 1`, `hf_gossip_members 1`, `hf_node_machines{driver="test"} 1`,
 		`hf_claim_bind_seconds_count 1`} {
@@ -133,9 +134,9 @@ func checkDefaultNativeMode(t *testing.T, n *proc) {
 }
 
 // httpGet returns the body of a 200 answer to GET url.
-func httpGet(t *testing.T, url string) string {
+func httpGet(t *testing.T, hc *http.Client, url string) string {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := hc.Get(url)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)

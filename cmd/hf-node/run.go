@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 	"github.com/hf-fleet/hf/lib/drivers/native"
 	"github.com/hf-fleet/hf/lib/drivers/testdriver"
 	"github.com/hf-fleet/hf/lib/openapi"
+	"github.com/hf-fleet/hf/lib/pki"
 	"github.com/hf-fleet/hf/lib/scheduler"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
@@ -95,6 +97,10 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 	}
 	defer st.Close()
 
+	sec, err := loadSecrets(ctx, cfg, cfg.Cluster.JoinToken, log)
+	if err != nil {
+		return err
+	}
 	instances, err := prepareDrivers(ctx, cfg, name, log)
 	if err != nil {
 		return err
@@ -109,17 +115,26 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 		return fmt.Errorf("api listen: %w", err)
 	}
 	apiAddr := ln.Addr().String()
-
-	key, err := cfg.Cluster.KeyBytes()
-	if err != nil {
-		ln.Close()
-		return err
+	scheme := "http"
+	if !cfg.API.PlainHTTP {
+		host, _, _ := net.SplitHostPort(apiAddr)
+		tlsCfg, err := sec.serverTLS(name, pki.Hosts(host, cfg.API.TLSHosts...))
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		ln, scheme = tls.NewListener(ln, tlsCfg), "https"
+	}
+	var key []byte
+	var keys [][]byte
+	if len(sec.Keys) > 0 {
+		key, keys = sec.Keys[0], sec.Keys[1:]
 	}
 	timings := cfg.Cluster.Timings()
 	var node *cluster.Node
 	mem, err := member.New(member.Config{
 		Name: name, Bind: cfg.Cluster.Bind, Advertise: cfg.Cluster.Advertise, Join: cfg.Cluster.Join,
-		Key: key, Label: cfg.Cluster.Label, Profile: string(cfg.Cluster.Profile),
+		Key: key, Keys: keys, Label: cfg.Cluster.Label, Profile: string(cfg.Cluster.Profile),
 		GossipInterval: timings.GossipInterval, ProbeInterval: timings.ProbeInterval,
 		ProbeTimeout: timings.ProbeTimeout, SuspicionMult: timings.SuspicionMult,
 		RejoinInterval: cfg.Cluster.RejoinInterval, AntiEntropyInterval: cfg.Cluster.AntiEntropyInterval,
@@ -169,6 +184,8 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 		MinMachine:       types.Resources{CPU: cfg.Scheduler.MinCPU, RAMGB: cfg.Scheduler.MinRAMGB},
 		ValidateTemplate: validateTemplate(instances),
 		AuditFile:        filepath.Join(cfg.DataDir, "audit.log"),
+		Joining: &openapi.Joining{Bundle: sec.Bundle, Endpoint: scheme + "://" + advertisedAPI(apiAddr, mem.Addr()),
+			CAFingerprint: sec.CA.Fingerprint(), GossipAddress: mem.Addr()},
 	}, log, st)
 	if err != nil {
 		ln.Close()
@@ -178,7 +195,7 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 	}
 
 	fmt.Fprintf(stdout, "hf-node %s %s\n", name, version)
-	fmt.Fprintf(stdout, "  api:      http://%s\n", apiAddr)
+	fmt.Fprintf(stdout, "  api:      %s://%s\n", scheme, apiAddr)
 	fmt.Fprintf(stdout, "  gossip:   %s\n", mem.Addr())
 	fmt.Fprintf(stdout, "  data dir: %s\n", cfg.DataDir)
 	switch {
@@ -219,6 +236,21 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 		return serveErr
 	}
 	return stopErr
+}
+
+// advertisedAPI is the API address others reach: apiAddr, with the gossip
+// address's host when the API listens on every interface.
+func advertisedAPI(apiAddr, gossipAddr string) string {
+	host, port, err := net.SplitHostPort(apiAddr)
+	if err != nil {
+		return apiAddr
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if gh, _, err := net.SplitHostPort(gossipAddr); err == nil {
+			return net.JoinHostPort(gh, port)
+		}
+	}
+	return apiAddr
 }
 
 // validateTemplate checks a template's entries for the drivers of this node

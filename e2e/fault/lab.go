@@ -20,6 +20,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -31,6 +33,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/hf-fleet/hf/lib/pki"
 )
 
 // AdminToken is the admin token of every host of a lab.
@@ -60,6 +64,11 @@ type Lab struct {
 	sw     string // switch namespace
 	rootIf string // the root namespace's veth
 	Hosts  []*Host
+	// ca is the lab cluster's CA, given to every host as if each had
+	// joined with a join token; http trusts it. key is the gossip key.
+	ca   *pki.CA
+	key  string
+	http *http.Client
 }
 
 // Host is one hf-node process in its namespace.
@@ -67,7 +76,7 @@ type Host struct {
 	Name    string
 	NS      string
 	IP      string
-	API     string // http://ip:7700
+	API     string // https://ip:7700
 	DataDir string
 	config  string
 	log     string
@@ -144,9 +153,16 @@ func New(ctx context.Context, opts Options) (l *Lab, err error) {
 			return l, err
 		}
 	}
+	if l.ca, err = pki.NewCA("lab-"+id, time.Now()); err != nil {
+		return l, err
+	}
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	l.key = base64.StdEncoding.EncodeToString(key)
+	l.http = &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: l.ca.Pool(), MinVersion: tls.VersionTLS12}}}
 	for i := range opts.Hosts {
 		h := &Host{Name: "n" + strconv.Itoa(i), NS: "hf-" + id + "-" + strconv.Itoa(i), IP: l.prefix + strconv.Itoa(i+1), lab: l}
-		h.API = "http://" + h.IP + ":7700"
+		h.API = "https://" + h.IP + ":7700"
 		h.DataDir = filepath.Join(opts.Dir, h.Name)
 		h.config = filepath.Join(opts.Dir, h.Name+".yml")
 		h.log = filepath.Join(opts.Dir, h.Name+".log")
@@ -177,6 +193,9 @@ func New(ctx context.Context, opts Options) (l *Lab, err error) {
 		if err := l.writeConfig(h); err != nil {
 			return l, err
 		}
+		if err := pki.SaveCA(filepath.Join(h.DataDir, "cluster"), l.ca); err != nil {
+			return l, err
+		}
 	}
 	for _, h := range l.Hosts {
 		if err := h.Start(ctx); err != nil {
@@ -205,6 +224,7 @@ api:
 cluster:
   bind: %s:7701
   join: [%s]
+  key: %s
   rejoin_interval: 2s
   anti_entropy_interval: 5s
 drivers:
@@ -214,7 +234,7 @@ scheduler:
   placement: spread
   lost_grace: %s
   bind_timeout: %s
-`, h.Name, h.DataDir, h.IP, h.IP, strings.Join(join, ", "), l.opts.LostGrace, l.opts.BindTimeout)
+`, h.Name, h.DataDir, h.IP, h.IP, strings.Join(join, ", "), l.key, l.opts.LostGrace, l.opts.BindTimeout)
 	return os.WriteFile(h.config, []byte(cfg), 0o600)
 }
 
@@ -246,7 +266,7 @@ func (h *Host) Start(ctx context.Context) error {
 			return fmt.Errorf("%s exited at start:\n%s", h.Name, tail(h.Log(), 20))
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.API+"/healthz", nil)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
+		if resp, err := h.lab.http.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil

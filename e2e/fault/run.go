@@ -518,7 +518,7 @@ func (h *Host) nodes(ctx context.Context) (map[string]string, error) {
 }
 
 func (h *Host) client() *client.Client {
-	c, _ := client.New(h.API, AdminToken)
+	c, _ := client.New(h.API, AdminToken, client.WithHTTPClient(h.lab.http))
 	return c
 }
 

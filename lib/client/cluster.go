@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -79,4 +80,27 @@ func (c *Client) Audit(ctx context.Context, q url.Values) ([]types.AuditRecord, 
 		return nil, err
 	}
 	return out.Items, nil
+}
+
+// JoinToken is a new join token, as POST /api/v1/cluster/join-tokens
+// answers it.
+type JoinToken struct {
+	Name      string    `json:"name"`
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expiresAt"`
+	Command   string    `json:"command"`
+}
+
+// CreateJoinToken makes a join token that works for ttl (0: the server's
+// default, 24h). Admin only.
+func (c *Client) CreateJoinToken(ctx context.Context, ttl time.Duration) (*JoinToken, error) {
+	body := []byte("{}")
+	if ttl > 0 {
+		body = []byte(fmt.Sprintf(`{"ttl": %q}`, ttl.String()))
+	}
+	var out JoinToken
+	if err := c.call(ctx, request{method: http.MethodPost, path: "/api/v1/cluster/join-tokens", body: body}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }

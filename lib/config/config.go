@@ -93,6 +93,13 @@ type APIConfig struct {
 	// MaxStreamsPerToken caps the event streams one token holds open at
 	// once on a node. Default: 16.
 	MaxStreamsPerToken int `mapstructure:"max_streams_per_token" yaml:"max_streams_per_token"`
+	// PlainHTTP serves the API without TLS; allowed only on a loopback
+	// address. Default: false (TLS with the node's certificate from the
+	// cluster CA).
+	PlainHTTP bool `mapstructure:"plain_http" yaml:"plain_http"`
+	// TLSHosts are further names and addresses for the node's API
+	// certificate (a load balancer's, say). Default: none.
+	TLSHosts []string `mapstructure:"tls_hosts" yaml:"tls_hosts"`
 }
 
 // Role is what a token may do.
@@ -140,8 +147,13 @@ type ClusterConfig struct {
 	// gossip port) of any members of the cluster to join at start and rejoin
 	// periodically. Empty starts a new cluster (or waits for others to join).
 	Join []string `mapstructure:"join" yaml:"join"`
+	// JoinToken lets a node that joins fetch the cluster's secrets (its CA
+	// and gossip keys) once, from the member the token names; `hf-cli cluster
+	// join-token` prints one. Used only while the data dir holds none.
+	JoinToken string `mapstructure:"join_token" yaml:"join_token"`
 	// Key encrypts gossip: base64 of 16, 24 or 32 bytes (AES-128/192/256). Every
-	// member needs the same key. Empty means unencrypted.
+	// member needs the same key. Empty means the cluster's own: the first node
+	// makes one, joining nodes receive it with their join token.
 	Key string `mapstructure:"key" yaml:"key"`
 	// Label is stamped on every gossip packet; members with a different label are
 	// ignored, which keeps two clusters on one network apart. At most 255 bytes.
@@ -375,6 +387,9 @@ const RedactedValue = "REDACTED"
 func (c Config) Redacted() Config {
 	if c.API.AdminToken != "" {
 		c.API.AdminToken = RedactedValue
+	}
+	if c.Cluster.JoinToken != "" {
+		c.Cluster.JoinToken = RedactedValue
 	}
 	if c.Cluster.Key != "" {
 		c.Cluster.Key = RedactedValue

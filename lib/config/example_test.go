@@ -34,6 +34,8 @@ func TestExampleLoadsAndValidates(t *testing.T) {
 	c.DefaultDrivers = true // the example configures its driver; the defaults do not
 	assert.Empty(t, c.API.Tokens)
 	c.API.Tokens = nil
+	assert.Empty(t, c.API.TLSHosts)
+	c.API.TLSHosts = nil
 	assert.Equal(t, wantDefaults(), c)
 }
 

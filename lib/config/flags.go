@@ -13,6 +13,7 @@ const (
 	FlagGossip    = "gossip"
 	FlagAdvertise = "advertise"
 	FlagJoin      = "join"
+	FlagJoinToken = "join-token"
 	FlagLogLevel  = "log-level"
 	FlagLogFormat = "log-format"
 	FlagLabel     = "label"
@@ -33,6 +34,7 @@ func flagKeys() []flagKey {
 		{FlagGossip, "cluster.bind"},
 		{FlagAdvertise, "cluster.advertise"},
 		{FlagJoin, "cluster.join"},
+		{FlagJoinToken, "cluster.join_token"},
 		{FlagLogLevel, "log.level"},
 		{FlagLogFormat, "log.format"},
 	}
@@ -49,6 +51,7 @@ func BindFlags(fs *pflag.FlagSet) {
 	fs.String(FlagGossip, DefaultGossipAddress, "gossip bind address host:port")
 	fs.String(FlagAdvertise, "", "gossip address other nodes use to reach this one, host:port")
 	fs.StringSlice(FlagJoin, nil, "address (host[:port]) of a cluster member to join; repeat or comma-separate")
+	fs.String(FlagJoinToken, "", "join token of the cluster (hf-cli cluster join-token), to fetch its secrets on the first start")
 	fs.String(FlagLogLevel, LogInfo, "log level: debug, info, warn or error")
 	fs.String(FlagLogFormat, LogText, "log format: text or json")
 	fs.StringArray(FlagLabel, nil, "node label key=value; repeat or comma-separate")

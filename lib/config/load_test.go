@@ -143,6 +143,7 @@ func TestLoadFileRoundTrip(t *testing.T) {
 			},
 			MaxClaimsPerUser:   5,
 			MaxStreamsPerToken: 3,
+			TLSHosts:           []string{"hf.example.com"},
 		},
 		Cluster: config.ClusterConfig{
 			Bind:                "10.0.0.1:7800",

@@ -93,6 +93,9 @@ func isLoopback(host string) bool {
 
 func (a *APIConfig) validate(p *problems) {
 	checkHostPort(p, "api.address", a.Address, false, 0)
+	if host, _, err := net.SplitHostPort(a.Address); err == nil && a.PlainHTTP && !isLoopback(host) {
+		p.addf("api.plain_http", "plain HTTP is allowed only on a loopback api.address, not %q (drop it: the API serves TLS with the cluster's CA)", a.Address)
+	}
 	if a.MaxClaimsPerUser < 0 {
 		p.addf("api.max_claims_per_user", "must not be negative, got %d", a.MaxClaimsPerUser)
 	}

@@ -154,6 +154,10 @@ func (s *Server) authenticate(c *gin.Context) {
 		s.writeErr(c, newErr(http.StatusUnauthorized, CodeUnauthorized, "", "%v", err))
 		return
 	}
+	if p.Role == types.RoleJoin && c.FullPath() != apiPrefix+clusterJoinPath {
+		s.writeErr(c, forbidden("", "a join token may only join a node (POST %s%s)", apiPrefix, clusterJoinPath))
+		return
+	}
 	c.Set(principalKey, p)
 	c.Next()
 }

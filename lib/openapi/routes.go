@@ -21,6 +21,8 @@ func (s *Server) routes(e *gin.Engine) {
 	api := e.Group(apiPrefix, s.authenticate, s.audit)
 	api.GET("/whoami", s.whoami)
 	api.GET("/audit", s.auditList)
+	api.POST(clusterTokensPath, s.createJoinToken)
+	api.POST(clusterJoinPath, s.join)
 	api.GET("/events", s.watchEvents)
 	for _, kind := range types.Kinds() {
 		k := kindRoutes{s: s, kind: kind}

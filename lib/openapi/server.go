@@ -70,6 +70,8 @@ type Config struct {
 	// empty keeps the last 10,000 in memory.
 	AuditFile     string
 	AuditMaxBytes int64
+	// Joining lets other nodes join through this one (nil: no joins).
+	Joining *Joining
 }
 
 // Server serves the REST API. Its handler is safe for concurrent use.

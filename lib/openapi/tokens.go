@@ -75,6 +75,9 @@ func (a *authenticator) clusterToken(bearer string) (Principal, error) {
 	if tok.ExpiredAt(a.now()) {
 		return Principal{}, fmt.Errorf("token %s expired at %s", name, tok.Spec.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
 	}
+	if tok.Spec.Role == types.RoleJoin {
+		return Principal{Name: name, User: types.JoinUser, Role: types.RoleJoin}, nil
+	}
 	user, err := store.Get[types.User](a.st, types.KindUser, tok.Spec.User)
 	switch {
 	case err != nil:
@@ -93,6 +96,9 @@ func (s *Server) prepareToken(o types.Object) (string, error) {
 	tok, ok := o.(*types.Token)
 	if !ok {
 		return "", nil
+	}
+	if tok.Spec.Role == types.RoleJoin {
+		return "", badRequest("spec.role", "join tokens are made by POST /api/v1/cluster/join-tokens (hf-cli cluster join-token)")
 	}
 	if tok.Spec.Hash != "" || tok.Spec.Salt != "" {
 		return "", badRequest("spec.hash", "is made by the server: leave spec.hash and spec.salt out")

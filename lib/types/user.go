@@ -16,8 +16,16 @@ const (
 	RoleUser = "user"
 )
 
-// Roles lists the roles, most powerful first.
+// Roles lists the roles of users, most powerful first.
 var Roles = []string{RoleAdmin, RoleOperator, RoleUser}
+
+// RoleJoin is the role of a join token: it may fetch the cluster's
+// secrets (POST /api/v1/cluster/join) and nothing else. Its user is
+// JoinUser, which needs no User object.
+const (
+	RoleJoin = "join"
+	JoinUser = "hf-join"
+)
 
 // User is a person or program known to the whole cluster: the roles its
 // tokens may carry. Replicated like every kind, so a token works on every
@@ -109,6 +117,12 @@ func (o *Token) Validate() error {
 	}
 	if err := ValidateName("spec.user", o.Spec.User); err != nil {
 		return err
+	}
+	if o.Spec.Role == RoleJoin {
+		if o.Spec.User != JoinUser {
+			return Invalid("spec.user", "a join token's user is %q, got %q", JoinUser, o.Spec.User)
+		}
+		return nil
 	}
 	if !slices.Contains(Roles, o.Spec.Role) {
 		return Invalid("spec.role", "must be one of %v, got %q", Roles, o.Spec.Role)

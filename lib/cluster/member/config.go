@@ -55,6 +55,9 @@ type Config struct {
 	// Key is the AES key (16, 24 or 32 bytes) that encrypts and authenticates
 	// all traffic; every member needs the same one. Nil means plain text.
 	Key []byte
+	// Keys are further keys this member accepts (not sends with), during a
+	// rotation (see Member.Keyring).
+	Keys [][]byte
 	// Label is stamped on every packet and stream; a member with another label
 	// can neither join nor inject anything. At most 255 bytes.
 	Label string
@@ -158,6 +161,14 @@ func (cfg Config) validate() error {
 			return fmt.Errorf("key: %w", err)
 		}
 	}
+	for i, k := range cfg.Keys {
+		if len(cfg.Key) == 0 {
+			return errors.New("keys: given without a primary key")
+		}
+		if err := memberlist.ValidateKey(k); err != nil {
+			return fmt.Errorf("keys[%d]: %w", i, err)
+		}
+	}
 	if len(cfg.Label) > memberlist.LabelMaxSize {
 		return fmt.Errorf("label: longer than %d bytes", memberlist.LabelMaxSize)
 	}
@@ -208,7 +219,11 @@ func (cfg Config) memberlistConfig(log *slog.Logger) (*memberlist.Config, error)
 	mc.GossipVerifyIncoming = true
 	mc.GossipVerifyOutgoing = true
 	if len(cfg.Key) > 0 {
-		mc.SecretKey = append([]byte(nil), cfg.Key...)
+		kr, err := memberlist.NewKeyring(cfg.Keys, cfg.Key)
+		if err != nil {
+			return nil, fmt.Errorf("keyring: %w", err)
+		}
+		mc.Keyring = kr
 	}
 	mc.Logger = newMemberlistLogger(log)
 	mc.LogOutput = nil

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,6 +64,7 @@ type Member struct {
 	mu    sync.Mutex // guards the fields below and Adds to ioWG
 	state int
 	ml    *memberlist.Memberlist
+	keys  *memberlist.Keyring
 	addr  string
 	// gossipInterval is the effective one, for the leave timeout.
 	gossipInterval time.Duration
@@ -142,7 +144,7 @@ func (m *Member) Start(ctx context.Context) error {
 		}
 		return fmt.Errorf("start member: %w", err)
 	}
-	m.ml = ml
+	m.ml, m.keys = ml, mc.Keyring
 	m.gossipInterval = mc.GossipInterval
 	m.addr = ml.LocalNode().Address()
 	m.state = stateRunning
@@ -164,7 +166,7 @@ func (m *Member) Start(ctx context.Context) error {
 
 	if len(m.cfg.Join) > 0 {
 		if n, err := m.Join(ctx, m.cfg.Join); err != nil {
-			m.log.Warn("join failed, will retry", "addrs", m.cfg.Join, "err", err)
+			m.log.Warn("join failed, will retry", "addrs", m.cfg.Join, "err", err, "hint", joinHint(err))
 		} else {
 			m.log.Info("joined", "contacted", n)
 		}
@@ -194,6 +196,26 @@ func (m *Member) spawnIO(f func(ctx context.Context)) bool {
 		f(m.ioCtx)
 	}()
 	return true
+}
+
+// joinHint says what to do about a failed join whose cause is the gossip
+// key (one side encrypts, or with another key).
+func joinHint(err error) string {
+	msg := err.Error()
+	if strings.Contains(msg, "decrypt") || strings.Contains(msg, "encrypt") || strings.Contains(msg, "No installed keys") {
+		return "the cluster's gossip key is not this node's: start it on a fresh data dir with --join-token (hf-cli cluster join-token on a member prints one), or give it the cluster's cluster.key"
+	}
+	return "check that a member listens at the address and that nothing blocks TCP and UDP to it"
+}
+
+// Keyring is the running member's gossip keyring, nil before Start or
+// without encryption: AddKey, UseKey and RemoveKey change it at run time,
+// for a rotation without downtime (every member adds the new key, then
+// every member uses it, then every member removes the old one).
+func (m *Member) Keyring() *memberlist.Keyring {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.keys
 }
 
 // memberlist returns the running memberlist.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -30,6 +31,7 @@ func newClusterCmd(f *Factory) *cobra.Command {
 				return err
 			},
 		},
+		newJoinTokenCmd(f),
 		&cobra.Command{
 			Use:   "health",
 			Short: "Check that the endpoint is up (/healthz) and ready (/readyz)",
@@ -37,6 +39,42 @@ func newClusterCmd(f *Factory) *cobra.Command {
 			RunE:  func(c *cobra.Command, _ []string) error { return runHealth(c.Context(), f) },
 		},
 	)
+	return c
+}
+
+func newJoinTokenCmd(f *Factory) *cobra.Command {
+	var ttl time.Duration
+	c := &cobra.Command{
+		Use:   "join-token [--ttl D]",
+		Short: "Make a join token and print the hf-node command that joins a new node with it (admin only)",
+		Long: "A new node started with the printed command fetches the cluster's CA and gossip\n" +
+			"keys from this node, over TLS pinned to the CA the token names. The token works\n" +
+			"for --ttl (default 24h, at most 168h) and for any number of nodes;\n" +
+			"`hf-cli token revoke NAME` ends it earlier.",
+		Args: noArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if ttl < 0 {
+				return usageErrorf("--ttl must not be negative, got %s", ttl)
+			}
+			cl, err := f.Client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := f.requestContext(c.Context())
+			defer cancel()
+			jt, err := cl.CreateJoinToken(ctx, ttl)
+			if err != nil {
+				return err
+			}
+			if p := f.printer(); p.structured() {
+				return p.encode(jt)
+			}
+			fmt.Fprintf(f.Err, "join token %s, works until %s; on the new host run:\n", jt.Name, timestamp(jt.ExpiresAt))
+			_, err = fmt.Fprintln(f.Out, jt.Command)
+			return err
+		},
+	}
+	c.Flags().DurationVar(&ttl, "ttl", 0, "how long the token works (default 24h)")
 	return c
 }
 

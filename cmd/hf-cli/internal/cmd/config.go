@@ -23,6 +23,9 @@ type Config struct {
 type Profile struct {
 	Endpoint string `yaml:"endpoint,omitempty"`
 	Token    string `yaml:"token,omitempty"`
+	// CA is the PEM of the cluster CA the endpoint's certificate is checked
+	// against (profile set --ca-file reads it in).
+	CA string `yaml:"ca,omitempty"`
 }
 
 // configDir is $HF_CONFIG_DIR, else <user config dir>/hf.

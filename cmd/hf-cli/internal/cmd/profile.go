@@ -26,6 +26,7 @@ type profileSetOptions struct {
 	name     string
 	endpoint string
 	token    string
+	caFile   string
 	use      bool
 }
 
@@ -34,7 +35,7 @@ type profileSetOptions struct {
 func newProfileSetCmd(f *Factory) *cobra.Command {
 	opts := &profileSetOptions{f: f}
 	c := &cobra.Command{
-		Use:   "set NAME --endpoint URL [--token T] [--use]",
+		Use:   "set NAME --endpoint URL [--token T] [--ca-file CA] [--use]",
 		Short: "Create or change a profile",
 		Args:  exactArgs(1, "one profile NAME"),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -44,6 +45,7 @@ func newProfileSetCmd(f *Factory) *cobra.Command {
 	}
 	c.Flags().StringVar(&opts.endpoint, "endpoint", "", "API endpoint, e.g. http://10.0.0.5:7700")
 	c.Flags().StringVar(&opts.token, "token", "", "bearer token")
+	c.Flags().StringVar(&opts.caFile, "ca-file", "", "the cluster's CA certificate (a node's <data dir>/cluster/ca.crt), kept in the profile")
 	c.Flags().BoolVar(&opts.use, "use", false, "make it the current profile")
 	return c
 }
@@ -69,6 +71,13 @@ func runProfileSet(opts *profileSetOptions, endpointSet, tokenSet bool) error {
 	}
 	if tokenSet {
 		p.Token = opts.token
+	}
+	if opts.caFile != "" {
+		pem, err := readCA(opts.caFile)
+		if err != nil {
+			return usageErrorf("--ca-file: %v", err)
+		}
+		p.CA = string(pem)
 	}
 	// The first profile becomes current: there is nothing else to choose from.
 	if opts.use || cfg.Current == "" {

@@ -6,6 +6,8 @@ package cmd
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"github.com/hf-fleet/hf/lib/config"
 	"io"
@@ -54,6 +56,9 @@ type Env struct {
 	// data dir (nil: none); hf-cli uses it for a loopback endpoint when no
 	// token is given.
 	LocalToken func() (string, error)
+	// LocalCA reads the cluster CA a node on this host keeps in its data
+	// dir (nil: none), trusted for a loopback endpoint when no CA is given.
+	LocalCA func() ([]byte, error)
 }
 
 // OSEnv is the Env of a real process.
@@ -70,6 +75,7 @@ func OSEnv(version string) Env {
 		HTTPClient:    &http.Client{Transport: http.DefaultTransport},
 		Version:       version,
 		LocalToken:    localToken,
+		LocalCA:       localCA,
 	}
 }
 
@@ -96,11 +102,14 @@ type Factory struct {
 	token    string
 	profile  string
 	output   string
+	caFile   string
 	timeout  time.Duration
 
 	client *client.Client
-	// tokenUsed is the token Client settled on, for clientFor.
+	// tokenUsed is the token Client settled on, for clientFor; caPEM the
+	// CA it trusts (nil: the system's).
 	tokenUsed string
+	caPEM     []byte
 }
 
 // NewRootCmd builds the whole command tree.
@@ -130,6 +139,7 @@ func NewRootCmd(env Env) *cobra.Command {
 	pf.StringVar(&f.token, "token", "", "bearer token (default: HF_TOKEN, else the profile's)")
 	pf.StringVar(&f.profile, "profile", "", "profile to use (default: HF_PROFILE, else the current profile)")
 	pf.StringVarP(&f.output, "output", "o", "", "output format: table, json or yaml (default: HF_OUTPUT, else table)")
+	pf.StringVar(&f.caFile, "ca-file", "", "CA certificate the endpoint's TLS certificate is checked against (default: HF_CA_FILE, the profile's, a node's on this host, else the system's)")
 	pf.DurationVar(&f.timeout, "timeout", 30*time.Second, "time limit of each API request (0: none)")
 
 	root.AddCommand(
@@ -199,6 +209,20 @@ func (f *Factory) Client() (*client.Client, error) {
 	if endpoint == "" {
 		endpoint = DefaultEndpoint
 	}
+	switch file := cmpOr(f.caFile, f.Getenv("HF_CA_FILE")); {
+	case file != "":
+		pem, err := readCA(file)
+		if err != nil {
+			return nil, usageErrorf("CA file: %v", err)
+		}
+		f.caPEM = pem
+	case prof.CA != "":
+		f.caPEM = []byte(prof.CA)
+	case f.LocalCA != nil && isLoopback(endpoint):
+		if pem, err := f.LocalCA(); err == nil {
+			f.caPEM = pem
+		}
+	}
 	if f.tokenUsed == "" && f.LocalToken != nil && isLoopback(endpoint) {
 		// A node on this very host: its token is in its data dir, which
 		// this user can read if it is theirs (root's is root's).
@@ -218,8 +242,8 @@ func (f *Factory) Client() (*client.Client, error) {
 // one (call Client first).
 func (f *Factory) clientFor(endpoint string) (*client.Client, error) {
 	opts := []client.Option{client.WithUserAgent("hf-cli/" + f.Version)}
-	if f.HTTPClient != nil {
-		opts = append(opts, client.WithHTTPClient(f.HTTPClient))
+	if hc := f.httpClient(); hc != nil {
+		opts = append(opts, client.WithHTTPClient(hc))
 	}
 	c, err := client.New(endpoint, f.tokenUsed, opts...)
 	if err != nil {
@@ -274,14 +298,66 @@ func flagSet(fs *pflag.FlagSet, name string) bool {
 	return fl != nil && fl.Changed
 }
 
+// httpClient is HTTPClient, trusting the resolved CA when there is one.
+func (f *Factory) httpClient() *http.Client {
+	if f.caPEM == nil {
+		return f.HTTPClient
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(f.caPEM)
+	base := http.DefaultTransport
+	if f.HTTPClient != nil && f.HTTPClient.Transport != nil {
+		base = f.HTTPClient.Transport
+	}
+	tr, ok := base.(*http.Transport)
+	if !ok {
+		return f.HTTPClient
+	}
+	tr = tr.Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	hc := &http.Client{Transport: tr}
+	if f.HTTPClient != nil {
+		hc.Timeout = f.HTTPClient.Timeout
+	}
+	return hc
+}
+
+// readCA reads a PEM CA certificate file.
+func readCA(path string) ([]byte, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", path)
+	}
+	return pem, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// localCA reads <data dir>/cluster/ca.crt of a node run by this user with
+// the default data dir (HF_DATA_DIR when set).
+func localCA() ([]byte, error) {
+	return os.ReadFile(filepath.Join(localDataDir(), "cluster", "ca.crt"))
+}
+
+func localDataDir() string {
+	if dir := os.Getenv("HF_DATA_DIR"); dir != "" {
+		return dir
+	}
+	return config.DefaultDataDir(os.Geteuid(), os.Getenv)
+}
+
 // localToken reads <data dir>/admin.token of a node run by this user with
 // the default data dir (HF_DATA_DIR when set).
 func localToken() (string, error) {
-	dir := os.Getenv("HF_DATA_DIR")
-	if dir == "" {
-		dir = config.DefaultDataDir(os.Geteuid(), os.Getenv)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "admin.token"))
+	b, err := os.ReadFile(filepath.Join(localDataDir(), "admin.token"))
 	if err != nil {
 		return "", err
 	}
