@@ -1,15 +1,24 @@
 package e2e
 
 import (
+	"context"
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/client"
+	"github.com/hf-fleet/hf/lib/types"
 )
 
 // nodeRows parses `hf-cli node list` (tab-separated when piped): name -> phase.
@@ -106,4 +115,125 @@ func TestTokensAcrossTheCluster(t *testing.T) {
 	assert.Contains(t, audit, "POST\ttokens\t201", audit)
 	assert.Contains(t, audit, "DELETE\ttokens/alice-laptop\t200", audit)
 	assert.Contains(t, audit, n1.Name, "the writes went through node 1")
+}
+
+// TestClusterSecrets: a new cluster is encrypted and serves TLS from the
+// start; a node joins with a join token, one without refuses to start and
+// says how, one with another key never gets in; the gossip key is rotated
+// on all three nodes while claims keep binding.
+func TestClusterSecrets(t *testing.T) {
+	n1 := startNode(t, "")
+	n2 := startNode(t, "", "--join", n1.Gossip) // the harness fetches a join token from n1
+	n3 := startNode(t, "", "--join", n2.Gossip)
+	for _, p := range []*proc{n1, n2, n3} {
+		assert.True(t, strings.HasPrefix(p.API, "https://"), p.API)
+		assert.Contains(t, p.out.String(), "encrypted=true")
+	}
+	ca, err := os.ReadFile(n1.caFile())
+	require.NoError(t, err)
+	ca3, err := os.ReadFile(n3.caFile())
+	require.NoError(t, err)
+	assert.Equal(t, ca, ca3, "one CA for the cluster")
+	waitUp := func(want int) {
+		t.Helper()
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			rows := nodeRows(n1.mustCLI("node", "list"))
+			up := 0
+			for _, ph := range rows {
+				if ph == "Up" {
+					up++
+				}
+			}
+			assert.Equal(c, want, up, "%v", rows)
+		}, 20*time.Second, 200*time.Millisecond)
+	}
+	waitUp(3)
+
+	// No token: refused at start, saying what to do.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, filepath.Join(bin, "hf-node"), "--data-dir", t.TempDir(), "--api", "127.0.0.1:0",
+		"--gossip", "127.0.0.1:0", "--join", n1.Gossip).CombinedOutput()
+	require.Error(t, err)
+	assert.Contains(t, string(out), "start it with --join-token")
+	// Another key: it runs alone and says why it cannot join.
+	cfg := filepath.Join(t.TempDir(), "hf.yml")
+	require.NoError(t, os.WriteFile(cfg, []byte("cluster:\n  key: "+base64.StdEncoding.EncodeToString(make([]byte, 32))+"\n"), 0o600))
+	sctx, scancel := context.WithTimeout(context.Background(), 8*time.Second)
+	defer scancel()
+	out, _ = exec.CommandContext(sctx, filepath.Join(bin, "hf-node"), "--config", cfg, "--data-dir", t.TempDir(), "--api", "127.0.0.1:0",
+		"--gossip", "127.0.0.1:0", "--join", n1.Gossip).CombinedOutput()
+	assert.Contains(t, string(out), "gossip key is not this node's", "%s", out)
+	assert.Len(t, nodeRows(n1.mustCLI("node", "list")), 3, "the stranger never joined")
+
+	// Rotate the key while claims keep binding: one claim after another
+	// through node 2, each bound and deleted.
+	tctx, tcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer tcancel()
+	_, errOut, code := n1.cli(tctx, strings.NewReader(smallTemplate), "template", "create", "-f", "-")
+	require.Equal(t, 0, code, errOut)
+	cl, err := client.New(n2.API, n2.Token, client.WithHTTPClient(n2.httpClient()))
+	require.NoError(t, err)
+	stop := make(chan struct{})
+	var bound, failed atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			name := fmt.Sprintf("rot-%d", i)
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			_, err := cl.Create(ctx, &types.MachineClaim{Metadata: types.ObjectMeta{Name: name}, Spec: types.MachineClaimSpec{MachineTemplate: "small"}})
+			for err == nil {
+				var o types.Object
+				if o, err = cl.Get(ctx, types.KindMachineClaim, name); err == nil && o.(*types.MachineClaim).Status.Phase == types.ClaimBound {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if err == nil {
+				bound.Add(1)
+				err = cl.Delete(ctx, types.KindMachineClaim, name)
+			}
+			if err != nil {
+				failed.Add(1)
+				t.Logf("claim %s: %v", name, err)
+			}
+			cancel()
+		}
+	}()
+	time.Sleep(300 * time.Millisecond)
+	before := n1.mustCLI("cluster", "rotate-key")
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	t.Logf("%s; %d claims bound during the rotation", strings.TrimSpace(before), bound.Load())
+	assert.Contains(t, before, "in use on every node")
+	assert.Zero(t, failed.Load(), "every claim bound through the rotation")
+	assert.Positive(t, bound.Load())
+	var ids []string
+	for _, p := range []*proc{n1, n2, n3} {
+		var ks client.GossipKeys
+		c, err := client.New(p.API, p.Token, client.WithHTTPClient(p.httpClient()))
+		require.NoError(t, err)
+		got, err := c.GossipKeys(context.Background())
+		require.NoError(t, err)
+		ks = *got
+		assert.Len(t, ks.Keys, 1, "the old key is gone from %s", p.Name)
+		ids = append(ids, ks.Primary)
+	}
+	assert.Equal(t, ids[0], ids[1])
+	assert.Equal(t, ids[0], ids[2])
+	// The cluster still works on the new key, also for a node that
+	// restarts (it reads the rotated key back) and one that joins now.
+	n3.stop()
+	n3 = n3.restart()
+	n4 := startNode(t, "", "--join", n3.Gossip)
+	waitUp(4)
+	_ = n4
 }

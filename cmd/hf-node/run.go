@@ -186,6 +186,7 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 		AuditFile:        filepath.Join(cfg.DataDir, "audit.log"),
 		Joining: &openapi.Joining{Bundle: sec.Bundle, Endpoint: scheme + "://" + advertisedAPI(apiAddr, mem.Addr()),
 			CAFingerprint: sec.CA.Fingerprint(), GossipAddress: mem.Addr()},
+		Keyring: keyringOf(sec, mem, cfg.Cluster.Key != ""),
 	}, log, st)
 	if err != nil {
 		ln.Close()
@@ -236,6 +237,15 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 		return serveErr
 	}
 	return stopErr
+}
+
+// keyringOf is the node's gossip keyring for the API, nil when gossip is
+// not encrypted.
+func keyringOf(sec *secrets, mem *member.Member, fixed bool) openapi.Keyring {
+	if mem.Keyring() == nil {
+		return nil
+	}
+	return &nodeKeyring{sec: sec, mem: mem, fixed: fixed}
 }
 
 // advertisedAPI is the API address others reach: apiAddr, with the gossip

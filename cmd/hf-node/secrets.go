@@ -16,8 +16,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
+	"github.com/hashicorp/memberlist"
+
+	"github.com/hf-fleet/hf/lib/cluster/member"
 	"github.com/hf-fleet/hf/lib/config"
 	"github.com/hf-fleet/hf/lib/openapi"
 	"github.com/hf-fleet/hf/lib/pki"
@@ -34,6 +38,8 @@ const gossipFile = "gossip.keys"
 type secrets struct {
 	dir string
 	CA  *pki.CA
+	// mu guards Keys once the node runs (a rotation changes them).
+	mu sync.Mutex
 	// Keys are the gossip keys, the one in use first; nil is plain gossip.
 	Keys [][]byte
 	// Made is set when this start made them (the first node of a cluster);
@@ -119,6 +125,8 @@ func (s *secrets) save() error {
 
 // Bundle is what a joining node receives.
 func (s *secrets) Bundle() (openapi.JoinBundle, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	b := openapi.JoinBundle{CACert: string(s.CA.CertPEM), CAKey: string(s.CA.KeyPEM)}
 	for _, k := range s.Keys {
 		b.GossipKeys = append(b.GossipKeys, base64.StdEncoding.EncodeToString(k))
@@ -241,4 +249,57 @@ func (s *secrets) serverTLS(name string, hosts []string) (*tls.Config, error) {
 	}
 	cert.Certificate = append(cert.Certificate, s.CA.Cert.Raw)
 	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// nodeKeyring is the running member's keyring as the API rotates it; every
+// change is saved to the gossip keys file, for the next start and for the
+// join bundle.
+type nodeKeyring struct {
+	sec   *secrets
+	mem   *member.Member
+	fixed bool // cluster.key in the config
+}
+
+func (k *nodeKeyring) ring() (*memberlist.Keyring, error) {
+	if k.fixed {
+		return nil, openapi.ErrKeyringFixed
+	}
+	kr := k.mem.Keyring()
+	if kr == nil {
+		return nil, errors.New("gossip is not encrypted")
+	}
+	return kr, nil
+}
+
+func (k *nodeKeyring) Keys() [][]byte {
+	if kr := k.mem.Keyring(); kr != nil {
+		return kr.GetKeys()
+	}
+	return nil
+}
+
+func (k *nodeKeyring) change(op func(*memberlist.Keyring) error) error {
+	kr, err := k.ring()
+	if err != nil {
+		return err
+	}
+	k.sec.mu.Lock()
+	defer k.sec.mu.Unlock()
+	if err := op(kr); err != nil {
+		return err
+	}
+	k.sec.Keys = kr.GetKeys()
+	return saveKeys(filepath.Join(k.sec.dir, gossipFile), k.sec.Keys)
+}
+
+func (k *nodeKeyring) Install(key []byte) error {
+	return k.change(func(kr *memberlist.Keyring) error { return kr.AddKey(key) })
+}
+
+func (k *nodeKeyring) Use(key []byte) error {
+	return k.change(func(kr *memberlist.Keyring) error { return kr.UseKey(key) })
+}
+
+func (k *nodeKeyring) Remove(key []byte) error {
+	return k.change(func(kr *memberlist.Keyring) error { return kr.RemoveKey(key) })
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -100,6 +101,36 @@ func (c *Client) CreateJoinToken(ctx context.Context, ttl time.Duration) (*JoinT
 	}
 	var out JoinToken
 	if err := c.call(ctx, request{method: http.MethodPost, path: "/api/v1/cluster/join-tokens", body: body}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// GossipKeys is a node's gossip keyring by key ID, the one in use first.
+type GossipKeys struct {
+	Node    string   `json:"node"`
+	Primary string   `json:"primary"`
+	Keys    []string `json:"keys"`
+}
+
+// GossipKeys returns the node's gossip keys by ID (admin only).
+func (c *Client) GossipKeys(ctx context.Context) (*GossipKeys, error) {
+	var out GossipKeys
+	if err := c.call(ctx, request{method: http.MethodGet, path: "/api/v1/cluster/gossip-keys"}, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ChangeGossipKey installs, uses or removes key (base64) on the node
+// (admin only) and returns its keyring after.
+func (c *Client) ChangeGossipKey(ctx context.Context, action, key string) (*GossipKeys, error) {
+	body, err := json.Marshal(map[string]string{"action": action, "key": key})
+	if err != nil {
+		return nil, err
+	}
+	var out GossipKeys
+	if err := c.call(ctx, request{method: http.MethodPost, path: "/api/v1/cluster/gossip-keys", body: body}, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

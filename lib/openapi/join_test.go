@@ -1,8 +1,13 @@
 package openapi
 
 import (
+	"bytes"
+	"encoding/base64"
+	"errors"
 	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,6 +29,7 @@ func withJoining(c *Config) {
 		CAFingerprint: testFingerprint,
 		GossipAddress: "127.0.0.1:7701",
 	}
+	c.Keyring = &memKeyring{keys: [][]byte{bytes.Repeat([]byte{7}, 32)}}
 }
 
 // A join token is made by an admin, shown once with the command that uses
@@ -73,4 +79,87 @@ func TestJoinTokens(t *testing.T) {
 		_, _, _, ok := ParseJoinToken(s)
 		assert.False(t, ok, s)
 	}
+}
+
+// memKeyring is a Keyring in memory, with memberlist's rules: a key is
+// used only once installed, and the key in use cannot be removed.
+type memKeyring struct {
+	mu   sync.Mutex
+	keys [][]byte
+}
+
+func (m *memKeyring) Keys() [][]byte {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.keys)
+}
+
+func (m *memKeyring) Install(k []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !slices.ContainsFunc(m.keys, func(x []byte) bool { return bytes.Equal(x, k) }) {
+		m.keys = append(m.keys, k)
+	}
+	return nil
+}
+
+func (m *memKeyring) Use(k []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i := slices.IndexFunc(m.keys, func(x []byte) bool { return bytes.Equal(x, k) })
+	if i < 0 {
+		return errors.New("requested key is not in the keyring")
+	}
+	m.keys[0], m.keys[i] = m.keys[i], m.keys[0]
+	return nil
+}
+
+func (m *memKeyring) Remove(k []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.keys) > 0 && bytes.Equal(m.keys[0], k) {
+		return errors.New("removing the primary key is not allowed")
+	}
+	m.keys = slices.DeleteFunc(m.keys, func(x []byte) bool { return bytes.Equal(x, k) })
+	return nil
+}
+
+// The gossip keys are shown by ID only; install, use and remove change
+// them in that order; mistakes are 400 naming the field.
+func TestGossipKeyRotation(t *testing.T) {
+	old, next := bytes.Repeat([]byte{1}, 32), bytes.Repeat([]byte{2}, 32)
+	kr := &memKeyring{keys: [][]byte{old}}
+	e := newTestEnv(t, func(c *Config) { c.Keyring = kr })
+	b64 := base64.StdEncoding.EncodeToString
+	r := e.do("GET", "/api/v1/cluster/gossip-keys", adminTok, nil)
+	require.Equal(t, http.StatusOK, r.code)
+	assert.Equal(t, map[string]any{"node": "n1", "primary": KeyID(old), "keys": []any{KeyID(old)}}, r.obj(t))
+	assert.NotContains(t, string(r.body), b64(old))
+
+	step := func(action string, key []byte) response {
+		return e.do("POST", "/api/v1/cluster/gossip-keys", adminTok, map[string]any{"action": action, "key": b64(key)})
+	}
+	assert.Equal(t, http.StatusBadRequest, step("use", next).code, "not installed yet")
+	require.Equal(t, http.StatusOK, step("install", next).code)
+	assert.Equal(t, http.StatusBadRequest, step("remove", old).code, "still in use")
+	r = step("use", next)
+	require.Equal(t, http.StatusOK, r.code)
+	assert.Equal(t, KeyID(next), r.obj(t)["primary"])
+	require.Equal(t, http.StatusOK, step("remove", old).code)
+	assert.Equal(t, [][]byte{next}, kr.Keys())
+	third := bytes.Repeat([]byte{3}, 32)
+	require.Equal(t, http.StatusOK, step("install", old).code)
+	require.Equal(t, http.StatusOK, step("install", third).code)
+	assert.Equal(t, http.StatusBadRequest, step("retire", old).code, "retire keeps the key in use only")
+	require.Equal(t, http.StatusOK, step("retire", next).code)
+	assert.Equal(t, [][]byte{next}, kr.Keys())
+
+	for body, field := range map[string]string{`{"action": "burn", "key": "` + b64(next) + `"}`: "action",
+		`{"action": "use", "key": "short"}`: "key", `{"action": "use"}`: "key"} {
+		r := e.do("POST", "/api/v1/cluster/gossip-keys", adminTok, body)
+		assert.Equal(t, http.StatusBadRequest, r.code, body)
+		assert.Equal(t, field, r.errBody(t).Field, body)
+	}
+	assert.Equal(t, http.StatusForbidden, e.do("GET", "/api/v1/cluster/gossip-keys", aliceTok, nil).code)
+	assert.Contains(t, e.logs.String(), "gossip keyring changed")
 }

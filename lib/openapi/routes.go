@@ -23,6 +23,8 @@ func (s *Server) routes(e *gin.Engine) {
 	api.GET("/audit", s.auditList)
 	api.POST(clusterTokensPath, s.createJoinToken)
 	api.POST(clusterJoinPath, s.join)
+	api.GET(clusterKeysPath, s.listGossipKeys)
+	api.POST(clusterKeysPath, s.changeGossipKeys)
 	api.GET("/events", s.watchEvents)
 	for _, kind := range types.Kinds() {
 		k := kindRoutes{s: s, kind: kind}

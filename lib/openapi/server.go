@@ -72,6 +72,9 @@ type Config struct {
 	AuditMaxBytes int64
 	// Joining lets other nodes join through this one (nil: no joins).
 	Joining *Joining
+	// Keyring is the node's gossip keyring, for key rotation (nil: gossip
+	// is not encrypted).
+	Keyring Keyring
 }
 
 // Server serves the REST API. Its handler is safe for concurrent use.

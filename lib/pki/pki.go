@@ -286,3 +286,10 @@ func Hosts(host string, extra ...string) []string {
 	slices.Sort(out)
 	return slices.Compact(out)
 }
+
+// KeyID names a gossip key without showing it: the first 8 bytes of its
+// SHA-256, hex.
+func KeyID(key []byte) string {
+	sum := sha256.Sum256(key)
+	return hex.EncodeToString(sum[:8])
+}

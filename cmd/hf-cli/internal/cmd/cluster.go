@@ -32,6 +32,7 @@ func newClusterCmd(f *Factory) *cobra.Command {
 			},
 		},
 		newJoinTokenCmd(f),
+		newRotateKeyCmd(f),
 		&cobra.Command{
 			Use:   "health",
 			Short: "Check that the endpoint is up (/healthz) and ready (/readyz)",
