@@ -95,6 +95,8 @@ func TestLoadErrors(t *testing.T) {
 		{name: "bad HF_LABELS", env: []string{"HF_LABELS=a=1,=2"}, want: []string{`config: labels: want key=value, got "=2"`, "(from HF_LABELS)"}},
 		{name: "short admin token", env: []string{"HF_ADMIN_TOKEN=short"},
 			want: []string{"config: api.admin_token: must be at least 16 characters", "(from HF_ADMIN_TOKEN)"}},
+		{name: "plain http off loopback", content: "api: {address: \"0.0.0.0:7700\", plain_http: true}\n",
+			want: []string{`config: api.plain_http: plain HTTP is allowed only on a loopback api.address, not "0.0.0.0:7700"`}},
 		{name: "token role", content: "api: {tokens: [{name: ci, token: 0123456789abcdef, role: root}]}\n",
 			want: []string{`config: api.tokens[0].role: must be one of admin, operator, user, got "root"`}},
 		{name: "token name", content: "api: {tokens: [{token: 0123456789abcdef, role: user}]}\n",

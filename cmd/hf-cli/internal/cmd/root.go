@@ -27,7 +27,7 @@ import (
 )
 
 // DefaultEndpoint is used when no flag, environment variable or profile names one.
-const DefaultEndpoint = "http://127.0.0.1:7700"
+const DefaultEndpoint = "https://127.0.0.1:7700"
 
 // Output formats.
 const (
