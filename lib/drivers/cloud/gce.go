@@ -420,4 +420,3 @@ func requestID() string {
 	h := fmt.Sprintf("%x", b)
 	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
-

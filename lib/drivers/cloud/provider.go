@@ -80,4 +80,3 @@ type provider interface {
 	// quota reads the cloud's quota and what others use of it.
 	quota(ctx context.Context, o owner) (usage, error)
 }
-
