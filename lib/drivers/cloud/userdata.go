@@ -24,7 +24,7 @@ func metadataJSON(meta map[string]string) []byte {
 }
 
 // metadataEnv is meta as a file a POSIX shell can source: KEY='value' lines,
-// each value single-quoted (a quote inside becomes '\”), so a value is
+// each value single-quoted (a quote inside is closed, escaped and reopened), so a value is
 // never run. Keys are variable names (the metadata rules check them).
 func metadataEnv(meta map[string]string) []byte {
 	var b strings.Builder
