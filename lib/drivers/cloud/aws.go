@@ -59,6 +59,14 @@ func connectAWS(ctx context.Context, c AWSConfig, extra []func(*awsconfig.LoadOp
 		awsconfig.WithRetryer(func() aws.Retryer {
 			return retry.NewStandard(func(o *retry.StandardOptions) {
 				o.MaxAttempts, o.MaxBackoff = c.RetryMaxAttempts, c.RetryMaxBackoff.Duration
+				// EC2 answers InsufficientInstanceCapacity with a 5xx, which the
+				// retryer would retry at once; the node declines instead.
+				o.Retryables = append([]retry.IsErrorRetryable{retry.IsErrorRetryableFunc(func(err error) aws.Ternary {
+					if awsNoCapacity[apiCode(err)] {
+						return aws.FalseTernary
+					}
+					return aws.UnknownTernary
+				})}, o.Retryables...)
 			})
 		}),
 	}
