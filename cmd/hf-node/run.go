@@ -24,6 +24,7 @@ import (
 	"github.com/hf-fleet/hf/lib/cluster/member"
 	"github.com/hf-fleet/hf/lib/config"
 	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/drivers/cloud"
 	"github.com/hf-fleet/hf/lib/drivers/docker"
 	"github.com/hf-fleet/hf/lib/drivers/native"
 	"github.com/hf-fleet/hf/lib/drivers/testdriver"
@@ -298,6 +299,8 @@ func registry() *drivers.Registry {
 	_ = r.Register(testdriver.Type, testdriver.New)
 	_ = r.Register(native.Type, native.New)
 	_ = r.Register(docker.Type, docker.New)
+	_ = r.Register(cloud.TypeAWS, cloud.NewAWS)
+	_ = r.Register(cloud.TypeGCE, cloud.NewGCE)
 	return r
 }
 

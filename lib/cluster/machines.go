@@ -207,10 +207,20 @@ func showResource(m *types.Machine, res *types.Resource) {
 // allocFailed drops the reservation and gives the round back, after a
 // back-off so that a driver that keeps failing (a bad image, a broken
 // engine) is not hammered in a tight loop.
+//
+// A driver without room (drivers.ErrNoCapacity: a cloud's insufficient
+// capacity or quota) declines rather than fails: the same give-back, worded
+// as a decline and not counted as a failure; the claim waits and is offered
+// again once a report shows room.
 func (a *acceptor) allocFailed(e entry, cause error) {
 	reason := fmt.Sprintf("allocation on %s (driver %s) failed: %v", a.n.cfg.Name, e.Driver, cause)
-	a.n.metrics.allocFailed.WithLabelValues(e.Driver).Inc()
-	a.n.log.Info("allocation failed", "machine", e.Machine, "claim", e.Claim, "err", cause)
+	if errors.Is(cause, drivers.ErrNoCapacity) {
+		reason = fmt.Sprintf("declined by %s (driver %s), no capacity: %v", a.n.cfg.Name, e.Driver, cause)
+		a.n.log.Info("allocation declined: no capacity", "machine", e.Machine, "claim", e.Claim, "err", cause)
+	} else {
+		a.n.metrics.allocFailed.WithLabelValues(e.Driver).Inc()
+		a.n.log.Info("allocation failed", "machine", e.Machine, "claim", e.Claim, "err", cause)
+	}
 	select {
 	case <-a.n.ctx.Done():
 		return // the restart reconcile drops the reservation

@@ -17,6 +17,13 @@ var ErrNotFound = errors.New("resource not found")
 // ErrNotPrepared is returned by a driver used before a successful Prepare.
 var ErrNotPrepared = errors.New("driver not prepared")
 
+// ErrNoCapacity is wrapped by an Allocate error when the provider has no room
+// for the machine right now (a cloud's insufficient capacity, a quota
+// exceeded): the claim is declined here and waits for capacity, it has not
+// failed. The node gives the round back and the claim is offered again once
+// capacity is reported free.
+var ErrNoCapacity = errors.New("no capacity")
+
 // ErrUnknownType is returned by Registry.New for a driver type nobody registered.
 var ErrUnknownType = errors.New("unknown driver type")
 

@@ -37,6 +37,9 @@ type Options struct {
 	Node func(i int, cfg *cluster.Config)
 	// Member is the base member config (membertest.FastConfig when zero).
 	Member member.Config
+	// Drivers, when set, builds node i's driver instances instead of the
+	// test driver (Host.Driver is the first); dir is the node's data dir.
+	Drivers func(t testing.TB, i int, node, dir string) []cluster.Instance
 	// LostGrace is the nodes' grace before a dead node's machines are lost
 	// (default 10s: long enough that a member wrongly suspected on a loaded
 	// machine under -race comes back first; node-loss tests set it short).
@@ -125,8 +128,15 @@ func (f *Fleet) start(i int) {
 	}
 	st, err := store.Open(store.Config{Dir: filepath.Join(h.Dir, "store"), NodeID: h.Name, GCInterval: -1}, log)
 	require.NoError(t, err)
-	drv := testdriver.New(drivers.Env{Instance: "test", DataDir: filepath.Join(h.Dir, "test"), NodeName: h.Name, Log: log})
-	require.NoError(t, drv.Prepare(context.Background(), []byte(f.driverConfig(i))))
+	var instances []cluster.Instance
+	if f.opts.Drivers != nil {
+		instances = f.opts.Drivers(t, i, h.Name, h.Dir)
+	} else {
+		drv := testdriver.New(drivers.Env{Instance: "test", DataDir: filepath.Join(h.Dir, "test"), NodeName: h.Name, Log: log})
+		require.NoError(t, drv.Prepare(context.Background(), []byte(f.driverConfig(i))))
+		instances = []cluster.Instance{{Name: "test", Type: "test", Driver: drv}}
+	}
+	drv := instances[0].Driver
 	tr, err := f.Net.Transport(h.Name, h.Addr)
 	if err != nil {
 		tr, err = f.Net.Transport(h.Name, "127.0.0.1:0")
@@ -143,7 +153,7 @@ func (f *Fleet) start(i int) {
 	if f.opts.Node != nil {
 		f.opts.Node(i, &ncfg)
 	}
-	node, err = cluster.New(ncfg, log, st, []cluster.Instance{{Name: "test", Type: "test", Driver: drv}}, mem)
+	node, err = cluster.New(ncfg, log, st, instances, mem)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
