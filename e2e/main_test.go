@@ -220,13 +220,18 @@ func joinedToken(t testing.TB, p *proc, args []string) string {
 // caFile is the cluster CA the node keeps in its data dir.
 func (p *proc) caFile() string { return filepath.Join(p.dataDir, "cluster", "ca.crt") }
 
-// httpClient trusts the node's cluster CA.
-func (p *proc) httpClient() *http.Client {
+// tlsConfig trusts the node's cluster CA.
+func (p *proc) tlsConfig() *tls.Config {
 	pem, err := os.ReadFile(p.caFile())
 	require.NoError(p.t, err)
 	pool := x509.NewCertPool()
 	require.True(p.t, pool.AppendCertsFromPEM(pem))
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+}
+
+// httpClient trusts the node's cluster CA.
+func (p *proc) httpClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: p.tlsConfig()}}
 }
 
 // stop sends SIGTERM and waits for a clean exit.

@@ -204,6 +204,9 @@ func (k kindRoutes) create(c *gin.Context) {
 		s.writeErr(c, err)
 		return
 	}
+	// One user's creates on this node are counted one at a time, so
+	// concurrent ones cannot all pass the cap.
+	defer s.lockUserQuota(p, obj)()
 	if err := s.checkClaimQuota(p, obj); err != nil {
 		s.writeErr(c, err)
 		return

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -237,4 +238,29 @@ func TestLabelSelectors(t *testing.T) {
 			break
 		}
 	}
+}
+
+// Concurrent creates of one user through one node cannot all pass the cap.
+func TestClaimQuotaUnderConcurrency(t *testing.T) {
+	e := newTestEnv(t, func(c *Config) { c.MaxClaimsPerUser = 5 })
+	e.do("POST", path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, "small"))
+	var wg sync.WaitGroup
+	codes := make([]int, 40)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i] = e.do("POST", path(types.KindMachineClaim), aliceTok, minimal(types.KindMachineClaim, fmt.Sprintf("c%02d", i))).code
+		}()
+	}
+	wg.Wait()
+	created := 0
+	for _, c := range codes {
+		if c == http.StatusCreated {
+			created++
+		} else {
+			assert.Equal(t, http.StatusTooManyRequests, c)
+		}
+	}
+	assert.Equal(t, 5, created)
 }

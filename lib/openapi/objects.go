@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hf-fleet/hf/lib/scheduler"
@@ -204,9 +205,22 @@ func (s *Server) checkGrant(p Principal, o types.Object) error {
 	return nil
 }
 
+// lockUserQuota holds the quota lock of p's user while one of its claims
+// is counted and written, when a cap applies; it returns the unlock.
+func (s *Server) lockUserQuota(p Principal, o types.Object) func() {
+	if p.Staff() || s.cfg.MaxClaimsPerUser <= 0 || o.GetKind() != types.KindMachineClaim {
+		return func() {}
+	}
+	mu, _ := s.quotaLocks.LoadOrStore(p.User, &sync.Mutex{})
+	m := mu.(*sync.Mutex)
+	m.Lock()
+	return m.Unlock
+}
+
 // checkClaimQuota refuses a user's claim past MaxClaimsPerUser live
-// (Requested or Bound) claims of theirs (429). Concurrent creates may pass
-// it by a few.
+// (Requested or Bound) claims of theirs (429). Creates through one node
+// are counted one at a time (lockUserQuota); creates sent to several nodes
+// at once may pass it by a few.
 func (s *Server) checkClaimQuota(p Principal, o types.Object) error {
 	if p.Staff() || s.cfg.MaxClaimsPerUser <= 0 || o.GetKind() != types.KindMachineClaim {
 		return nil

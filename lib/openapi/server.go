@@ -94,6 +94,8 @@ type Server struct {
 	// tokenStreams counts the open streams of each token.
 	streamsMu    sync.Mutex
 	tokenStreams map[string]int
+	// quotaLocks holds a *sync.Mutex per user (lockUserQuota).
+	quotaLocks sync.Map
 }
 
 // New builds the server and its routes. It fails when the tokens are unusable
