@@ -145,7 +145,12 @@ func (d *Driver) startAndWatch(ctx context.Context, st snapshot, id string, grac
 func (d *Driver) startFailure(st snapshot, id string, code int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	msg := fmt.Sprintf("exited at once with code %d", code)
+	return fmt.Errorf("%w: %s", ErrExited, d.exitReport(ctx, st, id, fmt.Sprintf("exited at once with code %d", code)))
+}
+
+// exitReport is msg about a container that ended, with what the engine
+// says of its end (out of memory, its error) and the last lines of its log.
+func (d *Driver) exitReport(ctx context.Context, st snapshot, id, msg string) string {
 	if c, err := st.cli.ContainerInspect(ctx, id); err == nil && c.State != nil {
 		if c.State.OOMKilled {
 			msg += " (killed: out of memory)"
@@ -157,7 +162,7 @@ func (d *Driver) startFailure(st snapshot, id string, code int) error {
 	if lines := d.lastLogLines(ctx, st, id); lines != "" {
 		msg += "; last log lines: " + lines
 	}
-	return fmt.Errorf("%w: %s", ErrExited, msg)
+	return msg
 }
 
 // lastLogLines returns the container's last log lines (stdout and stderr)

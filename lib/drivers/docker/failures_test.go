@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -96,7 +97,7 @@ func TestExitedContainersReport(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			d := f.driver(t, "node-"+strings.ReplaceAll(tc.name, " ", "-"), "docker", map[string]any{"start_grace": "0s"})
-			cmd := []string{"sh", "-c", "sleep 1; exit " + string(rune('0'+tc.code))}
+			cmd := []string{"sh", "-c", "echo about to end; sleep 1; exit " + string(rune('0'+tc.code))}
 			r, err := d.Allocate(t.Context(), f.template("short", types.Resources{CPU: 0.1, RAMGB: 0.1},
 				map[string]any{"command": cmd}), nil)
 			require.NoError(t, err)
@@ -109,6 +110,8 @@ func TestExitedContainersReport(t *testing.T) {
 				require.NoError(c, err)
 				assert.Equal(c, tc.want, phase)
 			}, 20*time.Second, 50*time.Millisecond)
+			assert.Equal(t, fmt.Sprintf("container exited with code %d; last log lines: about to end", tc.code), d.Explain(t.Context(), r),
+				"the node's reason for the claim")
 			list, err := d.List(t.Context())
 			require.NoError(t, err)
 			require.Len(t, list, 1, "an exited container is still listed, for reconciliation")

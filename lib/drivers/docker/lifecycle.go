@@ -37,6 +37,23 @@ func (d *Driver) Status(ctx context.Context, r *types.Resource) (types.MachinePh
 	return phaseOf(o.State, o.ExitCode), nil
 }
 
+// Explain implements drivers.Explainer: a container that ended, by its exit
+// code, the engine's word on its end and its last log lines.
+func (d *Driver) Explain(ctx context.Context, r *types.Resource) string {
+	if r == nil {
+		return ""
+	}
+	st, err := d.state()
+	if err != nil {
+		return ""
+	}
+	c, err := d.inspectOwn(ctx, st, r.ID)
+	if err != nil || c.ContainerJSONBase == nil || c.State == nil || c.State.Running {
+		return ""
+	}
+	return d.exitReport(ctx, st, c.ID, fmt.Sprintf("container exited with code %d", c.State.ExitCode))
+}
+
 // Activity implements drivers.ActivityMeter: the container's total CPU time
 // in nanoseconds, from the engine's one-shot stats.
 func (d *Driver) Activity(ctx context.Context, r *types.Resource) (uint64, error) {
