@@ -298,9 +298,9 @@ func (a *acceptor) usageLocked(driver string) (used, reserved types.Resources, c
 // capacityOf is an instance's capacity with this node's used and reserved.
 func (a *acceptor) capacityOf(in Instance) (types.Capacity, int) {
 	a.mu.Lock()
-	used, reserved, count := a.usageLocked(in.Name)
-	a.mu.Unlock()
-	return scheduler.WithUsage(in.Driver.HostCapacity(), used, reserved), count
+	defer a.mu.Unlock()
+	_, _, count := a.usageLocked(in.Name)
+	return a.capacityLocked(in), count
 }
 
 // capacityChanged tells the elector and the reporter that this node's free
@@ -427,8 +427,7 @@ func (a *acceptor) reserve(m Message) (*types.Capacity, error) {
 		a.mu.Unlock()
 		return nil, nil // a repeated offer: already reserved
 	}
-	used, reserved, _ := a.usageLocked(in.Name)
-	capa := scheduler.WithUsage(in.Driver.HostCapacity(), used, reserved)
+	capa := a.capacityLocked(in)
 	size := res.Template.Spec.Resources
 	if ok, why := scheduler.Reserve(capa, size, tmpl.Spec.AllowOverbook); !ok {
 		a.mu.Unlock()

@@ -70,6 +70,14 @@ type Pauser interface {
 	Resume(ctx context.Context, r *types.Resource) error
 }
 
+// HostSharer is implemented by local drivers whose machines run on this
+// host's own CPUs and RAM (native, docker): the node keeps all such driver
+// instances within one host budget, so together they never promise more
+// than the host has.
+type HostSharer interface {
+	SharesHost() bool
+}
+
 // Explainer is implemented by drivers that can say why a machine ended or
 // failed on its own (its entry's exit status and last output), for the
 // claim's reason. Explain returns "" when it knows nothing more.

@@ -269,3 +269,7 @@ func (d *Driver) state() (snapshot, error) {
 	}
 	return snapshot{cfg: d.cfg, cli: d.cli, fetcher: d.fetcher, lbl: d.lbl, host: d.host}, nil
 }
+
+// SharesHost implements drivers.HostSharer: containers run on this host
+// (its capacity is this host's, read by Prepare).
+func (d *Driver) SharesHost() bool { return true }

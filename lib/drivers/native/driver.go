@@ -449,3 +449,6 @@ func (k *keyedMutex) lock(key string) func() {
 		k.mu.Unlock()
 	}
 }
+
+// SharesHost implements drivers.HostSharer: machines run on this host.
+func (d *Driver) SharesHost() bool { return true }

@@ -371,3 +371,8 @@ func (d *Driver) sortedLocked(clone bool) []types.Resource {
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
+
+// StatusText says what the driver is in node reports: not a real host's.
+func (d *Driver) StatusText() string {
+	return "test driver: fake machines, capacity from its config, not this host's"
+}

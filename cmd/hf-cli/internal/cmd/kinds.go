@@ -33,7 +33,11 @@ func allResources() []*resource {
 				n := o.(*types.Node)
 				drivers := make([]string, 0, len(n.Spec.Drivers))
 				for _, d := range n.Spec.Drivers {
-					drivers = append(drivers, fmt.Sprintf("%s(%s/%sG)", d.Name, num(d.Capacity.Free.CPU), num(d.Capacity.Free.RAMGB)))
+					fake := ""
+					if d.Driver == "test" {
+						fake = ",test-only"
+					}
+					drivers = append(drivers, fmt.Sprintf("%s(%s/%sG%s)", d.Name, num(d.Capacity.Free.CPU), num(d.Capacity.Free.RAMGB), fake))
 				}
 				return []string{string(n.Status.Phase), n.Spec.APIAddress, strings.Join(drivers, ","),
 					strconv.Itoa(n.Status.Machines), yesNo(n.Spec.Maintenance)}
