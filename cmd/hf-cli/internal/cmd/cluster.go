@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/hf-fleet/hf/lib/types"
 )
 
 // keySize is the size of a cluster (gossip encryption) key: AES-256.
@@ -139,14 +142,18 @@ type versionInfo struct {
 	Version  string `json:"version"`
 	Go       string `json:"go"`
 	Platform string `json:"platform"`
+	// Nodes are the servers' versions, by node (absent with --client or
+	// when no server answers).
+	Nodes map[string]string `json:"nodes,omitempty"`
 }
 
 func newVersionCmd(f *Factory) *cobra.Command {
-	return &cobra.Command{
+	var clientOnly bool
+	c := &cobra.Command{
 		Use:   "version",
-		Short: "Print the hf-cli version",
+		Short: "Print the hf-cli version and the version of every node of the cluster",
 		Args:  noArgs,
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(c *cobra.Command, _ []string) error {
 			v := versionInfo{Version: f.Version, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 			if v.Version == "" {
 				v.Version = "devel"
@@ -154,12 +161,44 @@ func newVersionCmd(f *Factory) *cobra.Command {
 					v.Version = bi.Main.Version
 				}
 			}
+			var serverErr error
+			if !clientOnly {
+				v.Nodes, serverErr = nodeVersions(c.Context(), f)
+			}
 			p := f.printer()
 			if p.structured() {
 				return p.encode(v)
 			}
-			_, err := fmt.Fprintf(f.Out, "hf-cli %s (%s, %s)\n", v.Version, v.Go, v.Platform)
-			return err
+			fmt.Fprintf(f.Out, "hf-cli %s (%s, %s)\n", v.Version, v.Go, v.Platform)
+			for _, name := range sortedKeys(v.Nodes) {
+				fmt.Fprintf(f.Out, "node %s: hf-node %s\n", name, v.Nodes[name])
+			}
+			if serverErr != nil {
+				fmt.Fprintf(f.Err, "server: %v\n", serverErr)
+			}
+			return nil
 		},
 	}
+	c.Flags().BoolVar(&clientOnly, "client", false, "the client's version only")
+	return c
+}
+
+// nodeVersions are the hf-node versions the nodes report, by node.
+func nodeVersions(ctx context.Context, f *Factory) (map[string]string, error) {
+	cl, err := f.Client()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := f.requestContext(ctx)
+	defer cancel()
+	nodes, err := cl.List(ctx, types.KindNode, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, o := range nodes {
+		n := o.(*types.Node)
+		out[n.Metadata.Name] = cmp.Or(n.Spec.SoftwareVersion, "unknown")
+	}
+	return out, nil
 }

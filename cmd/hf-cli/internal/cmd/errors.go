@@ -121,9 +121,14 @@ func maxArgs(n int, what string) cobra.PositionalArgs {
 // reports an unknown command as a usage error.
 func groupCmd(c *cobra.Command) *cobra.Command {
 	c.Args = cobra.ArbitraryArgs
+	c.SuggestionsMinimumDistance = maxSuggestDistance
 	c.RunE = func(c *cobra.Command, args []string) error {
 		if len(args) > 0 {
-			return usageErrorf("unknown command %q for %q", args[0], c.CommandPath())
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+			if s := c.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += fmt.Sprintf("; did you mean %q?", s[0])
+			}
+			return usageErrorf("%s", msg)
 		}
 		return c.Help()
 	}

@@ -136,7 +136,7 @@ func TestSessionListGet(t *testing.T) {
 
 	r = c.run("session", "get", "s1", "s9")
 	assert.Equal(t, ExitNotFound, r.code)
-	assert.Equal(t, "hf-cli: not_found: session \"s9\" not found\n", r.err)
+	assert.Equal(t, "hf-cli: not_found: session \"s9\" not found (did you mean s1, s2?)\n", r.err)
 	assert.Len(t, lines(r.out), 2, "the session found is still shown")
 }
 

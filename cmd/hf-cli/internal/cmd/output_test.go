@@ -141,6 +141,13 @@ func TestVersionHealthWhoAmI(t *testing.T) {
 	var v versionInfo
 	require.NoError(t, json.Unmarshal([]byte(r.out), &v))
 	assert.Equal(t, "1.2.3-test", v.Version)
+	c.srv.Put(&types.Node{TypeMeta: types.TypeMeta{Kind: types.KindNode}, Metadata: types.ObjectMeta{Name: "n1"},
+		Spec: types.NodeSpec{SoftwareVersion: "v9.9.9"}})
+	r = c.run("version")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Contains(t, r.out, "node n1: hf-node v9.9.9\n", "the servers' versions")
+	r = c.run("version", "--client")
+	assert.NotContains(t, r.out, "node n1")
 
 	r = c.run("cluster", "health")
 	require.Equal(t, 0, r.code, r.err)

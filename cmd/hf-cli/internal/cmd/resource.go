@@ -109,9 +109,10 @@ type getOptions struct {
 func newGetCmd(f *Factory, res *resource) *cobra.Command {
 	opts := &getOptions{f: f, res: res}
 	return &cobra.Command{
-		Use:   "get NAME...",
-		Short: "Show " + res.Use + "s by name",
-		Args:  minArgs(1, "at least one NAME"),
+		Use:               "get NAME...",
+		Short:             "Show " + res.Use + "s by name",
+		Args:              minArgs(1, "at least one NAME"),
+		ValidArgsFunction: completeNamesOf(f, res),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.names = args
 			return runGet(c.Context(), opts)
@@ -134,7 +135,7 @@ func runGet(ctx context.Context, opts *getOptions) error {
 	for _, n := range opts.names {
 		o, err := c.Get(ctx, opts.res.Kind, n)
 		if err != nil {
-			errs = append(errs, err)
+			errs = append(errs, withNameSuggestion(ctx, c, opts.res.Kind, n, err))
 			continue
 		}
 		objs = append(objs, o)
@@ -160,10 +161,11 @@ type deleteOptions struct {
 func newDeleteCmd(f *Factory, res *resource) *cobra.Command {
 	opts := &deleteOptions{f: f, res: res}
 	c := &cobra.Command{
-		Use:     "delete NAME...",
-		Aliases: []string{"rm"},
-		Short:   "Delete " + res.Use + "s",
-		Args:    minArgs(1, "at least one NAME"),
+		Use:               "delete NAME...",
+		Aliases:           []string{"rm"},
+		Short:             "Delete " + res.Use + "s",
+		Args:              minArgs(1, "at least one NAME"),
+		ValidArgsFunction: completeNamesOf(f, res),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.names = args
 			return runDelete(c.Context(), opts)

@@ -148,6 +148,7 @@ func NewRootCmd(env Env) *cobra.Command {
 		newClusterCmd(f),
 		newWhoAmICmd(f),
 		newAuditCmd(f),
+		newDescribeCmd(f),
 		newPoolCmd(f),
 		newBenchCmd(f),
 		newFileCmd(f, fileCreate),

@@ -1,0 +1,267 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/hf-fleet/hf/lib/client"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+func newDescribeCmd(f *Factory) *cobra.Command {
+	return &cobra.Command{
+		Use:   "describe KIND NAME",
+		Short: "Show an object for people: its state and why, its history and the objects it relates to",
+		Example: "  hf-cli describe claim c1\n" +
+			"  hf-cli describe node vm-1a2b3c",
+		Args:              exactArgs(2, "KIND and NAME"),
+		ValidArgsFunction: completeKindAndName(f),
+		RunE: func(c *cobra.Command, args []string) error {
+			res, ok := resourceFor(args[0])
+			if !ok {
+				return usageErrorf("unknown kind %q%s", args[0], suggestKind(args[0]))
+			}
+			return runDescribe(c.Context(), f, res, args[1])
+		},
+	}
+}
+
+func runDescribe(ctx context.Context, f *Factory, res *resource, name string) error {
+	cl, err := f.Client()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := f.requestContext(ctx)
+	defer cancel()
+	obj, err := cl.Get(ctx, res.Kind, name)
+	if err != nil {
+		return withNameSuggestion(ctx, cl, res.Kind, name, err)
+	}
+	if p := f.printer(); p.structured() {
+		return p.encode(obj)
+	}
+	var generic map[string]any
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(raw, &generic); err != nil {
+		return err
+	}
+	w := &describer{out: f.Out, now: f.Now()}
+	m := obj.Meta()
+	w.field("Name", m.Name)
+	w.field("Kind", res.Kind)
+	w.field("Created", timestamp(m.CreatedAt)+" ("+age(w.now, m.CreatedAt)+" ago)")
+	w.field("Labels", labelsString(m.Labels))
+	w.field("Annotations", labelsString(m.Annotations))
+	status, _ := generic["status"].(map[string]any)
+	for _, k := range []string{"phase", "status", "reason"} {
+		if v, ok := status[k].(string); ok && v != "" {
+			w.field(strings.ToUpper(k[:1])+k[1:], v)
+		}
+	}
+	if spec, ok := generic["spec"].(map[string]any); ok {
+		w.section("Spec")
+		w.tree(spec, "  ")
+	}
+	if conds, ok := status["conditions"].([]any); ok && len(conds) > 0 {
+		w.section("Conditions")
+		rows := [][]string{{"TYPE", "STATUS", "REASON", "MESSAGE", "SINCE"}}
+		for _, c := range conds {
+			cm, _ := c.(map[string]any)
+			since, _ := time.Parse(time.RFC3339Nano, str(cm["lastTransitionTime"]))
+			rows = append(rows, []string{str(cm["type"]), str(cm["status"]), str(cm["reason"]), str(cm["message"]), age(w.now, since)})
+		}
+		w.rows(rows)
+	}
+	if pt, ok := status["phaseTimes"].(map[string]any); ok && len(pt) > 0 {
+		w.section("History")
+		type at struct {
+			phase string
+			t     time.Time
+		}
+		var hist []at
+		for phase, v := range pt {
+			t, _ := time.Parse(time.RFC3339Nano, str(v))
+			hist = append(hist, at{phase, t})
+		}
+		sort.Slice(hist, func(i, j int) bool { return hist[i].t.Before(hist[j].t) })
+		rows := [][]string{{"PHASE", "AT", "AFTER"}}
+		for _, h := range hist {
+			rows = append(rows, []string{h.phase, timestamp(h.t), h.t.Sub(hist[0].t).Round(time.Millisecond).String()})
+		}
+		w.rows(rows)
+	}
+	related := relatedObjects(ctx, cl, obj)
+	if len(related) > 0 {
+		w.section("Related")
+		for _, r := range related {
+			fmt.Fprintf(w.out, "  %s\n", r)
+		}
+	}
+	return nil
+}
+
+// relatedObjects are one-line summaries of the objects obj refers to or
+// that refer to it; what the caller may not read is left out.
+func relatedObjects(ctx context.Context, cl *client.Client, obj types.Object) []string {
+	var out []string
+	get := func(kind, name string) types.Object {
+		if name == "" {
+			return nil
+		}
+		o, err := cl.Get(ctx, kind, name)
+		if err != nil {
+			return nil
+		}
+		return o
+	}
+	machine := func(name string) {
+		if o := get(types.KindMachine, name); o != nil {
+			m := o.(*types.Machine)
+			line := fmt.Sprintf("machine %s: %s on node %s, driver %s", name, m.Status.Phase, m.Spec.Node, m.Spec.Driver)
+			if eps := m.Spec.ConnectEndpoints; len(eps) > 0 {
+				line += ", connect " + labelsString(eps)
+			}
+			out = append(out, line)
+		}
+	}
+	node := func(name string) {
+		if o := get(types.KindNode, name); o != nil {
+			n := o.(*types.Node)
+			out = append(out, fmt.Sprintf("node %s: %s, api %s, %d machines", name, n.Status.Phase, n.Spec.APIAddress, n.Status.Machines))
+		}
+	}
+	switch o := obj.(type) {
+	case *types.MachineClaim:
+		machine(o.Status.Machine)
+		node(o.Status.Node)
+		if t := get(types.KindMachineTemplate, o.Spec.MachineTemplate); t != nil {
+			r := t.(*types.MachineTemplate).Spec.Resources
+			out = append(out, fmt.Sprintf("template %s: %s CPU, %s GiB RAM", o.Spec.MachineTemplate, num(r.CPU), num(r.RAMGB)))
+		}
+	case *types.Machine:
+		if o.Spec.Claim != "" {
+			if c := get(types.KindMachineClaim, o.Spec.Claim); c != nil {
+				cl := c.(*types.MachineClaim)
+				out = append(out, fmt.Sprintf("claim %s: %s, user %s", cl.Metadata.Name, cl.Status.Phase, cl.Spec.User))
+			}
+		}
+		node(o.Spec.Node)
+	case *types.Node:
+		if ms, err := cl.List(ctx, types.KindMachine, nil); err == nil {
+			for _, m := range ms {
+				if mm := m.(*types.Machine); mm.Spec.Node == o.Metadata.Name {
+					out = append(out, fmt.Sprintf("machine %s: %s, claim %s, driver %s", mm.Metadata.Name, mm.Status.Phase, mm.Spec.Claim, mm.Spec.Driver))
+				}
+			}
+		}
+	case *types.MachineSet:
+		if ms, err := cl.List(ctx, types.KindMachine, nil); err == nil {
+			phases := map[string]int{}
+			for _, m := range ms {
+				if mm := m.(*types.Machine); mm.Spec.MachineSet == o.Metadata.Name {
+					phases[string(mm.Status.Phase)]++
+				}
+			}
+			if len(phases) > 0 {
+				out = append(out, "machines by phase: "+countsString(phases))
+			}
+		}
+	case *types.Session:
+		if c := get(types.KindMachineClaim, o.Status.MachineClaim); c != nil {
+			out = append(out, fmt.Sprintf("claim %s: %s", o.Status.MachineClaim, c.(*types.MachineClaim).Status.Phase))
+		}
+	}
+	return out
+}
+
+func countsString(m map[string]int) string {
+	parts := make([]string, 0, len(m))
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func str(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return x
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// describer writes the sections of describe.
+type describer struct {
+	out io.Writer
+	now time.Time
+}
+
+func (w *describer) field(k, v string) {
+	if v != "" {
+		fmt.Fprintf(w.out, "%-12s %s\n", k+":", v)
+	}
+}
+
+func (w *describer) section(title string) { fmt.Fprintf(w.out, "%s:\n", title) }
+
+func (w *describer) rows(rows [][]string) {
+	widths := make([]int, len(rows[0]))
+	for _, r := range rows {
+		for i, c := range r {
+			widths[i] = max(widths[i], len(c))
+		}
+	}
+	for _, r := range rows {
+		var b strings.Builder
+		b.WriteString("  ")
+		for i, c := range r {
+			if c == "" {
+				c = "-"
+			}
+			if i < len(r)-1 {
+				fmt.Fprintf(&b, "%-*s  ", widths[i], c)
+			} else {
+				b.WriteString(c)
+			}
+		}
+		fmt.Fprintln(w.out, b.String())
+	}
+}
+
+// tree writes a JSON object as indented "key: value" lines.
+func (w *describer) tree(m map[string]any, indent string) {
+	for _, k := range slices.Sorted(func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		switch v := m[k].(type) {
+		case map[string]any:
+			if len(v) == 0 {
+				continue
+			}
+			fmt.Fprintf(w.out, "%s%s:\n", indent, k)
+			w.tree(v, indent+"  ")
+		default:
+			if s := str(v); s != "" && s != "[]" {
+				fmt.Fprintf(w.out, "%s%s: %s\n", indent, k, s)
+			}
+		}
+	}
+}

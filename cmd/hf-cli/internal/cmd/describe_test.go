@@ -1,0 +1,82 @@
+package cmd
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+func TestDescribeClaim(t *testing.T) {
+	c := newCLI(t)
+	t0 := time.Date(2030, 1, 1, 10, 0, 0, 0, time.UTC)
+	c.now = func() time.Time { return t0.Add(time.Minute) }
+	c.srv.Put(&types.MachineTemplate{TypeMeta: types.TypeMeta{Kind: types.KindMachineTemplate}, Metadata: types.ObjectMeta{Name: "small"},
+		Spec: types.MachineTemplateSpec{Resources: types.Resources{CPU: 1, RAMGB: 2}}})
+	c.srv.Put(&types.Node{TypeMeta: types.TypeMeta{Kind: types.KindNode}, Metadata: types.ObjectMeta{Name: "n1"},
+		Spec: types.NodeSpec{APIAddress: "10.0.0.1:7700"}, Status: types.NodeStatus{Phase: types.NodeUp, Machines: 1}})
+	c.srv.Put(&types.Machine{TypeMeta: types.TypeMeta{Kind: types.KindMachine}, Metadata: types.ObjectMeta{Name: "m-1"},
+		Spec:   types.MachineSpec{Node: "n1", Driver: "docker", Claim: "c1", ConnectEndpoints: map[string]string{"ssh": "10.0.0.1:2222"}},
+		Status: types.MachineStatus{Phase: types.MachineRunning}})
+	claim := &types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim}, Metadata: types.ObjectMeta{Name: "c1", CreatedAt: t0},
+		Spec: types.MachineClaimSpec{MachineTemplate: "small", User: "alice"},
+		Status: types.MachineClaimStatus{Phase: types.ClaimBound, Machine: "m-1", Node: "n1",
+			PhaseTimes: types.PhaseTimes{"Requested": t0, "Bound": t0.Add(40 * time.Millisecond)},
+			Conditions: types.Conditions{{Type: "Bound", Status: types.ConditionTrue, Reason: "Allocated", Message: "on n1", LastTransitionTime: t0.Add(40 * time.Millisecond)}}}}
+	c.srv.Put(claim)
+
+	r := c.run("describe", "claim", "c1")
+	require.Equal(t, 0, r.code, r.err)
+	for _, want := range []string{
+		"Name:        c1\n", "Kind:        MachineClaim\n", "Phase:       Bound\n",
+		"Spec:\n", "  machineTemplate: small\n", "  user: alice\n",
+		"Conditions:\n", "Bound  True    Allocated  on n1",
+		"History:\n", "Requested  2030-01-01T10:00:00Z  0s", "Bound      2030-01-01T10:00:00Z  40ms",
+		"Related:\n", "machine m-1: Running on node n1, driver docker, connect ssh=10.0.0.1:2222",
+		"node n1: Up, api 10.0.0.1:7700, 1 machines", "template small: 1 CPU, 2 GiB RAM",
+	} {
+		assert.Contains(t, r.out, want)
+	}
+
+	r = c.run("describe", "claim", "c2")
+	assert.Equal(t, 3, r.code)
+	assert.Contains(t, r.err, "did you mean c1?")
+	r = c.run("describe", "cliam", "c1")
+	assert.Equal(t, 2, r.code)
+	assert.Contains(t, r.err, `unknown kind "cliam"; did you mean "claim"?`)
+	r = c.run("describe", "machine", "m-1")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Contains(t, r.out, "claim c1: Bound, user alice")
+	r = c.run("describe", "node", "n1")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Contains(t, r.out, "machine m-1: Running, claim c1, driver docker")
+}
+
+// Shell completion offers commands, kinds and the names the API has.
+func TestCompletionAndTypos(t *testing.T) {
+	c := newCLI(t)
+	for _, n := range []string{"alpha", "alpine", "beta"} {
+		c.srv.Put(&types.MachineTemplate{TypeMeta: types.TypeMeta{Kind: types.KindMachineTemplate}, Metadata: types.ObjectMeta{Name: n}})
+	}
+	r := c.run("__complete", "template", "get", "al")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Equal(t, []string{"alpha", "alpine", ":4"}, strings.Fields(r.out))
+	r = c.run("__complete", "describe", "temp")
+	assert.Contains(t, strings.Fields(r.out), "template")
+	r = c.run("__complete", "describe", "template", "b")
+	assert.Equal(t, []string{"beta", ":4"}, strings.Fields(r.out))
+	r = c.run("completion", "bash")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Contains(t, r.out, "bash completion")
+
+	r = c.run("tempalte", "list")
+	assert.NotEqual(t, 0, r.code)
+	assert.Contains(t, r.err, `did you mean "template"?`)
+	r = c.run("template", "get", "alpah")
+	assert.Equal(t, 3, r.code)
+	assert.Contains(t, r.err, "did you mean alpha")
+}
