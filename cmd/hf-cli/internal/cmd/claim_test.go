@@ -128,6 +128,8 @@ func TestClaimCreateWaitTimesOutWithTheReason(t *testing.T) {
 	})
 	assert.Equal(t, ExitTimeout, run.wait(t))
 	assert.Contains(t, run.err.String(), `waiting for claim "c1" to be bound (phase Requested: no node has room for template huge (needs 64 CPUs); it waits for capacity)`)
+	assert.Regexp(t, `Waiting after [0-9.]+m?s: no node has room for template huge`, run.err.String(), "the reason is shown while it waits, once")
+	assert.Equal(t, 1, strings.Count(run.err.String(), "Waiting after"))
 }
 
 func TestClaimCreateWaitClaimDeleted(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/client/clienttest"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -79,4 +80,27 @@ func TestCompletionAndTypos(t *testing.T) {
 	r = c.run("template", "get", "alpah")
 	assert.Equal(t, 3, r.code)
 	assert.Contains(t, r.err, "did you mean alpha")
+}
+
+// login checks the endpoint with the token and keeps both as the current
+// profile; a token can be typed in; a bad one is refused and nothing saved.
+func TestLogin(t *testing.T) {
+	c := newCLI(t)
+	delete(c.env, "HF_ENDPOINT")
+	delete(c.env, "HF_TOKEN")
+	r := c.run("login", c.srv.URL, "--token", "wrong-token-0000")
+	assert.Equal(t, ExitAuth, r.code, r.err)
+	r = c.run("whoami")
+	assert.NotEqual(t, 0, r.code, "nothing was saved")
+
+	c.stdin = clienttest.Token + "\n"
+	r = c.run("login", c.srv.URL, "--name", "lab")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Contains(t, r.err, "token: ")
+	assert.Contains(t, r.out, `profile "lab" is current`)
+	c.stdin = ""
+	r = c.run("whoami")
+	require.Equal(t, 0, r.code, r.err)
+	r = c.run("profile", "list")
+	assert.Contains(t, r.out, "lab")
 }

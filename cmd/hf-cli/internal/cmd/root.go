@@ -149,6 +149,7 @@ func NewRootCmd(env Env) *cobra.Command {
 		newWhoAmICmd(f),
 		newAuditCmd(f),
 		newDescribeCmd(f),
+		newLoginCmd(f),
 		newPoolCmd(f),
 		newBenchCmd(f),
 		newFileCmd(f, fileCreate),

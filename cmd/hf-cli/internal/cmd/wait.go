@@ -82,6 +82,11 @@ func waitLoop(ctx context.Context, c *client.Client, kinds []string, relevant fu
 type claimProgress struct {
 	requested bool
 	bound     bool
+	// reason is the last waiting reason printed; start and now time the
+	// wait for its lines.
+	reason string
+	start  time.Time
+	now    func() time.Time
 }
 
 // observe returns the lines to print for cl's current state.
@@ -90,6 +95,14 @@ func (p *claimProgress) observe(cl *types.MachineClaim) []string {
 	if !p.requested {
 		p.requested = true
 		lines = append(lines, fmt.Sprintf("Requested %s (template %s)", cl.Metadata.Name, cl.Spec.MachineTemplate))
+	}
+	if r := cl.Status.Reason; cl.Status.Phase == types.ClaimRequested && r != "" && r != p.reason {
+		p.reason = r
+		elapsed := ""
+		if p.now != nil {
+			elapsed = fmt.Sprintf(" after %s", p.now().Sub(p.start).Round(100*time.Millisecond))
+		}
+		lines = append(lines, fmt.Sprintf("Waiting%s: %s", elapsed, r))
 	}
 	if cl.Status.Phase == types.ClaimBound && !p.bound {
 		p.bound = true
@@ -152,7 +165,7 @@ func waitClaim(ctx context.Context, f *Factory, c *client.Client, name string, t
 	var (
 		last    *types.MachineClaim
 		lastErr error
-		prog    claimProgress
+		prog    = claimProgress{start: f.Now(), now: f.Now}
 	)
 	err := waitLoop(wctx, c, []string{types.KindMachineClaim},
 		func(ev client.WatchEvent) bool { return ev.Kind == types.KindMachineClaim && ev.Name == name },
