@@ -27,6 +27,10 @@ import (
 // awsTagPrefix starts hf's tag keys ("hf/node", ...).
 const awsTagPrefix = "hf/"
 
+// infoPrivateKey is the machine information key of a generated key pair's
+// private key.
+const infoPrivateKey = "ssh_private_key"
+
 // awsTagResources records the template's resources on an instance (JSON).
 const awsTagResources = awsTagPrefix + "resources"
 
@@ -191,9 +195,27 @@ func (p *awsProvider) tags(spec createSpec) []ec2types.Tag {
 
 // create runs one instance. The tags come with RunInstances itself, so the
 // instance is this node's from its first moment; the client token makes the
-// SDK's retries of the call idempotent.
-func (p *awsProvider) create(ctx context.Context, spec createSpec) (string, error) {
+// SDK's retries of the call idempotent. A generated key pair is made first,
+// named and tagged like the instance (so a restarted node finds it even
+// when the instance was never made), and its private key is returned as
+// machine information.
+func (p *awsProvider) create(ctx context.Context, spec createSpec) (string, map[string]string, error) {
 	e := spec.Template.(awsEntry)
+	var info map[string]string
+	if e.GenerateKeyPair {
+		spec.Keys = maps.Clone(spec.Keys)
+		spec.Keys[keyKeyPair] = spec.Name
+		kp, err := p.ec2.CreateKeyPair(ctx, &ec2.CreateKeyPairInput{
+			KeyName: aws.String(spec.Name), KeyType: ec2types.KeyTypeEd25519,
+			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeKeyPair, Tags: p.tags(spec)}},
+		})
+		if err != nil {
+			return "", nil, fmt.Errorf("create key pair: %w", awsError(err))
+		}
+		e.KeyName = spec.Name
+		info = map[string]string{"key_name": spec.Name, "key_fingerprint": aws.ToString(kp.KeyFingerprint),
+			infoPrivateKey: aws.ToString(kp.KeyMaterial)}
+	}
 	tags := p.tags(spec)
 	in := &ec2.RunInstancesInput{
 		ImageId:      aws.String(e.imageID),
@@ -230,12 +252,63 @@ func (p *awsProvider) create(ctx context.Context, spec createSpec) (string, erro
 	}
 	out, err := p.ec2.RunInstances(ctx, in)
 	if err != nil {
-		return "", fmt.Errorf("run instance: %w", awsError(err))
+		return "", nil, fmt.Errorf("run instance: %w", awsError(err))
 	}
 	if len(out.Instances) != 1 {
-		return "", fmt.Errorf("run instance: %d instances in the answer", len(out.Instances))
+		return "", nil, fmt.Errorf("run instance: %d instances in the answer", len(out.Instances))
 	}
-	return aws.ToString(out.Instances[0].InstanceId), nil
+	return aws.ToString(out.Instances[0].InstanceId), info, nil
+}
+
+// ownerFilters select what o tagged as its own.
+func ownerFilters(o owner) []ec2types.Filter {
+	return []ec2types.Filter{
+		{Name: aws.String("tag:" + awsTagPrefix + keyNode), Values: []string{o.node}},
+		{Name: aws.String("tag:" + awsTagPrefix + keyInstance), Values: []string{o.instance}},
+	}
+}
+
+// keyPairs lists o's generated key pairs, of the instance called name or
+// (name "") of all instances.
+func (p *awsProvider) keyPairs(ctx context.Context, o owner, name string) ([]ec2types.KeyPairInfo, error) {
+	filters := ownerFilters(o)
+	if name != "" {
+		filters = append(filters, ec2types.Filter{Name: aws.String("key-name"), Values: []string{name}})
+	}
+	out, err := p.ec2.DescribeKeyPairs(ctx, &ec2.DescribeKeyPairsInput{Filters: filters})
+	if err != nil {
+		return nil, fmt.Errorf("describe key pairs: %w", err)
+	}
+	return out.KeyPairs, nil
+}
+
+// leftovers implements provider: the names of o's generated key pairs.
+func (p *awsProvider) leftovers(ctx context.Context, o owner) ([]string, error) {
+	kps, err := p.keyPairs(ctx, o, "")
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(kps))
+	for _, k := range kps {
+		names = append(names, aws.ToString(k.KeyName))
+	}
+	return names, nil
+}
+
+// cleanup implements provider: it deletes the key pair o generated for the
+// instance called name, found by its tags (never a key pair of someone
+// else's that happens to have the name).
+func (p *awsProvider) cleanup(ctx context.Context, o owner, name string) error {
+	kps, err := p.keyPairs(ctx, o, name)
+	if err != nil {
+		return err
+	}
+	for _, k := range kps {
+		if _, err := p.ec2.DeleteKeyPair(ctx, &ec2.DeleteKeyPairInput{KeyPairId: k.KeyPairId}); err != nil {
+			return fmt.Errorf("delete key pair %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 func (p *awsProvider) get(ctx context.Context, id string) (vm, error) {
@@ -267,11 +340,7 @@ func (p *awsProvider) remove(ctx context.Context, id string) error {
 var liveStates = []string{"pending", "running", "shutting-down", "stopping", "stopped"}
 
 func (p *awsProvider) list(ctx context.Context, o owner) ([]vm, error) {
-	filters := []ec2types.Filter{
-		{Name: aws.String("tag:" + awsTagPrefix + keyNode), Values: []string{o.node}},
-		{Name: aws.String("tag:" + awsTagPrefix + keyInstance), Values: []string{o.instance}},
-		{Name: aws.String("instance-state-name"), Values: liveStates},
-	}
+	filters := append(ownerFilters(o), ec2types.Filter{Name: aws.String("instance-state-name"), Values: liveStates})
 	var out []vm
 	err := p.describe(ctx, filters, func(in ec2types.Instance) {
 		if v := awsVM(in); v.Keys[keyNode] == o.node && v.Keys[keyInstance] == o.instance {
@@ -328,7 +397,7 @@ func (p *awsProvider) quota(ctx context.Context, o owner) (usage, error) {
 // awsVM reads an instance.
 func awsVM(in ec2types.Instance) vm {
 	v := vm{ID: aws.ToString(in.InstanceId), PrivateIP: aws.ToString(in.PrivateIpAddress), PublicIP: aws.ToString(in.PublicIpAddress),
-		Type: string(in.InstanceType), Image: aws.ToString(in.ImageId), Keys: map[string]string{}}
+		Type: string(in.InstanceType), Image: aws.ToString(in.ImageId), KeyName: aws.ToString(in.KeyName), Keys: map[string]string{}}
 	if in.Placement != nil {
 		v.Zone = aws.ToString(in.Placement.AvailabilityZone)
 	}

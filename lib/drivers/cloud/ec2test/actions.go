@@ -115,6 +115,10 @@ func (s *Server) runInstances(f map[string][]string) (any, *apiError) {
 			return nil, &apiError{http.StatusBadRequest, "InvalidSubnetID.NotFound", fmt.Sprintf("The subnet ID '%s' does not exist", subnet)}
 		}
 	}
+	if key := first(f["KeyName"]); key != "" && s.keyPairs[key] == nil {
+		s.mu.Unlock()
+		return nil, &apiError{http.StatusBadRequest, "InvalidKeyPair.NotFound", fmt.Sprintf("The key pair '%s' does not exist", key)}
+	}
 	if s.faults.NoCapacity > 0 {
 		s.faults.NoCapacity--
 		s.mu.Unlock()

@@ -1,8 +1,8 @@
 // Package ec2test is a TEST DOUBLE of Amazon EC2 (and of the one Service
 // Quotas call the aws driver makes): an HTTP server on 127.0.0.1 that speaks
 // EC2's Query API (form-encoded Action=RunInstances&..., XML answers in the
-// EC2 namespace, errors as <Response><Errors><Error>), keeps instances in
-// memory and injects faults: throttling (RequestLimitExceeded), insufficient
+// EC2 namespace, errors as <Response><Errors><Error>), keeps instances and key
+// pairs in memory and injects faults: throttling (RequestLimitExceeded), insufficient
 // capacity, a create delay, a vCPU quota, an instance that dies, terminate
 // calls that fail. The real aws-sdk-go-v2 client talks to it through its
 // endpoint override with static fake credentials; it does not check
@@ -67,6 +67,8 @@ type Faults struct {
 	NoCapacity int
 	// FailTerminate answers TerminateInstances with an internal error.
 	FailTerminate bool
+	// FailDeleteKeyPair answers DeleteKeyPair with an internal error.
+	FailDeleteKeyPair bool
 	// QuotaDenied answers GetServiceQuota AccessDeniedException.
 	QuotaDenied bool
 }
@@ -82,6 +84,7 @@ type Server struct {
 	images    []Image
 	subnets   map[string]map[string]string // id -> tags
 	instances map[string]*Instance
+	keyPairs  map[string]*KeyPair // by name
 	order     []string
 	calls     map[string]int
 	created   func(id string)
@@ -90,7 +93,7 @@ type Server struct {
 
 // New starts a server on 127.0.0.1:0; Close stops it.
 func New() *Server {
-	s := &Server{subnets: map[string]map[string]string{}, instances: map[string]*Instance{}, calls: map[string]int{}, now: time.Now}
+	s := &Server{subnets: map[string]map[string]string{}, instances: map[string]*Instance{}, keyPairs: map[string]*KeyPair{}, calls: map[string]int{}, now: time.Now}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL
 	return s
@@ -246,6 +249,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		body, aerr = s.describeImages(r.Form)
 	case "DescribeSubnets":
 		body, aerr = s.describeSubnets(r.Form)
+	case "CreateKeyPair":
+		body, aerr = s.createKeyPair(r.Form)
+	case "DeleteKeyPair":
+		body, aerr = s.deleteKeyPair(r.Form)
+	case "DescribeKeyPairs":
+		body, aerr = s.describeKeyPairs(r.Form)
 	default:
 		aerr = &apiError{http.StatusBadRequest, "InvalidAction", fmt.Sprintf("The action %s is not valid for this web service.", action)}
 	}
