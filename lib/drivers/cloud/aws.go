@@ -11,10 +11,13 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/servicequotas"
@@ -55,6 +58,7 @@ type awsProvider struct {
 	cfg AWSConfig
 	ec2 *ec2.Client
 	sq  *servicequotas.Client
+	cw  *cloudwatch.Client
 }
 
 func connectAWS(ctx context.Context, c AWSConfig, extra []func(*awsconfig.LoadOptions) error) (*awsProvider, error) {
@@ -88,6 +92,11 @@ func connectAWS(ctx context.Context, c AWSConfig, extra []func(*awsconfig.LoadOp
 		}
 	})
 	p.sq = servicequotas.NewFromConfig(sdk, func(o *servicequotas.Options) {
+		if c.Endpoint != "" {
+			o.BaseEndpoint = aws.String(c.Endpoint)
+		}
+	})
+	p.cw = cloudwatch.NewFromConfig(sdk, func(o *cloudwatch.Options) {
 		if c.Endpoint != "" {
 			o.BaseEndpoint = aws.String(c.Endpoint)
 		}
@@ -394,6 +403,46 @@ func (p *awsProvider) quota(ctx context.Context, o owner) (usage, error) {
 	return u, err
 }
 
+// meterPeriod implements meter: the CloudWatch period, or 0 when off.
+func (p *awsProvider) meterPeriod() (time.Duration, time.Duration) {
+	if !p.cfg.Activity.CloudWatch {
+		return 0, 0
+	}
+	return p.cfg.Activity.Period.Duration, p.cfg.Activity.Delay.Duration
+}
+
+// busy implements meter from the Average CPUUtilization of the instance
+// per period (AWS/EC2, dimension InstanceId).
+func (p *awsProvider) busy(ctx context.Context, id string, from, to time.Time) (float64, error) {
+	a := p.cfg.Activity
+	period := a.Period.Duration
+	pages := cloudwatch.NewGetMetricDataPaginator(p.cw, &cloudwatch.GetMetricDataInput{
+		StartTime: aws.Time(from), EndTime: aws.Time(to),
+		MetricDataQueries: []cwtypes.MetricDataQuery{{
+			Id: aws.String("cpu"),
+			MetricStat: &cwtypes.MetricStat{
+				Metric: &cwtypes.Metric{Namespace: aws.String("AWS/EC2"), MetricName: aws.String("CPUUtilization"),
+					Dimensions: []cwtypes.Dimension{{Name: aws.String("InstanceId"), Value: aws.String(id)}}},
+				Period: aws.Int32(int32(period / time.Second)),
+				Stat:   aws.String("Average"),
+			},
+		}},
+	})
+	secs := 0.0
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("cloudwatch cpu of %s: %w", id, err)
+		}
+		for _, r := range page.MetricDataResults {
+			for _, v := range r.Values {
+				secs += max(0, v-a.CPUPercent) / 100 * period.Seconds()
+			}
+		}
+	}
+	return secs, nil
+}
+
 // awsVM reads an instance.
 func awsVM(in ec2types.Instance) vm {
 	v := vm{ID: aws.ToString(in.InstanceId), PrivateIP: aws.ToString(in.PrivateIpAddress), PublicIP: aws.ToString(in.PublicIpAddress),
@@ -401,6 +450,10 @@ func awsVM(in ec2types.Instance) vm {
 	if in.Placement != nil {
 		v.Zone = aws.ToString(in.Placement.AvailabilityZone)
 	}
+	if c := in.CpuOptions; c != nil {
+		v.VCPUs = float64(aws.ToInt32(c.CoreCount) * max(aws.ToInt32(c.ThreadsPerCore), 1))
+	}
+	v.Launched = aws.ToTime(in.LaunchTime)
 	for _, t := range in.Tags {
 		k, val := aws.ToString(t.Key), aws.ToString(t.Value)
 		switch {

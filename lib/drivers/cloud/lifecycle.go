@@ -175,6 +175,9 @@ func (d *Driver) forget(id string) {
 	d.capMu.Lock()
 	delete(d.cap.held, id)
 	d.capMu.Unlock()
+	d.meterMu.Lock()
+	delete(d.meters, id)
+	d.meterMu.Unlock()
 }
 
 // Status implements drivers.Driver from the cloud's state of the instance:

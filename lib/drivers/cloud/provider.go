@@ -2,6 +2,7 @@ package cloud
 
 import (
 	"context"
+	"time"
 
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -33,7 +34,9 @@ type vm struct {
 	Zone      string
 	Type      string
 	Image     string
-	KeyName   string // aws: the instance's key pair
+	KeyName   string  // aws: the instance's key pair
+	VCPUs     float64 // 0: the cloud did not say
+	Launched  time.Time
 	// Keys are hf's ownership keys (node, instance, machine, ...).
 	Keys map[string]string
 	// Resources is what the template declared, recorded at creation.

@@ -1,5 +1,5 @@
 // Package ec2test is a TEST DOUBLE of Amazon EC2 (and of the one Service
-// Quotas call the aws driver makes): an HTTP server on 127.0.0.1 that speaks
+// Quotas call and the one CloudWatch call the aws driver makes): an HTTP server on 127.0.0.1 that speaks
 // EC2's Query API (form-encoded Action=RunInstances&..., XML answers in the
 // EC2 namespace, errors as <Response><Errors><Error>), keeps instances and key
 // pairs in memory and injects faults: throttling (RequestLimitExceeded), insufficient
@@ -69,6 +69,8 @@ type Faults struct {
 	FailTerminate bool
 	// FailDeleteKeyPair answers DeleteKeyPair with an internal error.
 	FailDeleteKeyPair bool
+	// MetricsDenied answers CloudWatch's GetMetricData AccessDeniedException.
+	MetricsDenied bool
 	// QuotaDenied answers GetServiceQuota AccessDeniedException.
 	QuotaDenied bool
 }
@@ -85,6 +87,7 @@ type Server struct {
 	subnets   map[string]map[string]string // id -> tags
 	instances map[string]*Instance
 	keyPairs  map[string]*KeyPair // by name
+	cpu       map[string][]cpuPoint
 	order     []string
 	calls     map[string]int
 	created   func(id string)
@@ -93,7 +96,7 @@ type Server struct {
 
 // New starts a server on 127.0.0.1:0; Close stops it.
 func New() *Server {
-	s := &Server{subnets: map[string]map[string]string{}, instances: map[string]*Instance{}, keyPairs: map[string]*KeyPair{}, calls: map[string]int{}, now: time.Now}
+	s := &Server{subnets: map[string]map[string]string{}, instances: map[string]*Instance{}, keyPairs: map[string]*KeyPair{}, cpu: map[string][]cpuPoint{}, calls: map[string]int{}, now: time.Now}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL
 	return s
@@ -216,6 +219,10 @@ type apiError struct {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, cloudWatchPath) {
+		s.serveCloudWatch(w, r)
+		return
+	}
 	if target := r.Header.Get("X-Amz-Target"); target != "" {
 		s.serveQuotas(w, r, target)
 		return
