@@ -27,11 +27,17 @@ type meter interface {
 	busy(ctx context.Context, id string, from, to time.Time) (float64, error)
 }
 
+// errMeterRetry is Activity's answer between a failed read of an
+// instance's metric and the next try, a period later: a cloud that refuses
+// (no permission) is not asked again every few seconds.
+var errMeterRetry = errors.New("reading the metric failed; tried again next period")
+
 // meterState is what Activity has counted of one instance.
 type meterState struct {
 	ns      float64   // CPU nanoseconds above the idle floor, from launch to through
 	through time.Time // the end of the last period counted
-	next    time.Time // when the next period's datapoint is due
+	counted bool      // through is set: the metric was read once
+	next    time.Time // when to read the metric again
 }
 
 var _ drivers.ActivityMeter = (*Driver)(nil)
@@ -61,41 +67,56 @@ func (d *Driver) Activity(ctx context.Context, r *types.Resource) (uint64, error
 	}
 	now := d.now()
 	d.meterMu.Lock()
-	st, known := d.meters[r.ID]
+	st := d.meters[r.ID]
 	d.meterMu.Unlock()
-	if known && now.Before(st.next) {
+	if now.Before(st.next) {
+		if !st.counted {
+			return 0, fmt.Errorf("activity %s: %w", r.ID, errMeterRetry)
+		}
 		return uint64(st.ns), nil
 	}
-	v, err := d.getOwn(ctx, prov, r.ID)
-	if err != nil {
-		if errors.Is(err, drivers.ErrNotFound) {
-			d.forget(r.ID)
-		}
+	next, err := d.readMeter(ctx, prov, m, r, st, now, period, delay)
+	if errors.Is(err, drivers.ErrNotFound) {
+		d.forget(r.ID)
 		return 0, fmt.Errorf("activity %s: %w", r.ID, err)
 	}
-	from := st.through
-	if !known {
-		from = v.Launched.Truncate(period)
+	if err != nil {
+		next = st
+		next.next = now.Add(period)
 	}
-	next := st
-	next.through = from
-	if end := now.Add(-delay).Truncate(period); end.After(from) {
-		secs, err := m.busy(ctx, r.ID, from, end)
-		if err != nil {
-			return 0, fmt.Errorf("activity %s: %w", r.ID, err)
-		}
-		next.ns += secs * vcpusOf(v, r) * 1e9
-		next.through = end
-	}
-	next.next = next.through.Add(period + delay)
 	d.meterMu.Lock()
 	defer d.meterMu.Unlock()
-	// A concurrent call that counted the same periods first wins.
-	if cur, ok := d.meters[r.ID]; ok && cur.through != st.through {
+	// A concurrent call that read the same periods first wins.
+	if cur, ok := d.meters[r.ID]; ok && (cur.through != st.through || cur.counted != st.counted) {
 		return uint64(cur.ns), nil
 	}
 	d.meters[r.ID] = next
+	if err != nil {
+		return 0, fmt.Errorf("activity %s: %w", r.ID, err)
+	}
 	return uint64(next.ns), nil
+}
+
+// readMeter counts the periods after st that are final by now.
+func (d *Driver) readMeter(ctx context.Context, prov provider, m meter, r *types.Resource, st meterState, now time.Time,
+	period, delay time.Duration) (meterState, error) {
+	v, err := d.getOwn(ctx, prov, r.ID)
+	if err != nil {
+		return st, err
+	}
+	if !st.counted {
+		st.through, st.counted = v.Launched.Truncate(period), true
+	}
+	if end := now.Add(-delay).Truncate(period); end.After(st.through) {
+		secs, err := m.busy(ctx, r.ID, st.through, end)
+		if err != nil {
+			return st, err
+		}
+		st.ns += secs * vcpusOf(v, r) * 1e9
+		st.through = end
+	}
+	st.next = st.through.Add(period + delay)
+	return st, nil
 }
 
 // vcpusOf is the instance's vCPU count: the cloud's word, else the template's.

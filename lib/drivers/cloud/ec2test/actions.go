@@ -206,14 +206,10 @@ func (s *Server) describeInstances(f map[string][]string) (any, *apiError) {
 	for _, in := range picked {
 		s.advance(in)
 		ok := matches(fs, func(name string) (string, bool) {
-			switch {
-			case name == "instance-state-name":
+			if name == "instance-state-name" {
 				return in.State, true
-			case len(name) > 4 && name[:4] == "tag:":
-				v, ok := in.Tags[name[4:]]
-				return v, ok
 			}
-			return "", false
+			return tagFilter(name, in.Tags)
 		})
 		if ok {
 			xs = append(xs, s.toXML(in))
@@ -341,11 +337,7 @@ func (s *Server) describeSubnets(f map[string][]string) (any, *apiError) {
 	for _, id := range ids {
 		tags := s.subnets[id]
 		ok := matches(fs, func(name string) (string, bool) {
-			if len(name) > 4 && name[:4] == "tag:" {
-				v, ok := tags[name[4:]]
-				return v, ok
-			}
-			return "", false
+			return tagFilter(name, tags)
 		})
 		if ok {
 			resp.Subnets = append(resp.Subnets, subnetXML{SubnetID: id, State: "available", Tags: tagsXML(tags)})

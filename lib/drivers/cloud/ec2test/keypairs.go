@@ -169,11 +169,8 @@ func (s *Server) describeKeyPairs(f map[string][]string) (any, *apiError) {
 				return k.Name, true
 			case name == "key-pair-id":
 				return k.ID, true
-			case len(name) > 4 && name[:4] == "tag:":
-				v, ok := k.Tags[name[4:]]
-				return v, ok
 			}
-			return "", false
+			return tagFilter(name, k.Tags)
 		})
 		if ok {
 			resp.Keys = append(resp.Keys, keyPairXML{ID: k.ID, Fingerprint: k.Fingerprint, Name: k.Name, Type: k.Type,

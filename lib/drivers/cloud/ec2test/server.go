@@ -387,6 +387,16 @@ func matches(fs map[string][]string, get func(name string) (string, bool)) bool 
 	return true
 }
 
+// tagFilter is the value a filter "tag:<key>" reads of tags.
+func tagFilter(name string, tags map[string]string) (string, bool) {
+	key, ok := strings.CutPrefix(name, "tag:")
+	if !ok {
+		return "", false
+	}
+	v, ok := tags[key]
+	return v, ok
+}
+
 func newID(prefix string) string {
 	b := make([]byte, 9)
 	_, _ = rand.Read(b)
