@@ -147,16 +147,19 @@ func (d *Driver) rollback(prov provider, id, name string) {
 func (d *Driver) removeByName(prov provider, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	d.cleanup(ctx, prov, name)
 	vms, err := prov.list(ctx, d.owner())
 	if err != nil {
 		d.log.Warn("look for a half-created instance", "name", name, "err", err)
-		return
 	}
+	found := false
 	for _, v := range vms {
 		if v.Name == name {
 			d.rollback(prov, v.ID, name)
+			found = true
 		}
+	}
+	if !found {
+		d.cleanup(ctx, prov, name)
 	}
 }
 
