@@ -11,10 +11,13 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/cloudwatch"
+	cwtypes "github.com/aws/aws-sdk-go-v2/service/cloudwatch/types"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/servicequotas"
@@ -26,6 +29,10 @@ import (
 
 // awsTagPrefix starts hf's tag keys ("hf/node", ...).
 const awsTagPrefix = "hf/"
+
+// infoPrivateKey is the machine information key of a generated key pair's
+// private key.
+const infoPrivateKey = "ssh_private_key"
 
 // awsTagResources records the template's resources on an instance (JSON).
 const awsTagResources = awsTagPrefix + "resources"
@@ -51,6 +58,7 @@ type awsProvider struct {
 	cfg AWSConfig
 	ec2 *ec2.Client
 	sq  *servicequotas.Client
+	cw  *cloudwatch.Client
 }
 
 func connectAWS(ctx context.Context, c AWSConfig, extra []func(*awsconfig.LoadOptions) error) (*awsProvider, error) {
@@ -84,6 +92,11 @@ func connectAWS(ctx context.Context, c AWSConfig, extra []func(*awsconfig.LoadOp
 		}
 	})
 	p.sq = servicequotas.NewFromConfig(sdk, func(o *servicequotas.Options) {
+		if c.Endpoint != "" {
+			o.BaseEndpoint = aws.String(c.Endpoint)
+		}
+	})
+	p.cw = cloudwatch.NewFromConfig(sdk, func(o *cloudwatch.Options) {
 		if c.Endpoint != "" {
 			o.BaseEndpoint = aws.String(c.Endpoint)
 		}
@@ -191,9 +204,27 @@ func (p *awsProvider) tags(spec createSpec) []ec2types.Tag {
 
 // create runs one instance. The tags come with RunInstances itself, so the
 // instance is this node's from its first moment; the client token makes the
-// SDK's retries of the call idempotent.
-func (p *awsProvider) create(ctx context.Context, spec createSpec) (string, error) {
+// SDK's retries of the call idempotent. A generated key pair is made first,
+// named and tagged like the instance (so a restarted node finds it even
+// when the instance was never made), and its private key is returned as
+// machine information.
+func (p *awsProvider) create(ctx context.Context, spec createSpec) (string, map[string]string, error) {
 	e := spec.Template.(awsEntry)
+	var info map[string]string
+	if e.GenerateKeyPair {
+		spec.Keys = maps.Clone(spec.Keys)
+		spec.Keys[keyKeyPair] = spec.Name
+		kp, err := p.ec2.CreateKeyPair(ctx, &ec2.CreateKeyPairInput{
+			KeyName: aws.String(spec.Name), KeyType: ec2types.KeyTypeEd25519,
+			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeKeyPair, Tags: p.tags(spec)}},
+		})
+		if err != nil {
+			return "", nil, fmt.Errorf("create key pair: %w", awsError(err))
+		}
+		e.KeyName = spec.Name
+		info = map[string]string{"key_name": spec.Name, "key_fingerprint": aws.ToString(kp.KeyFingerprint),
+			infoPrivateKey: aws.ToString(kp.KeyMaterial)}
+	}
 	tags := p.tags(spec)
 	in := &ec2.RunInstancesInput{
 		ImageId:      aws.String(e.imageID),
@@ -230,12 +261,63 @@ func (p *awsProvider) create(ctx context.Context, spec createSpec) (string, erro
 	}
 	out, err := p.ec2.RunInstances(ctx, in)
 	if err != nil {
-		return "", fmt.Errorf("run instance: %w", awsError(err))
+		return "", nil, fmt.Errorf("run instance: %w", awsError(err))
 	}
 	if len(out.Instances) != 1 {
-		return "", fmt.Errorf("run instance: %d instances in the answer", len(out.Instances))
+		return "", nil, fmt.Errorf("run instance: %d instances in the answer", len(out.Instances))
 	}
-	return aws.ToString(out.Instances[0].InstanceId), nil
+	return aws.ToString(out.Instances[0].InstanceId), info, nil
+}
+
+// ownerFilters select what o tagged as its own.
+func ownerFilters(o owner) []ec2types.Filter {
+	return []ec2types.Filter{
+		{Name: aws.String("tag:" + awsTagPrefix + keyNode), Values: []string{o.node}},
+		{Name: aws.String("tag:" + awsTagPrefix + keyInstance), Values: []string{o.instance}},
+	}
+}
+
+// keyPairs lists o's generated key pairs, of the instance called name or
+// (name "") of all instances.
+func (p *awsProvider) keyPairs(ctx context.Context, o owner, name string) ([]ec2types.KeyPairInfo, error) {
+	filters := ownerFilters(o)
+	if name != "" {
+		filters = append(filters, ec2types.Filter{Name: aws.String("key-name"), Values: []string{name}})
+	}
+	out, err := p.ec2.DescribeKeyPairs(ctx, &ec2.DescribeKeyPairsInput{Filters: filters})
+	if err != nil {
+		return nil, fmt.Errorf("describe key pairs: %w", err)
+	}
+	return out.KeyPairs, nil
+}
+
+// leftovers implements provider: the names of o's generated key pairs.
+func (p *awsProvider) leftovers(ctx context.Context, o owner) ([]string, error) {
+	kps, err := p.keyPairs(ctx, o, "")
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(kps))
+	for _, k := range kps {
+		names = append(names, aws.ToString(k.KeyName))
+	}
+	return names, nil
+}
+
+// cleanup implements provider: it deletes the key pair o generated for the
+// instance called name, found by its tags (never a key pair of someone
+// else's that happens to have the name).
+func (p *awsProvider) cleanup(ctx context.Context, o owner, name string) error {
+	kps, err := p.keyPairs(ctx, o, name)
+	if err != nil {
+		return err
+	}
+	for _, k := range kps {
+		if _, err := p.ec2.DeleteKeyPair(ctx, &ec2.DeleteKeyPairInput{KeyPairId: k.KeyPairId}); err != nil {
+			return fmt.Errorf("delete key pair %s: %w", name, err)
+		}
+	}
+	return nil
 }
 
 func (p *awsProvider) get(ctx context.Context, id string) (vm, error) {
@@ -267,11 +349,7 @@ func (p *awsProvider) remove(ctx context.Context, id string) error {
 var liveStates = []string{"pending", "running", "shutting-down", "stopping", "stopped"}
 
 func (p *awsProvider) list(ctx context.Context, o owner) ([]vm, error) {
-	filters := []ec2types.Filter{
-		{Name: aws.String("tag:" + awsTagPrefix + keyNode), Values: []string{o.node}},
-		{Name: aws.String("tag:" + awsTagPrefix + keyInstance), Values: []string{o.instance}},
-		{Name: aws.String("instance-state-name"), Values: liveStates},
-	}
+	filters := append(ownerFilters(o), ec2types.Filter{Name: aws.String("instance-state-name"), Values: liveStates})
 	var out []vm
 	err := p.describe(ctx, filters, func(in ec2types.Instance) {
 		if v := awsVM(in); v.Keys[keyNode] == o.node && v.Keys[keyInstance] == o.instance {
@@ -325,13 +403,57 @@ func (p *awsProvider) quota(ctx context.Context, o owner) (usage, error) {
 	return u, err
 }
 
+// meterPeriod implements meter: the CloudWatch period, or 0 when off.
+func (p *awsProvider) meterPeriod() (time.Duration, time.Duration) {
+	if !p.cfg.Activity.CloudWatch {
+		return 0, 0
+	}
+	return p.cfg.Activity.Period.Duration, p.cfg.Activity.Delay.Duration
+}
+
+// busy implements meter from the Average CPUUtilization of the instance
+// per period (AWS/EC2, dimension InstanceId).
+func (p *awsProvider) busy(ctx context.Context, id string, from, to time.Time) (float64, error) {
+	a := p.cfg.Activity
+	period := a.Period.Duration
+	pages := cloudwatch.NewGetMetricDataPaginator(p.cw, &cloudwatch.GetMetricDataInput{
+		StartTime: aws.Time(from), EndTime: aws.Time(to),
+		MetricDataQueries: []cwtypes.MetricDataQuery{{
+			Id: aws.String("cpu"),
+			MetricStat: &cwtypes.MetricStat{
+				Metric: &cwtypes.Metric{Namespace: aws.String("AWS/EC2"), MetricName: aws.String("CPUUtilization"),
+					Dimensions: []cwtypes.Dimension{{Name: aws.String("InstanceId"), Value: aws.String(id)}}},
+				Period: aws.Int32(int32(period / time.Second)),
+				Stat:   aws.String("Average"),
+			},
+		}},
+	})
+	secs := 0.0
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("cloudwatch cpu of %s: %w", id, err)
+		}
+		for _, r := range page.MetricDataResults {
+			for _, v := range r.Values {
+				secs += max(0, v-a.CPUPercent) / 100 * period.Seconds()
+			}
+		}
+	}
+	return secs, nil
+}
+
 // awsVM reads an instance.
 func awsVM(in ec2types.Instance) vm {
 	v := vm{ID: aws.ToString(in.InstanceId), PrivateIP: aws.ToString(in.PrivateIpAddress), PublicIP: aws.ToString(in.PublicIpAddress),
-		Type: string(in.InstanceType), Image: aws.ToString(in.ImageId), Keys: map[string]string{}}
+		Type: string(in.InstanceType), Image: aws.ToString(in.ImageId), KeyName: aws.ToString(in.KeyName), Keys: map[string]string{}}
 	if in.Placement != nil {
 		v.Zone = aws.ToString(in.Placement.AvailabilityZone)
 	}
+	if c := in.CpuOptions; c != nil {
+		v.VCPUs = float64(aws.ToInt32(c.CoreCount) * max(aws.ToInt32(c.ThreadsPerCore), 1))
+	}
+	v.Launched = aws.ToTime(in.LaunchTime)
 	for _, t := range in.Tags {
 		k, val := aws.ToString(t.Key), aws.ToString(t.Value)
 		switch {

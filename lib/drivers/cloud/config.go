@@ -72,6 +72,29 @@ type AWSConfig struct {
 	RetryMaxBackoff  types.Duration `json:"retry_max_backoff"`
 	// Defaults fill what a template leaves out.
 	Defaults AWSDefaults `json:"defaults"`
+	// Activity is how the driver sees a machine's use, for idle reaping.
+	Activity AWSActivity `json:"activity"`
+}
+
+// AWSActivity makes the aws driver report a machine's use (see
+// drivers.ActivityMeter) from CloudWatch: the CPUUtilization of its
+// instance above an idle floor, per metric period. EC2 itself reports no
+// use, and hf puts no agent on a VM.
+type AWSActivity struct {
+	// CloudWatch turns it on. It needs cloudwatch:GetMetricData (which
+	// CloudWatch bills per metric read: one read per machine per period).
+	// Off, the driver reports no use: only a session's keepalives count as
+	// a VM's activity for idle reaping.
+	CloudWatch bool `json:"cloudwatch"`
+	// CPUPercent is the idle floor: only the CPU an instance uses above it
+	// counts (an idle VM's agents use a little).
+	CPUPercent float64 `json:"cpu_percent"`
+	// Period is the metric's period: 5m with EC2's basic monitoring, 1m
+	// with detailed monitoring.
+	Period types.Duration `json:"period"`
+	// Delay is how long after a period its datapoint is final; newer
+	// periods are not read, so use is seen up to Period+Delay late.
+	Delay types.Duration `json:"delay"`
 }
 
 // AWSDefaults are template keys a node supplies when a template leaves them out.
@@ -120,6 +143,11 @@ const (
 	DefaultNoCapacityHold   = 30 * time.Second
 	DefaultRetryMaxAttempts = 10
 	DefaultRetryMaxBackoff  = 20 * time.Second
+	// DefaultActivityCPUPercent, DefaultActivityPeriod and
+	// DefaultActivityDelay are aws's activity defaults (basic monitoring).
+	DefaultActivityCPUPercent = 5
+	DefaultActivityPeriod     = 5 * time.Minute
+	DefaultActivityDelay      = 10 * time.Minute
 	// DefaultServiceQuotaCode is "Running On-Demand Standard (A, C, D, H,
 	// I, M, R, T, Z) instances", counted in vCPUs.
 	DefaultServiceQuotaCode = "L-1216C47A"
@@ -140,7 +168,8 @@ func defaultCommon() Common {
 // ParseAWSConfig decodes cfg strictly over the defaults and validates it.
 func ParseAWSConfig(cfg []byte) (AWSConfig, error) {
 	c := AWSConfig{Common: defaultCommon(), ServiceQuotaCode: DefaultServiceQuotaCode,
-		RetryMaxAttempts: DefaultRetryMaxAttempts, RetryMaxBackoff: types.D(DefaultRetryMaxBackoff)}
+		RetryMaxAttempts: DefaultRetryMaxAttempts, RetryMaxBackoff: types.D(DefaultRetryMaxBackoff),
+		Activity: AWSActivity{CPUPercent: DefaultActivityCPUPercent, Period: types.D(DefaultActivityPeriod), Delay: types.D(DefaultActivityDelay)}}
 	if err := drivers.DecodeConfig(cfg, &c); err != nil {
 		return AWSConfig{}, err
 	}
@@ -188,7 +217,22 @@ func (c AWSConfig) Validate() error {
 	if err := validateRetry(c.RetryMaxAttempts, c.RetryMaxBackoff); err != nil {
 		return err
 	}
+	if err := c.Activity.validate(); err != nil {
+		return err
+	}
 	return c.Common.validate()
+}
+
+func (a AWSActivity) validate() error {
+	switch {
+	case math.IsNaN(a.CPUPercent) || a.CPUPercent < 0 || a.CPUPercent >= 100:
+		return types.Invalid("activity.cpu_percent", "want a number from 0 to below 100")
+	case a.Period.Duration < time.Minute || a.Period.Duration%time.Minute != 0:
+		return types.Invalid("activity.period", "want whole minutes (CloudWatch's periods)")
+	case a.Delay.Duration < 0:
+		return types.Invalid("activity.delay", "must not be negative")
+	}
+	return nil
 }
 
 // Validate checks the configuration; the error names the key.

@@ -58,6 +58,9 @@ type Driver struct {
 
 	capMu sync.Mutex
 	cap   *capacity
+
+	meterMu sync.Mutex
+	meters  map[string]meterState // instance id -> what Activity counted
 }
 
 // check is a cached result of checking a template entry with the cloud.
@@ -75,7 +78,7 @@ var (
 func newDriver(env drivers.Env, kind string, connect func(context.Context, []byte) (provider, Common, error)) *Driver {
 	env = env.Defaults(kind)
 	return &Driver{env: env, log: env.Log.With("driver", env.Instance), kind: kind, connect: connect, now: time.Now,
-		checks: map[string]check{}}
+		checks: map[string]check{}, meters: map[string]meterState{}}
 }
 
 // Name implements drivers.Driver.

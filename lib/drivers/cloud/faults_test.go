@@ -188,7 +188,7 @@ func TestKilledMidAllocateLeaksNothing(t *testing.T) {
 
 func (f *fixture) failDeletes(on bool) {
 	if f.kind == TypeAWS {
-		f.ec2.Update(func(x *ec2test.Faults) { x.FailTerminate = on })
+		f.ec2.Update(func(x *ec2test.Faults) { x.FailTerminate, x.FailDeleteKeyPair = on, on })
 	} else {
 		f.gce.Update(func(x *gcetest.Faults) { x.FailDelete = on })
 	}

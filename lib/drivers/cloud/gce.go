@@ -182,19 +182,26 @@ func qualify(name, prefix string) string {
 
 // create inserts an instance with hf's labels and waits for the zone
 // operation. The request id makes retries of the insert idempotent.
-func (p *gceProvider) create(ctx context.Context, spec createSpec) (string, error) {
+// leftovers implements provider: a gce instance leaves nothing of its own
+// behind (its boot disk goes with it).
+func (p *gceProvider) leftovers(context.Context, owner) ([]string, error) { return nil, nil }
+
+// cleanup implements provider: there is nothing besides the instance.
+func (p *gceProvider) cleanup(context.Context, owner, string) error { return nil }
+
+func (p *gceProvider) create(ctx context.Context, spec createSpec) (string, map[string]string, error) {
 	inst := p.instance(spec)
 	reqID := requestID()
 	op, err := retryGCE(ctx, p.cfg, func() (*compute.Operation, error) {
 		return p.svc.Instances.Insert(p.cfg.Project, p.cfg.Zone, inst).RequestId(reqID).Context(ctx).Do()
 	})
 	if err != nil {
-		return "", fmt.Errorf("insert instance: %w", gceError(err))
+		return "", nil, fmt.Errorf("insert instance: %w", gceError(err))
 	}
 	if err := p.wait(ctx, op); err != nil {
-		return "", fmt.Errorf("insert instance: %w", err)
+		return "", nil, fmt.Errorf("insert instance: %w", err)
 	}
-	return spec.Name, nil
+	return spec.Name, nil, nil
 }
 
 // wait waits for a zone operation to be done and returns its error.

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"regexp"
 	"sort"
@@ -58,25 +59,31 @@ func (d *Driver) Allocate(ctx context.Context, t types.MachineTemplate, meta map
 	if err != nil {
 		return nil, fmt.Errorf("allocate: %w", err)
 	}
-	id, err := prov.create(ctx, spec)
+	id, secret, err := prov.create(ctx, spec)
 	if err != nil {
+		// A create the caller cancelled may still have happened in the cloud;
+		// the instance stays in flight until it is looked for, so List
+		// leaves its key pair alone meanwhile.
+		d.removeByName(prov, spec.Name)
 		d.created(spec.Name, "")
 		if errors.Is(err, drivers.ErrNoCapacity) {
 			d.noCapacity()
 		}
-		// A create the caller cancelled may still have happened in the cloud.
-		d.removeByName(prov, spec.Name)
 		return nil, fmt.Errorf("allocate %s: %w", spec.Name, err)
 	}
 	d.created(spec.Name, id)
+	// secret holds a private key: it goes into the resource, never a log.
 	log := d.log.With("instance_id", id, "name", spec.Name, "template", t.Metadata.Name)
 	v, err := d.waitRunning(ctx, prov, common, id)
 	if err != nil {
-		d.rollback(prov, id)
+		d.rollback(prov, id, spec.Name)
 		return nil, fmt.Errorf("allocate %s (%s): %w", spec.Name, id, err)
 	}
 	log.Info("cloud instance running", "claim", meta[types.MetaClaim], "private_ip", v.PrivateIP)
 	r := d.resourceOf(v, t.Spec.ConnectProtocols, tc)
+	for k, val := range secret {
+		r.Info[k] = val
+	}
 	return &r, nil
 }
 
@@ -121,10 +128,12 @@ func (d *Driver) waitRunning(ctx context.Context, prov provider, common Common, 
 	}
 }
 
-// rollback removes an instance a failed allocation created.
-func (d *Driver) rollback(prov provider, id string) {
+// rollback removes an instance a failed allocation created, and what was
+// made for it (its key pair).
+func (d *Driver) rollback(prov provider, id, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
+	d.cleanup(ctx, prov, name)
 	if err := prov.remove(ctx, id); err != nil {
 		// The node's start reconcile finds it by its tags and releases it.
 		d.log.Warn("remove failed instance", "instance_id", id, "err", err)
@@ -134,19 +143,34 @@ func (d *Driver) rollback(prov provider, id string) {
 }
 
 // removeByName removes this driver's instance called name, if the cloud
-// made one although the create call failed.
+// made one although the create call failed, and what was made for it.
 func (d *Driver) removeByName(prov provider, name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	vms, err := prov.list(ctx, d.owner())
 	if err != nil {
 		d.log.Warn("look for a half-created instance", "name", name, "err", err)
-		return
 	}
+	found := false
 	for _, v := range vms {
 		if v.Name == name {
-			d.rollback(prov, v.ID)
+			d.rollback(prov, v.ID, name)
+			found = true
 		}
+	}
+	if !found {
+		d.cleanup(ctx, prov, name)
+	}
+}
+
+// cleanup removes what was made for the instance called name besides the
+// instance; what it cannot remove, the next List finds and removes.
+func (d *Driver) cleanup(ctx context.Context, prov provider, name string) {
+	if name == "" {
+		return
+	}
+	if err := prov.cleanup(ctx, d.owner(), name); err != nil {
+		d.log.Warn("remove what an instance left", "name", name, "err", err)
 	}
 }
 
@@ -154,6 +178,9 @@ func (d *Driver) forget(id string) {
 	d.capMu.Lock()
 	delete(d.cap.held, id)
 	d.capMu.Unlock()
+	d.meterMu.Lock()
+	delete(d.meters, id)
+	d.meterMu.Unlock()
 }
 
 // Status implements drivers.Driver from the cloud's state of the instance:
@@ -202,8 +229,12 @@ func (d *Driver) Deallocate(ctx context.Context, r *types.Resource) error {
 	if err != nil {
 		return fmt.Errorf("deallocate %s: %w", r.ID, err)
 	}
-	if _, err := d.getOwn(ctx, prov, r.ID); errors.Is(err, drivers.ErrNotFound) {
+	v, err := d.getOwn(ctx, prov, r.ID)
+	if errors.Is(err, drivers.ErrNotFound) {
 		d.forget(r.ID)
+		// A generated key pair is named after the instance; cleanup finds only
+		// this driver's by its tags, never a shared key_name.
+		d.cleanup(ctx, prov, r.Info["key_name"])
 		return nil
 	} else if err != nil {
 		return fmt.Errorf("deallocate %s: %w", r.ID, err)
@@ -227,7 +258,12 @@ func (d *Driver) Deallocate(ctx context.Context, r *types.Resource) error {
 		}
 	}
 	d.forget(r.ID)
-	d.log.Info("cloud instance deleted", "instance_id", r.ID, "name", r.Info["name"])
+	if v.Keys[keyKeyPair] != "" {
+		if err := prov.cleanup(ctx, d.owner(), v.Keys[keyKeyPair]); err != nil {
+			return fmt.Errorf("deallocate %s: %w", r.ID, err)
+		}
+	}
+	d.log.Info("cloud instance deleted", "instance_id", r.ID, "name", v.Name)
 	return nil
 }
 
@@ -238,6 +274,12 @@ func (d *Driver) List(ctx context.Context) ([]types.Resource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list: %w", err)
 	}
+	// Leftovers are read before the instances, and the allocations in flight
+	// in between: one whose instance is not listed yet is in flight then.
+	leftovers, lerr := prov.leftovers(ctx, d.owner())
+	d.capMu.Lock()
+	inflight := maps.Clone(d.cap.inflight)
+	d.capMu.Unlock()
 	vms, err := prov.list(ctx, d.owner())
 	if err != nil {
 		return nil, fmt.Errorf("list: %w", err)
@@ -245,12 +287,32 @@ func (d *Driver) List(ctx context.Context) ([]types.Resource, error) {
 	d.capMu.Lock()
 	d.cap.sync(vms)
 	d.capMu.Unlock()
+	if lerr != nil {
+		d.log.Warn("list what instances left", "err", lerr)
+	}
+	d.sweep(ctx, prov, leftovers, inflight, vms)
 	out := make([]types.Resource, 0, len(vms))
 	for _, v := range vms {
 		out = append(out, d.resourceOf(v, nil, nil))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
+}
+
+// sweep removes the leftovers (generated key pairs) of instances that are
+// gone and not in flight: those of a node killed before it could clean up.
+func (d *Driver) sweep(ctx context.Context, prov provider, leftovers []string, inflight map[string]types.Resources, vms []vm) {
+	live := map[string]bool{}
+	for _, v := range vms {
+		live[v.Name] = true
+	}
+	for _, name := range leftovers {
+		if _, busy := inflight[name]; busy || live[name] {
+			continue
+		}
+		d.log.Info("removing what a gone instance left", "name", name)
+		d.cleanup(ctx, prov, name)
+	}
 }
 
 // resourceData is the driver's private part of a resource.
@@ -266,7 +328,7 @@ type resourceData struct {
 func (d *Driver) resourceOf(v vm, protocols []string, tc any) types.Resource {
 	info := map[string]string{"provider": d.kind, "instance_id": v.ID, "name": v.Name, "state": v.State}
 	for k, val := range map[string]string{"private_ip": v.PrivateIP, "public_ip": v.PublicIP, "zone": v.Zone,
-		"instance_type": v.Type, "image": v.Image} {
+		"instance_type": v.Type, "image": v.Image, "key_name": v.KeyName} {
 		if val != "" {
 			info[k] = val
 		}

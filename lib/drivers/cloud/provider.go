@@ -2,6 +2,7 @@ package cloud
 
 import (
 	"context"
+	"time"
 
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -15,6 +16,8 @@ const (
 	keyMachine  = "machine"
 	keyClaim    = "claim"
 	keyTemplate = "template"
+	// keyKeyPair names the key pair generated for an aws instance.
+	keyKeyPair = "key_pair"
 )
 
 // owner is the node and driver instance that own instances.
@@ -31,6 +34,9 @@ type vm struct {
 	Zone      string
 	Type      string
 	Image     string
+	KeyName   string  // aws: the instance's key pair
+	VCPUs     float64 // 0: the cloud did not say
+	Launched  time.Time
 	// Keys are hf's ownership keys (node, instance, machine, ...).
 	Keys map[string]string
 	// Resources is what the template declared, recorded at creation.
@@ -69,14 +75,23 @@ type provider interface {
 	// checkTemplate checks what only the cloud knows (the image exists) and
 	// returns the entry with it resolved (the image id of a filter).
 	checkTemplate(ctx context.Context, tc any) (any, error)
-	// create starts an instance tagged with spec.Keys and returns its id.
-	create(ctx context.Context, spec createSpec) (string, error)
+	// create starts an instance tagged with spec.Keys and returns its id
+	// and machine information only the create knows (a generated key
+	// pair's private key: never to be logged).
+	create(ctx context.Context, spec createSpec) (string, map[string]string, error)
 	// get reads one instance; drivers.ErrNotFound once it is gone.
 	get(ctx context.Context, id string) (vm, error)
 	// remove starts deleting an instance; gone already is success.
 	remove(ctx context.Context, id string) error
 	// list returns the instances o owns that are not gone.
 	list(ctx context.Context, o owner) ([]vm, error)
+	// leftovers lists the names of the instances for which o holds
+	// something besides the instance itself (aws: a generated key pair),
+	// whether or not the instance still exists.
+	leftovers(ctx context.Context, o owner) ([]string, error)
+	// cleanup removes what o made for the instance called name besides the
+	// instance (aws: its generated key pair); nothing there is success.
+	cleanup(ctx context.Context, o owner, name string) error
 	// quota reads the cloud's quota and what others use of it.
 	quota(ctx context.Context, o owner) (usage, error)
 }

@@ -28,6 +28,12 @@ type AWSTemplate struct {
 	SecurityGroupIDs []string `json:"security_group_ids"`
 	// KeyName is an existing key pair for ssh; optional.
 	KeyName string `json:"key_name"`
+	// GenerateKeyPair makes an ed25519 key pair for each machine, named
+	// and tagged like its instance, and deletes it with the instance. The
+	// private key is in the machine's information (ssh_private_key), which
+	// only those who may read the machine see; hf never logs it. Not with
+	// key_name (the driver's default key_name is then not used).
+	GenerateKeyPair bool `json:"generate_key_pair"`
 	// Tags are added to the instance and its volume (hf's own tags win).
 	Tags map[string]string `json:"tags"`
 	// StartupScript is run once by cloud-init at first boot, after the
@@ -93,7 +99,7 @@ func parseAWSTemplate(raw []byte, def AWSDefaults) (AWSTemplate, error) {
 	if len(tc.SecurityGroupIDs) == 0 {
 		tc.SecurityGroupIDs = def.SecurityGroupIDs
 	}
-	if tc.KeyName == "" {
+	if tc.KeyName == "" && !tc.GenerateKeyPair {
 		tc.KeyName = def.KeyName
 	}
 	return tc, tc.validate()
@@ -113,6 +119,8 @@ func (tc AWSTemplate) validate() error {
 		return types.Invalid("instance_type", "is required (here or in the driver's defaults)")
 	case !awsName.MatchString(tc.InstanceType):
 		return types.Invalid("instance_type", "%q is not an instance type", tc.InstanceType)
+	case tc.KeyName != "" && tc.GenerateKeyPair:
+		return types.Invalid("generate_key_pair", "give a key_name or generate_key_pair, not both")
 	case tc.SubnetID != "" && len(tc.SubnetTags) > 0:
 		return types.Invalid("subnet_id", "give a subnet_id or subnet_tags, not both")
 	case tc.SubnetID != "" && !resourceID.MatchString(tc.SubnetID):

@@ -115,6 +115,10 @@ func (s *Server) runInstances(f map[string][]string) (any, *apiError) {
 			return nil, &apiError{http.StatusBadRequest, "InvalidSubnetID.NotFound", fmt.Sprintf("The subnet ID '%s' does not exist", subnet)}
 		}
 	}
+	if key := first(f["KeyName"]); key != "" && s.keyPairs[key] == nil {
+		s.mu.Unlock()
+		return nil, &apiError{http.StatusBadRequest, "InvalidKeyPair.NotFound", fmt.Sprintf("The key pair '%s' does not exist", key)}
+	}
 	if s.faults.NoCapacity > 0 {
 		s.faults.NoCapacity--
 		s.mu.Unlock()
@@ -202,14 +206,10 @@ func (s *Server) describeInstances(f map[string][]string) (any, *apiError) {
 	for _, in := range picked {
 		s.advance(in)
 		ok := matches(fs, func(name string) (string, bool) {
-			switch {
-			case name == "instance-state-name":
+			if name == "instance-state-name" {
 				return in.State, true
-			case len(name) > 4 && name[:4] == "tag:":
-				v, ok := in.Tags[name[4:]]
-				return v, ok
 			}
-			return "", false
+			return tagFilter(name, in.Tags)
 		})
 		if ok {
 			xs = append(xs, s.toXML(in))
@@ -337,11 +337,7 @@ func (s *Server) describeSubnets(f map[string][]string) (any, *apiError) {
 	for _, id := range ids {
 		tags := s.subnets[id]
 		ok := matches(fs, func(name string) (string, bool) {
-			if len(name) > 4 && name[:4] == "tag:" {
-				v, ok := tags[name[4:]]
-				return v, ok
-			}
-			return "", false
+			return tagFilter(name, tags)
 		})
 		if ok {
 			resp.Subnets = append(resp.Subnets, subnetXML{SubnetID: id, State: "available", Tags: tagsXML(tags)})

@@ -1,8 +1,8 @@
 // Package ec2test is a TEST DOUBLE of Amazon EC2 (and of the one Service
-// Quotas call the aws driver makes): an HTTP server on 127.0.0.1 that speaks
+// Quotas call and the one CloudWatch call the aws driver makes): an HTTP server on 127.0.0.1 that speaks
 // EC2's Query API (form-encoded Action=RunInstances&..., XML answers in the
-// EC2 namespace, errors as <Response><Errors><Error>), keeps instances in
-// memory and injects faults: throttling (RequestLimitExceeded), insufficient
+// EC2 namespace, errors as <Response><Errors><Error>), keeps instances and key
+// pairs in memory and injects faults: throttling (RequestLimitExceeded), insufficient
 // capacity, a create delay, a vCPU quota, an instance that dies, terminate
 // calls that fail. The real aws-sdk-go-v2 client talks to it through its
 // endpoint override with static fake credentials; it does not check
@@ -67,6 +67,10 @@ type Faults struct {
 	NoCapacity int
 	// FailTerminate answers TerminateInstances with an internal error.
 	FailTerminate bool
+	// FailDeleteKeyPair answers DeleteKeyPair with an internal error.
+	FailDeleteKeyPair bool
+	// MetricsDenied answers CloudWatch's GetMetricData AccessDeniedException.
+	MetricsDenied bool
 	// QuotaDenied answers GetServiceQuota AccessDeniedException.
 	QuotaDenied bool
 }
@@ -82,6 +86,8 @@ type Server struct {
 	images    []Image
 	subnets   map[string]map[string]string // id -> tags
 	instances map[string]*Instance
+	keyPairs  map[string]*KeyPair // by name
+	cpu       map[string][]cpuPoint
 	order     []string
 	calls     map[string]int
 	created   func(id string)
@@ -90,7 +96,7 @@ type Server struct {
 
 // New starts a server on 127.0.0.1:0; Close stops it.
 func New() *Server {
-	s := &Server{subnets: map[string]map[string]string{}, instances: map[string]*Instance{}, calls: map[string]int{}, now: time.Now}
+	s := &Server{subnets: map[string]map[string]string{}, instances: map[string]*Instance{}, keyPairs: map[string]*KeyPair{}, cpu: map[string][]cpuPoint{}, calls: map[string]int{}, now: time.Now}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL
 	return s
@@ -213,6 +219,10 @@ type apiError struct {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, cloudWatchPath) {
+		s.serveCloudWatch(w, r)
+		return
+	}
 	if target := r.Header.Get("X-Amz-Target"); target != "" {
 		s.serveQuotas(w, r, target)
 		return
@@ -246,6 +256,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		body, aerr = s.describeImages(r.Form)
 	case "DescribeSubnets":
 		body, aerr = s.describeSubnets(r.Form)
+	case "CreateKeyPair":
+		body, aerr = s.createKeyPair(r.Form)
+	case "DeleteKeyPair":
+		body, aerr = s.deleteKeyPair(r.Form)
+	case "DescribeKeyPairs":
+		body, aerr = s.describeKeyPairs(r.Form)
 	default:
 		aerr = &apiError{http.StatusBadRequest, "InvalidAction", fmt.Sprintf("The action %s is not valid for this web service.", action)}
 	}
@@ -369,6 +385,16 @@ func matches(fs map[string][]string, get func(name string) (string, bool)) bool 
 		}
 	}
 	return true
+}
+
+// tagFilter is the value a filter "tag:<key>" reads of tags.
+func tagFilter(name string, tags map[string]string) (string, bool) {
+	key, ok := strings.CutPrefix(name, "tag:")
+	if !ok {
+		return "", false
+	}
+	v, ok := tags[key]
+	return v, ok
 }
 
 func newID(prefix string) string {
