@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -187,7 +188,10 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 		AuditFile:        filepath.Join(cfg.DataDir, "audit.log"),
 		Joining: &openapi.Joining{Bundle: sec.Bundle, Endpoint: scheme + "://" + advertisedAPI(apiAddr, mem.Addr()),
 			CAFingerprint: sec.CA.Fingerprint(), GossipAddress: mem.Addr()},
-		Keyring: keyringOf(sec, mem, cfg.Cluster.Key != ""),
+		Keyring:     keyringOf(sec, mem, cfg.Cluster.Key != ""),
+		MachineLogs: machineLogs(node),
+		PeerClient:  &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: sec.CA.Pool(), MinVersion: tls.VersionTLS12}}},
+		PeerScheme:  scheme,
 	}, log, st)
 	if err != nil {
 		ln.Close()
@@ -238,6 +242,21 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 		return serveErr
 	}
 	return stopErr
+}
+
+// machineLogs serves the API's machine logs from the node, in the API's
+// errors.
+func machineLogs(node *cluster.Node) func(context.Context, string, drivers.LogOptions, io.Writer) error {
+	return func(ctx context.Context, machine string, opts drivers.LogOptions, w io.Writer) error {
+		err := node.MachineLogs(ctx, machine, opts, w)
+		switch {
+		case errors.Is(err, cluster.ErrNotHere):
+			return fmt.Errorf("%w: %v", openapi.ErrLogsNotHere, err)
+		case errors.Is(err, cluster.ErrNoLogs):
+			return fmt.Errorf("%w: %v", openapi.ErrNoLogs, err)
+		}
+		return err
+	}
 }
 
 // keyringOf is the node's gossip keyring for the API, nil when gossip is

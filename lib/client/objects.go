@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"reflect"
@@ -264,4 +265,27 @@ func (c *Client) CreateToken(ctx context.Context, tok *types.Token) (*types.Toke
 		return nil, "", err
 	}
 	return obj.(*types.Token), bearer, nil
+}
+
+// MachineLogs copies the output of machine to w (GET
+// /api/v1/machines/{name}/logs): the last tail lines (0: all) and, with
+// follow, new output until the machine ends or ctx does.
+func (c *Client) MachineLogs(ctx context.Context, machine string, tail int, follow bool, w io.Writer) error {
+	q := url.Values{}
+	if tail > 0 {
+		q.Set("tail", strconv.Itoa(tail))
+	}
+	if follow {
+		q.Set("follow", "true")
+	}
+	resp, err := c.send(ctx, request{method: http.MethodGet, path: item(types.KindMachine, machine) + "/logs", query: q, accept: "text/plain"})
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(w, resp.Body)
+	if err != nil && ctx.Err() != nil {
+		return nil
+	}
+	return err
 }

@@ -5,6 +5,7 @@ package drivers
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 
 	"github.com/hf-fleet/hf/lib/types"
@@ -83,6 +84,21 @@ type HostSharer interface {
 // claim's reason. Explain returns "" when it knows nothing more.
 type Explainer interface {
 	Explain(ctx context.Context, r *types.Resource) string
+}
+
+// LogOptions say which part of a machine's output Logs writes.
+type LogOptions struct {
+	// Tail is how many of the last lines to start with (0: all).
+	Tail int
+	// Follow keeps writing new output until ctx ends or the machine ends.
+	Follow bool
+}
+
+// LogReader is implemented by drivers that keep a machine's output (the
+// native entry's, a container's): Logs writes it to w. ErrNotFound when
+// the resource is gone.
+type LogReader interface {
+	Logs(ctx context.Context, r *types.Resource, opts LogOptions, w io.Writer) error
 }
 
 // Env is what a driver instance gets from the node that runs it.

@@ -2,6 +2,8 @@ package openapi
 
 import (
 	"bytes"
+	"context"
+	"io"
 	"encoding/base64"
 	"errors"
 	"net/http"
@@ -15,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -30,6 +33,7 @@ func withJoining(c *Config) {
 		GossipAddress: "127.0.0.1:7701",
 	}
 	c.Keyring = &memKeyring{keys: [][]byte{bytes.Repeat([]byte{7}, 32)}}
+	c.MachineLogs = func(context.Context, string, drivers.LogOptions, io.Writer) error { return ErrLogsNotHere }
 }
 
 // A join token is made by an admin, shown once with the command that uses

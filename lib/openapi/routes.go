@@ -35,6 +35,7 @@ func (s *Server) routes(e *gin.Engine) {
 		api.PUT(p+"/:name", k.update)
 		api.DELETE(p+"/:name", k.delete)
 	}
+	api.GET("/machines/:name/logs", s.machineLogs)
 	api.POST("/nodes/:name/drain", s.drain)
 	api.POST("/nodes/:name/undrain", s.undrain)
 	api.POST("/sessions/:name/keepalive", s.keepalive)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -75,6 +77,13 @@ type Config struct {
 	// Keyring is the node's gossip keyring, for key rotation (nil: gossip
 	// is not encrypted).
 	Keyring Keyring
+	// MachineLogs writes the output of one of this node's machines
+	// (ErrLogsNotHere, ErrNoLogs); nil serves none.
+	MachineLogs func(ctx context.Context, machine string, opts drivers.LogOptions, w io.Writer) error
+	// PeerClient reaches the other nodes' APIs (trusting the cluster CA),
+	// with PeerScheme ("https"), for what another node must answer.
+	PeerClient *http.Client
+	PeerScheme string
 }
 
 // Server serves the REST API. Its handler is safe for concurrent use.

@@ -112,6 +112,9 @@ func TestExitedContainersReport(t *testing.T) {
 			}, 20*time.Second, 50*time.Millisecond)
 			assert.Equal(t, fmt.Sprintf("container exited with code %d; last log lines: about to end", tc.code), d.Explain(t.Context(), r),
 				"the node's reason for the claim")
+			var logs strings.Builder
+			require.NoError(t, d.Logs(t.Context(), r, drivers.LogOptions{Tail: 5, Follow: true}, &logs), "follow ends with the container")
+			assert.Equal(t, "about to end\n", logs.String())
 			list, err := d.List(t.Context())
 			require.NoError(t, err)
 			require.Len(t, list, 1, "an exited container is still listed, for reconciliation")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/types"
@@ -212,4 +214,34 @@ func (d *Driver) List(ctx context.Context) ([]types.Resource, error) {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
+}
+
+// Logs implements drivers.LogReader: the container's stdout and stderr
+// through the engine, the last opts.Tail lines first; with Follow, until
+// the container stops or ctx ends.
+func (d *Driver) Logs(ctx context.Context, r *types.Resource, opts drivers.LogOptions, w io.Writer) error {
+	if r == nil {
+		return errors.New("logs: nil resource")
+	}
+	st, err := d.state()
+	if err != nil {
+		return fmt.Errorf("logs %s: %w", r.ID, err)
+	}
+	c, err := d.inspectOwn(ctx, st, r.ID)
+	if err != nil {
+		return fmt.Errorf("logs %s: %w", r.ID, err)
+	}
+	tail := "all"
+	if opts.Tail > 0 {
+		tail = fmt.Sprint(opts.Tail)
+	}
+	rc, err := st.cli.ContainerLogs(ctx, c.ID, container.LogsOptions{ShowStdout: true, ShowStderr: true, Follow: opts.Follow, Tail: tail})
+	if err != nil {
+		return fmt.Errorf("logs %s: %w", r.ID, err)
+	}
+	defer rc.Close()
+	if _, err := stdcopy.StdCopy(w, w, rc); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("logs %s: %w", r.ID, err)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package native
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -44,19 +45,13 @@ func (d *Driver) Explain(ctx context.Context, r *types.Resource) string {
 // lastOutput returns the last lines of the log at path, printable and
 // bounded, or "" when it cannot be read safely.
 func lastOutput(path string, uid int) string {
-	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	f, size, err := openLog(path, uid)
 	if err != nil {
 		return ""
 	}
-	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
-	var st syscall.Stat_t
-	if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Nlink != 1 ||
-		(int(st.Uid) != os.Geteuid() && int(st.Uid) != uid) {
-		return ""
-	}
-	start := max(st.Size-explainTail, 0)
-	buf := make([]byte, st.Size-start)
+	start := max(size-explainTail, 0)
+	buf := make([]byte, size-start)
 	n, err := f.ReadAt(buf, start)
 	if err != nil && err != io.EOF {
 		return ""
@@ -73,6 +68,28 @@ func lastOutput(path string, uid int) string {
 		out = "..." + out[len(out)-explainBytes:]
 	}
 	return out
+}
+
+// errUnsafeLog is a log file that is not what the driver made: a link, or
+// another user's file.
+var errUnsafeLog = errors.New("entry log is not a plain file of the machine")
+
+// openLog opens the entry log at path, in a directory the machine's user
+// owns, so that it cannot lead elsewhere: no symlink, a regular file with
+// one link, owned by the daemon or by uid. It returns the file and its size.
+func openLog(path string, uid int) (*os.File, int64, error) {
+	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	f := os.NewFile(uintptr(fd), path)
+	var st syscall.Stat_t
+	if err := syscall.Fstat(fd, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG || st.Nlink != 1 ||
+		(int(st.Uid) != os.Geteuid() && int(st.Uid) != uid) {
+		_ = f.Close()
+		return nil, 0, errUnsafeLog
+	}
+	return f, st.Size, nil
 }
 
 func printable(r rune) rune {

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	mrand "math/rand/v2"
 	"sort"
@@ -375,4 +376,22 @@ func (d *Driver) sortedLocked(clone bool) []types.Resource {
 // StatusText says what the driver is in node reports: not a real host's.
 func (d *Driver) StatusText() string {
 	return "test driver: fake machines, capacity from its config, not this host's"
+}
+
+// Logs implements drivers.LogReader with two lines a test can look for (a
+// fake machine has no output of its own).
+func (d *Driver) Logs(ctx context.Context, r *types.Resource, opts drivers.LogOptions, w io.Writer) error {
+	if _, err := d.Status(ctx, r); err != nil {
+		return fmt.Errorf("logs: %w", err)
+	}
+	lines := []string{"test machine " + r.ID + " started", "test machine " + r.ID + " has no output of its own"}
+	if opts.Tail > 0 && opts.Tail < len(lines) {
+		lines = lines[len(lines)-opts.Tail:]
+	}
+	for _, l := range lines {
+		if _, err := io.WriteString(w, l+"\n"); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -265,3 +265,38 @@ func (w *describer) tree(m map[string]any, indent string) {
 		}
 	}
 }
+
+func newMachineLogsCmd(f *Factory, res *resource) *cobra.Command {
+	var (
+		follow bool
+		tail   int
+	)
+	c := &cobra.Command{
+		Use:   "logs NAME [-f] [--tail N]",
+		Short: "Print a machine's output (a native entry's, a container's), from its node",
+		Example: "  hf-cli machine logs m-0dae389cb391 --tail 20\n" +
+			"  hf-cli machine logs m-0dae389cb391 -f",
+		Args:              exactArgs(1, "NAME"),
+		ValidArgsFunction: completeNamesOf(f, res),
+		RunE: func(c *cobra.Command, args []string) error {
+			if tail < 0 {
+				return usageErrorf("--tail must not be negative, got %d", tail)
+			}
+			cl, err := f.Client()
+			if err != nil {
+				return err
+			}
+			ctx := c.Context()
+			if !follow {
+				var cancel context.CancelFunc
+				ctx, cancel = f.requestContext(ctx)
+				defer cancel()
+			}
+			err = cl.MachineLogs(ctx, args[0], tail, follow, f.Out)
+			return withNameSuggestion(c.Context(), cl, types.KindMachine, args[0], err)
+		},
+	}
+	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new output until the machine ends (Ctrl-C to stop)")
+	c.Flags().IntVar(&tail, "tail", 0, "start with the last N lines (default: all)")
+	return c
+}

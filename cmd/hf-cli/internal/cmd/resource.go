@@ -41,6 +41,8 @@ func newResourceCmd(f *Factory, res *resource) *cobra.Command {
 		c.AddCommand(newScaleCmd(f), newPoolStatusCmd(f), newKindFileCmd(f, res, fileCreate))
 	case types.KindAccessCode:
 		c.AddCommand(newCodeCreateCmd(f, res))
+	case types.KindMachine:
+		c.AddCommand(newMachineLogsCmd(f, res), newKindFileCmd(f, res, fileCreate))
 	case types.KindUser:
 		c.AddCommand(newUserCreateCmd(f, res), newKindFileCmd(f, res, fileCreate))
 	case types.KindToken:

@@ -1,0 +1,88 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+var boundOnMachine = regexp.MustCompile(`Bound on node (\S+) \(machine (m-[0-9a-f]+)\)`)
+
+// TestMachineLogsThroughAnyNode: a machine's output is served by its node
+// and reached through any other node of the cluster, with the caller's
+// token; a user reads only their own machines' logs.
+func TestMachineLogsThroughAnyNode(t *testing.T) {
+	n1 := startNode(t, "")
+	n2 := startNode(t, "", "--join", n1.Gossip)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, errOut, code := n1.cli(ctx, strings.NewReader(smallTemplate), "template", "create", "-f", "-")
+	require.Equal(t, 0, code, errOut)
+	out, errOut, code := n1.cli(ctx, nil, "claim", "create", "c1", "--template", "small", "--wait")
+	require.Equal(t, 0, code, out+errOut)
+	m := boundOnMachine.FindStringSubmatch(out + errOut)
+	require.NotNil(t, m, out+errOut)
+	other := n1
+	if m[1] == n1.Name {
+		other = n2
+	}
+	logs := other.mustCLI("machine", "logs", m[2])
+	assert.Regexp(t, `^test machine test-\S+ started\ntest machine test-\S+ has no output of its own\n$`, logs, "through node %s", other.Name)
+	assert.Regexp(t, `^test machine test-\S+ has no output of its own\n$`, other.mustCLI("machine", "logs", m[2], "--tail", "1"))
+	_, errOut, code = other.cli(ctx, nil, "machine", "logs", "m-nope")
+	assert.Equal(t, 3, code, errOut)
+	_, errOut, code = other.cli(ctx, nil, "machine", "logs", m[2], "--tail", "-1")
+	assert.Equal(t, 2, code, errOut)
+
+	n1.mustCLI("user", "create", "bob", "--role", "user")
+	var tok struct{ Token string }
+	require.NoError(t, json.Unmarshal([]byte(n1.mustCLI("token", "create", "bob-1", "--user", "bob", "--role", "user", "-o", "json")), &tok))
+	bob := *other
+	bob.Token = tok.Token
+	require.Eventually(t, func() bool { _, err := bob.run("whoami"); return err == nil }, 10*time.Second, 50*time.Millisecond)
+	_, err := bob.run("machine", "logs", m[2])
+	assert.ErrorIs(t, err, errNotFound, "another user's machine is not found")
+}
+
+// TestNativeMachineLogs: a native entry's output, its last lines, and more
+// of it as it comes with --follow.
+func TestNativeMachineLogs(t *testing.T) {
+	needRoot(t)
+	prefix := "hfl" + randHex(2) + "-"
+	cleanupUsers(t, prefix)
+	host := nativeHost(t)
+	n := startWithConfig(t, "", nativeConfig(prefix, host))
+	n.createTemplate(types.MachineTemplate{
+		Metadata: types.ObjectMeta{Name: "talk"},
+		Spec: types.MachineTemplateSpec{
+			Resources: types.Resources{CPU: 0.1, RAMGB: 0.1},
+			ProviderConfiguration: map[string]json.RawMessage{"native": rawJSON(t, map[string]any{
+				"entry": `echo one; echo two; echo three; sleep 1; echo four; exec sleep 300`,
+			})},
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	out, errOut, code := n.cli(ctx, nil, "claim", "create", "c1", "--template", "talk", "--wait")
+	require.Equal(t, 0, code, out+errOut)
+	m := boundOnMachine.FindStringSubmatch(out + errOut)
+	require.NotNil(t, m, out+errOut)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		out, err := n.run("machine", "logs", m[2], "--tail", "2")
+		assert.NoError(c, err)
+		assert.Equal(c, "three\nfour\n", out)
+	}, 20*time.Second, 100*time.Millisecond)
+	fctx, fcancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer fcancel()
+	out, _, _ = n.cli(fctx, nil, "machine", "logs", m[2], "-f")
+	assert.Equal(t, "one\ntwo\nthree\nfour\n", out, "follow prints what there is and waits for more")
+	n.mustCLI("claim", "delete", "c1", "--wait")
+}

@@ -1,0 +1,36 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/hf-fleet/hf/lib/drivers"
+)
+
+// ErrNotHere is returned by MachineLogs for a machine this node does not
+// hold: its own node serves its logs.
+var ErrNotHere = errors.New("machine is not on this node")
+
+// ErrNoLogs is returned by MachineLogs when the machine's driver keeps no
+// output.
+var ErrNoLogs = errors.New("the machine's driver keeps no output")
+
+// MachineLogs writes the output of machine, one of this node's, to w (see
+// drivers.LogReader).
+func (n *Node) MachineLogs(ctx context.Context, machine string, opts drivers.LogOptions, w io.Writer) error {
+	e, ok := n.acc.get(machine)
+	if !ok || e.Resource == nil {
+		return fmt.Errorf("%s: %w", machine, ErrNotHere)
+	}
+	in, ok := n.instances[e.Driver]
+	if !ok {
+		return fmt.Errorf("%s: %w", machine, ErrNotHere)
+	}
+	lr, ok := in.Driver.(drivers.LogReader)
+	if !ok {
+		return fmt.Errorf("%s (driver %s): %w", machine, e.Driver, ErrNoLogs)
+	}
+	return lr.Logs(ctx, e.Resource, opts, w)
+}
