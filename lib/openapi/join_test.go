@@ -3,9 +3,9 @@ package openapi
 import (
 	"bytes"
 	"context"
-	"io"
 	"encoding/base64"
 	"errors"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
