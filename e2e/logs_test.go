@@ -86,3 +86,40 @@ func TestNativeMachineLogs(t *testing.T) {
 	assert.Equal(t, "one\ntwo\nthree\nfour\n", out, "follow prints what there is and waits for more")
 	n.mustCLI("claim", "delete", "c1", "--wait")
 }
+
+// TestNativeMachineShell: a shell in a native machine, opened through the
+// other node of the cluster, runs as the machine's own user, never root.
+func TestNativeMachineShell(t *testing.T) {
+	needRoot(t)
+	prefix := "hfs" + randHex(2) + "-"
+	cleanupUsers(t, prefix)
+	host := nativeHost(t)
+	n1 := startWithConfig(t, "", nativeConfig(prefix, host+"/a"))
+	n2 := startWithConfig(t, "", nativeConfig(prefix, host+"/b"), "--join", n1.Gossip)
+	n1.createTemplate(types.MachineTemplate{
+		Metadata: types.ObjectMeta{Name: "box"},
+		Spec: types.MachineTemplateSpec{
+			Resources:             types.Resources{CPU: 0.1, RAMGB: 0.1},
+			ProviderConfiguration: map[string]json.RawMessage{"native": rawJSON(t, map[string]any{"entry": `exec sleep 300`})},
+		},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	out, errOut, code := n1.cli(ctx, nil, "claim", "create", "c1", "--template", "box", "--wait")
+	require.Equal(t, 0, code, out+errOut)
+	m := boundOnMachine.FindStringSubmatch(out + errOut)
+	require.NotNil(t, m, out+errOut)
+	other := n1
+	if m[1] == n1.Name {
+		other = n2
+	}
+	out, errOut, code = other.cli(ctx, strings.NewReader("id -u; id -un; echo $HF_NATIVE_ID\nexit\n"), "machine", "shell", m[2])
+	require.Equal(t, 0, code, out+errOut)
+	lines := strings.Fields(out)
+	require.Len(t, lines, 3, out)
+	assert.NotEqual(t, "0", lines[0], "not root")
+	assert.True(t, strings.HasPrefix(lines[1], prefix), "the machine's own user: %s", lines[1])
+	assert.NotEmpty(t, lines[2])
+	n1.mustCLI("claim", "delete", "c1", "--wait")
+	assert.Empty(t, usersWithPrefix(t, prefix), "the machine's user is gone, shell and all")
+}

@@ -190,8 +190,11 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 			CAFingerprint: sec.CA.Fingerprint(), GossipAddress: mem.Addr()},
 		Keyring:     keyringOf(sec, mem, cfg.Cluster.Key != ""),
 		MachineLogs: machineLogs(node),
-		PeerClient:  &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: sec.CA.Pool(), MinVersion: tls.VersionTLS12}}},
-		PeerScheme:  scheme,
+		MachineShell: func(ctx context.Context, m string, opts drivers.ShellOptions, open func() (io.ReadWriteCloser, error)) error {
+			return apiError(node.MachineShell(ctx, m, opts, open))
+		},
+		PeerClient: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: sec.CA.Pool(), MinVersion: tls.VersionTLS12}}},
+		PeerScheme: scheme,
 	}, log, st)
 	if err != nil {
 		ln.Close()
@@ -248,15 +251,21 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 // errors.
 func machineLogs(node *cluster.Node) func(context.Context, string, drivers.LogOptions, io.Writer) error {
 	return func(ctx context.Context, machine string, opts drivers.LogOptions, w io.Writer) error {
-		err := node.MachineLogs(ctx, machine, opts, w)
-		switch {
-		case errors.Is(err, cluster.ErrNotHere):
-			return fmt.Errorf("%w: %v", openapi.ErrLogsNotHere, err)
-		case errors.Is(err, cluster.ErrNoLogs):
-			return fmt.Errorf("%w: %v", openapi.ErrNoLogs, err)
-		}
-		return err
+		return apiError(node.MachineLogs(ctx, machine, opts, w))
 	}
+}
+
+// apiError words the node's errors of logs and shells as the API's.
+func apiError(err error) error {
+	switch {
+	case errors.Is(err, cluster.ErrNotHere):
+		return fmt.Errorf("%w: %v", openapi.ErrLogsNotHere, err)
+	case errors.Is(err, cluster.ErrNoLogs):
+		return fmt.Errorf("%w: %v", openapi.ErrNoLogs, err)
+	case errors.Is(err, cluster.ErrNoShell):
+		return fmt.Errorf("%w: %v", openapi.ErrNoShell, err)
+	}
+	return err
 }
 
 // keyringOf is the node's gossip keyring for the API, nil when gossip is

@@ -289,3 +289,45 @@ func (c *Client) MachineLogs(ctx context.Context, machine string, tail int, foll
 	}
 	return err
 }
+
+// ShellProtocol is the Upgrade token of a machine shell.
+const ShellProtocol = "hf-shell"
+
+// MachineShell opens a shell in machine (GET /api/v1/machines/{name}/shell
+// with Upgrade: hf-shell): the returned stream carries the shell's input
+// and output until the shell exits. tty asks for a terminal of rows x cols.
+func (c *Client) MachineShell(ctx context.Context, machine string, tty bool, rows, cols int) (io.ReadWriteCloser, error) {
+	q := url.Values{}
+	if tty {
+		q.Set("tty", "true")
+		if rows > 0 && cols > 0 {
+			q.Set("rows", strconv.Itoa(rows))
+			q.Set("cols", strconv.Itoa(cols))
+		}
+	}
+	u := *c.base
+	u.Path += item(types.KindMachine, machine) + "/shell"
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("User-Agent", c.userAgent)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", ShellProtocol)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("shell %s: %w", machine, err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		defer resp.Body.Close()
+		return nil, readAPIError(resp)
+	}
+	rwc, ok := resp.Body.(io.ReadWriteCloser)
+	if !ok {
+		resp.Body.Close()
+		return nil, fmt.Errorf("shell %s: the server upgraded without a stream", machine)
+	}
+	return rwc, nil
+}

@@ -101,6 +101,22 @@ type LogReader interface {
 	Logs(ctx context.Context, r *types.Resource, opts LogOptions, w io.Writer) error
 }
 
+// ShellOptions are the terminal a shell gets.
+type ShellOptions struct {
+	// TTY gives the shell a terminal of Rows x Cols; without it the shell
+	// reads its input and writes its output as plain streams.
+	TTY        bool
+	Rows, Cols uint16
+}
+
+// Sheller is implemented by drivers that can run an interactive shell in
+// a machine, as the machine's own user (never root on the host): its input
+// is read from stream and its output written to it until it exits or ctx
+// ends.
+type Sheller interface {
+	Shell(ctx context.Context, r *types.Resource, opts ShellOptions, stream io.ReadWriter) error
+}
+
 // Env is what a driver instance gets from the node that runs it.
 type Env struct {
 	// Instance is the instance name, unique on the node ("test", "test/big").

@@ -36,6 +36,7 @@ func (s *Server) routes(e *gin.Engine) {
 		api.DELETE(p+"/:name", k.delete)
 	}
 	api.GET("/machines/:name/logs", s.machineLogs)
+	api.GET("/machines/:name/shell", s.machineShell)
 	api.POST("/nodes/:name/drain", s.drain)
 	api.POST("/nodes/:name/undrain", s.undrain)
 	api.POST("/sessions/:name/keepalive", s.keepalive)

@@ -2,8 +2,11 @@ package docker
 
 import (
 	"context"
+	"io"
 	"path/filepath"
 	"regexp"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -161,4 +164,46 @@ func (f *fixture) allocateShell(t *testing.T, d *Driver, name, script string) *t
 	require.NoError(t, err)
 	deallocateLater(t, d, r)
 	return r
+}
+
+// pipeStream is a shell's stream in a test: input given, output kept.
+type pipeStream struct {
+	in  io.Reader
+	out syncWriter
+}
+
+func (p *pipeStream) Read(b []byte) (int, error)  { return p.in.Read(b) }
+func (p *pipeStream) Write(b []byte) (int, error) { return p.out.Write(b) }
+
+type syncWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// A shell in a container runs the commands it is given, inside the
+// container, and ends with them; with a terminal too.
+func TestShell(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	d := f.driver(t, "node-a", "docker", nil)
+	r := f.allocateShell(t, d, "box", "sleep 300")
+	for _, tty := range []bool{false, true} {
+		s := &pipeStream{in: strings.NewReader("echo inside $(hostname); exit 3\n")}
+		require.NoError(t, d.Shell(t.Context(), r, drivers.ShellOptions{TTY: tty, Rows: 24, Cols: 80}, s))
+		assert.Contains(t, s.out.String(), "inside "+f.inspect(t, r.ID).Config.Hostname, "tty %v", tty)
+	}
+	require.NoError(t, d.Deallocate(t.Context(), r))
+	f.assertNothingLeft(t)
 }

@@ -245,3 +245,54 @@ func (d *Driver) Logs(ctx context.Context, r *types.Resource, opts drivers.LogOp
 	}
 	return nil
 }
+
+// Shell implements drivers.Sheller: /bin/sh in the container through the
+// engine's exec, as the container's user (inside the container, never on
+// the host).
+func (d *Driver) Shell(ctx context.Context, r *types.Resource, opts drivers.ShellOptions, stream io.ReadWriter) error {
+	if r == nil {
+		return errors.New("shell: nil resource")
+	}
+	st, err := d.state()
+	if err != nil {
+		return fmt.Errorf("shell %s: %w", r.ID, err)
+	}
+	c, err := d.inspectOwn(ctx, st, r.ID)
+	if err != nil {
+		return fmt.Errorf("shell %s: %w", r.ID, err)
+	}
+	eo := container.ExecOptions{Cmd: []string{"/bin/sh"}, Tty: opts.TTY, AttachStdin: true, AttachStdout: true, AttachStderr: true,
+		Env: []string{"TERM=xterm-256color"}}
+	if opts.TTY {
+		eo.ConsoleSize = &[2]uint{uint(max(opts.Rows, 1)), uint(max(opts.Cols, 1))}
+	}
+	ex, err := st.cli.ContainerExecCreate(ctx, c.ID, eo)
+	if err != nil {
+		return fmt.Errorf("shell %s: %w", r.ID, err)
+	}
+	att, err := st.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{Tty: opts.TTY, ConsoleSize: eo.ConsoleSize})
+	if err != nil {
+		return fmt.Errorf("shell %s: %w", r.ID, err)
+	}
+	defer att.Close()
+	go func() {
+		_, _ = io.Copy(att.Conn, stream)
+		if !opts.TTY {
+			_ = att.CloseWrite() // end of input; a terminal ends with its shell
+		}
+	}()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if opts.TTY {
+			_, _ = io.Copy(stream, att.Reader)
+		} else {
+			_, _ = stdcopy.StdCopy(stream, stream, att.Reader)
+		}
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	return nil
+}

@@ -42,7 +42,7 @@ func newResourceCmd(f *Factory, res *resource) *cobra.Command {
 	case types.KindAccessCode:
 		c.AddCommand(newCodeCreateCmd(f, res))
 	case types.KindMachine:
-		c.AddCommand(newMachineLogsCmd(f, res), newKindFileCmd(f, res, fileCreate))
+		c.AddCommand(newMachineLogsCmd(f, res), newMachineShellCmd(f, res), newKindFileCmd(f, res, fileCreate))
 	case types.KindUser:
 		c.AddCommand(newUserCreateCmd(f, res), newKindFileCmd(f, res, fileCreate))
 	case types.KindToken:

@@ -1,0 +1,112 @@
+package native
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+
+	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// shellGrace is how long a shell whose client left has after SIGHUP
+// before it is killed.
+const shellGrace = 2 * time.Second
+
+// Shell implements drivers.Sheller: a login shell (shell_path -l) as the
+// machine's user, in its home, in its cgroup, with the machine's identity
+// in the environment (no claim metadata: the entry has those). In
+// unprivileged mode it runs as the daemon's own user, which is never root
+// (root cannot run that mode).
+func (d *Driver) Shell(ctx context.Context, r *types.Resource, opts drivers.ShellOptions, stream io.ReadWriter) error {
+	if r == nil {
+		return errors.New("shell: nil resource")
+	}
+	m, known, err := d.lookup(r.ID)
+	if err != nil {
+		return fmt.Errorf("shell %s: %w", r.ID, err)
+	}
+	if !known {
+		return fmt.Errorf("shell %s: %w", r.ID, drivers.ErrNotFound)
+	}
+	d.mu.Lock()
+	cfg := d.cfg
+	d.mu.Unlock()
+	attr := &syscall.SysProcAttr{Setsid: true}
+	if cfg.Privileged() {
+		attr.Credential = &syscall.Credential{Uid: uint32(m.UID), Gid: uint32(m.GID)}
+	}
+	if m.Cgroup != "" {
+		cg, err := os.Open(m.Cgroup)
+		if err != nil {
+			return fmt.Errorf("shell %s: open cgroup: %w", r.ID, err)
+		}
+		defer cg.Close()
+		attr.UseCgroupFD, attr.CgroupFD = true, int(cg.Fd())
+	}
+	cmd := exec.Command(cfg.ShellPath, "-l")
+	cmd.Dir = m.Home
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + m.Home, "USER=" + m.User, "LOGNAME=" + m.User,
+		"SHELL=" + cfg.ShellPath, "TERM=xterm-256color", envMachineID + "=" + m.ID}
+	if !opts.TTY {
+		cmd.SysProcAttr = attr
+		cmd.Stdout, cmd.Stderr = stream, stream
+		cmd.WaitDelay = shellGrace // a child that keeps the output open
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			return fmt.Errorf("shell %s: %w", r.ID, err)
+		}
+		if err := cmd.Start(); err != nil {
+			return fmt.Errorf("shell %s: %w", r.ID, err)
+		}
+		// Ends at the client's end of input, or when the caller closes
+		// the stream after the shell is gone.
+		go func() {
+			_, _ = io.Copy(stdin, stream)
+			_ = stdin.Close()
+		}()
+		return waitShell(ctx, cmd)
+	}
+	attr.Setctty = true
+	size := &pty.Winsize{Rows: max(opts.Rows, 1), Cols: max(opts.Cols, 1)}
+	ptmx, err := pty.StartWithAttrs(cmd, size, attr)
+	if err != nil {
+		return fmt.Errorf("shell %s: %w", r.ID, err)
+	}
+	defer ptmx.Close()
+	go func() {
+		_, _ = io.Copy(ptmx, stream)
+		// The client left: hang up the shell's terminal.
+		_ = ptmx.Close()
+	}()
+	go func() { _, _ = io.Copy(stream, ptmx) }()
+	return waitShell(ctx, cmd)
+}
+
+// waitShell waits for the shell; when ctx ends first, it hangs the shell
+// up and kills its process group after shellGrace.
+func waitShell(ctx context.Context, cmd *exec.Cmd) error {
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+	}
+	pgid := cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGHUP)
+	select {
+	case <-done:
+	case <-time.After(shellGrace):
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		<-done
+	}
+	return nil
+}

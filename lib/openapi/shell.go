@@ -1,0 +1,166 @@
+package openapi
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// ShellProtocol is the Upgrade token of a machine shell: after the 101
+// answer the connection carries the shell's input and output as raw bytes.
+const ShellProtocol = "hf-shell"
+
+// ErrNoShell is what Config.MachineShell returns when the machine's driver
+// runs no shells.
+var ErrNoShell = errors.New("the machine's driver runs no shells")
+
+// machineShell answers GET /api/v1/machines/{name}/shell with "Upgrade:
+// hf-shell" (?tty=true&rows=&cols=): a shell in the machine as its own
+// user, over the upgraded connection, from the node that holds it (another
+// node splices the connection through). Only an admin or a user the
+// machine is bound to for may open one.
+func (s *Server) machineShell(c *gin.Context) {
+	p := principal(c)
+	if p.Role == RoleOperator {
+		s.writeErr(c, forbidden("", "shells are for the machine's user or an admin"))
+		return
+	}
+	k := kindRoutes{s: s, kind: types.KindMachine}
+	_, obj, err := k.load(p, c.Param("name"))
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	m := obj.(*types.Machine)
+	if c.GetHeader("Upgrade") != ShellProtocol {
+		s.writeErr(c, badRequest("Upgrade", "a shell needs the headers Connection: Upgrade and Upgrade: %s (hf-cli machine shell)", ShellProtocol))
+		return
+	}
+	var opts drivers.ShellOptions
+	if v := c.Query("tty"); v != "" {
+		if opts.TTY, err = strconv.ParseBool(v); err != nil {
+			s.writeErr(c, badRequest("tty", "must be true or false, got %q", v))
+			return
+		}
+	}
+	for _, q := range []struct {
+		name string
+		to   *uint16
+	}{{"rows", &opts.Rows}, {"cols", &opts.Cols}} {
+		if v := c.Query(q.name); v != "" {
+			n, err := strconv.ParseUint(v, 10, 16)
+			if err != nil || n == 0 || n > 1000 {
+				s.writeErr(c, badRequest(q.name, "must be 1 to 1000, got %q", v))
+				return
+			}
+			*q.to = uint16(n)
+		}
+	}
+	if m.Spec.Node != s.cfg.NodeName && c.GetHeader(proxiedHeader) == "" {
+		s.proxyShell(c, m)
+		return
+	}
+	if s.cfg.MachineShell == nil {
+		s.writeErr(c, newErr(http.StatusServiceUnavailable, CodeUnavailable, "", "this node runs no machine shells"))
+		return
+	}
+	upgraded := false
+	err = s.cfg.MachineShell(c.Request.Context(), m.Metadata.Name, opts, func() (io.ReadWriteCloser, error) {
+		rw, err := hijack(c)
+		upgraded = err == nil
+		return rw, err
+	})
+	s.log.Info("machine shell ended", "machine", m.Metadata.Name, "user", p.User, "token", p.Name, "err", err)
+	switch {
+	case upgraded:
+	case errors.Is(err, ErrNoShell):
+		s.writeErr(c, newErr(http.StatusConflict, CodeConflict, "", "%v", err))
+	case errors.Is(err, ErrLogsNotHere), errors.Is(err, drivers.ErrNotFound):
+		s.writeErr(c, newErr(http.StatusConflict, CodeConflict, "", "machine %q is not running on its node", m.Metadata.Name))
+	case err != nil:
+		s.writeErr(c, err)
+	}
+}
+
+// hijack answers 101 and returns the raw connection.
+func hijack(c *gin.Context) (io.ReadWriteCloser, error) {
+	conn, buf, err := c.Writer.Hijack()
+	if err != nil {
+		return nil, fmt.Errorf("upgrade: %w", err)
+	}
+	if _, err := io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+ShellProtocol+"\r\n\r\n"); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	return &hijacked{Conn: conn, r: buf.Reader}, nil
+}
+
+// hijacked reads what the server had buffered first.
+type hijacked struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (h *hijacked) Read(p []byte) (int, error) { return h.r.Read(p) }
+
+// proxyShell opens the shell on the machine's node and splices the two
+// connections.
+func (s *Server) proxyShell(c *gin.Context, m *types.Machine) {
+	node, err := store.Get[types.Node](s.st, types.KindNode, m.Spec.Node)
+	if err != nil || node.Spec.APIAddress == "" || node.Status.Phase == types.NodeDown || s.cfg.PeerClient == nil {
+		s.writeErr(c, newErr(http.StatusServiceUnavailable, CodeUnavailable, "", "machine %q is on node %s, which cannot be reached from here", m.Metadata.Name, m.Spec.Node))
+		return
+	}
+	u := url.URL{Scheme: s.cfg.PeerScheme, Host: node.Spec.APIAddress, Path: c.Request.URL.Path, RawQuery: c.Request.URL.RawQuery}
+	req, err := http.NewRequestWithContext(context.WithoutCancel(c.Request.Context()), http.MethodGet, u.String(), nil)
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	req.Header.Set("Authorization", c.GetHeader("Authorization"))
+	req.Header.Set(proxiedHeader, s.cfg.NodeName)
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", ShellProtocol)
+	res, err := s.cfg.PeerClient.Do(req)
+	if err != nil {
+		s.writeErr(c, newErr(http.StatusServiceUnavailable, CodeUnavailable, "", "node %s: %v", m.Spec.Node, err))
+		return
+	}
+	if res.StatusCode != http.StatusSwitchingProtocols {
+		defer res.Body.Close()
+		for _, h := range []string{"Content-Type"} {
+			c.Header(h, res.Header.Get(h))
+		}
+		c.Status(res.StatusCode)
+		_, _ = io.Copy(c.Writer, io.LimitReader(res.Body, 1<<20))
+		return
+	}
+	far, ok := res.Body.(io.ReadWriteCloser)
+	if !ok {
+		_ = res.Body.Close()
+		s.writeErr(c, newErr(http.StatusBadGateway, CodeUnavailable, "", "node %s: upgrade without a stream", m.Spec.Node))
+		return
+	}
+	defer far.Close()
+	near, err := hijack(c)
+	if err != nil {
+		return
+	}
+	defer near.Close()
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(far, near); done <- struct{}{} }()
+	go func() { _, _ = io.Copy(near, far); done <- struct{}{} }()
+	<-done
+}
