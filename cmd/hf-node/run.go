@@ -174,6 +174,7 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 		return err
 	}
 	node.SetGossipAddress(mem.Addr())
+	node.SetAPIAddress(advertisedAPI(apiAddr, mem.Addr()))
 	if err := node.Start(ctx); err != nil {
 		ln.Close()
 		_ = mem.Stop(context.Background())

@@ -183,6 +183,11 @@ func New(cfg Config, log *slog.Logger, st *store.Store, instances []Instance, pe
 // only once membership has bound its port). Call it before Start.
 func (n *Node) SetGossipAddress(addr string) { n.cfg.GossipAddress = addr }
 
+// SetAPIAddress sets the API address published in the Node object, for an
+// API that listens on every address (0.0.0.0:7700) and is reached at the
+// gossip host. Call it before Start.
+func (n *Node) SetAPIAddress(addr string) { n.cfg.APIAddress = addr }
+
 // Deliver hands a message from another node (or this one) to this node. It
 // never blocks.
 func (n *Node) Deliver(m Message) {
