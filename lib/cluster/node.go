@@ -156,7 +156,6 @@ func New(cfg Config, log *slog.Logger, st *store.Store, instances []Instance, pe
 		log:       log.With("node", cfg.Name),
 		st:        st,
 		instances: map[string]Instance{},
-		metrics:   newMetrics(),
 	}
 	for _, in := range instances {
 		if _, dup := n.instances[in.Name]; dup {
@@ -165,6 +164,7 @@ func New(cfg Config, log *slog.Logger, st *store.Store, instances []Instance, pe
 		n.instances[in.Name] = in
 		n.order = append(n.order, in.Name)
 	}
+	n.metrics = newMetrics(n.order)
 	if peers == nil {
 		peers = &localPeers{self: cfg.Name, deliver: n.Deliver}
 	}

@@ -105,7 +105,7 @@ func New(cfg Config, log *slog.Logger, st *store.Store) (*Member, error) {
 		applyQ:  queue.New[[]byte](),
 		aeQ:     queue.New[[]byte](),
 	}
-	m.metrics = newMetrics(m)
+	m.metrics = newMetrics()
 	m.ae = newAntiEntropy(m)
 	m.senders = newSenders(m)
 	m.table = newMembers(cfg.Name, cfg.ForgetAfter, m.signalChanged, m.ae.joined)
