@@ -220,10 +220,18 @@ func (n *Node) lookAgain() {
 // Name is the node's name.
 func (n *Node) Name() string { return n.cfg.Name }
 
-// Ready returns nil once the node has reconciled and serves claims.
+// Ready returns nil once the node serves claims: its drivers are prepared
+// (New takes prepared instances only), it has reconciled what they hold
+// against the store (Start), and, when its peers know whether it joined the
+// cluster it was told to join (Joiner), it has.
 func (n *Node) Ready() error {
 	if !n.ready.Load() {
-		return errors.New("node is starting")
+		return errors.New("node is starting: reconciling what its drivers hold")
+	}
+	if j, ok := n.peers.(Joiner); ok {
+		if err := j.Joined(); err != nil {
+			return err
+		}
 	}
 	return nil
 }
