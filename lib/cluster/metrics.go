@@ -66,7 +66,7 @@ var (
 	descMachines = prometheus.NewDesc("hf_machines",
 		"Machines in the cluster by phase, as this node's store has them.", []string{"phase"}, nil)
 	descMembers = prometheus.NewDesc("hf_cluster_members",
-		"Live members of the cluster as this node sees them.", nil, nil)
+		"Live members of the cluster as this node sees them, this node included.", nil, nil)
 	descCPU = prometheus.NewDesc("hf_node_cpus",
 		"This node's CPUs per driver instance: usable (host + alter), used (running machines), reserved (accepted, not yet running), free.", []string{"driver", "kind"}, nil)
 	descRAM = prometheus.NewDesc("hf_node_ram_bytes",
