@@ -60,10 +60,14 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 	// /metrics shows the fleet as this node sees it.
 	metrics := httpGet(t, n.httpClient(), n.API+"/metrics")
 	for _, line := range []string{`hf_claims{phase="Bound"} 1`, `hf_machines{phase="Running"} 1`,
-		`hf_claims_bound_total{how="allocated"} 1`, `hf_cluster_members 1`, `hf_gossip_members 1`, `hf_node_machines{driver="test"} 1`,
-		`hf_claim_bind_seconds_count 1`} {
+		`hf_claims_bound_total{how="allocated"} 1`, `hf_cluster_members 1`, `hf_node_machines{driver="test"} 1`,
+		`hf_claim_bind_seconds_count 1`,
+		// Counters are there from the start, at zero.
+		`hf_machines_lost_total 0`, `hf_allocation_failures_total{driver="test"} 0`, `hf_anti_entropy_rounds_total{result="failed"} 0`} {
 		assert.Contains(t, metrics, line+"\n")
 	}
+	assert.Regexp(t, `hf_build_info\{goversion="go[^"]+",revision="[^"]*",version="dev"\} 1\n`, metrics)
+	assert.Regexp(t, `hf_node_ram_bytes\{driver="test",kind="usable"\} 8\.589934592e\+09\n`, metrics, "8 GiB in bytes")
 	assert.Regexp(t, `hf_node_cpus\{driver="test",kind="used"\} 1\n`, metrics)
 
 	// Restart: everything is still there.

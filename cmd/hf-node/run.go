@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/spf13/cobra"
 
+	"github.com/hf-fleet/hf/lib/buildinfo"
 	"github.com/hf-fleet/hf/lib/cluster"
 	"github.com/hf-fleet/hf/lib/cluster/member"
 	"github.com/hf-fleet/hf/lib/config"
@@ -36,20 +37,23 @@ import (
 	"github.com/hf-fleet/hf/lib/types"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version, revision and commitTime are set by the release build (make
+// build): -ldflags "-X main.version=... -X main.revision=... -X main.commitTime=...".
+var version, revision, commitTime = "dev", "", ""
 
 // run parses args, starts the node and blocks until ctx ends. It returns the
 // process exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	info := buildinfo.Read(buildinfo.Stamp{Version: version, Revision: revision, Time: commitTime})
 	cmd := &cobra.Command{
 		Use:           "hf-node",
 		Short:         "hf-node runs one node of an hf fleet",
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       version,
+		Version:       info.Version,
 		Args:          cobra.NoArgs,
 	}
+	cmd.AddCommand(versionCmd(info))
 	config.BindFlags(cmd.Flags())
 	cmd.SetArgs(args)
 	cmd.SetOut(stdout)
@@ -60,7 +64,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return err
 		}
-		return serve(ctx, cfg, stdout, stderr)
+		return serve(ctx, cfg, info, stdout, stderr)
 	}
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintf(stderr, "hf-node: %v\n", err)
@@ -80,7 +84,7 @@ func newLogger(cfg config.LogConfig, w io.Writer) *slog.Logger {
 }
 
 // serve runs a node with cfg until ctx ends.
-func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) error {
+func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, stderr io.Writer) error {
 	log := newLogger(cfg.Log, stderr)
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
@@ -160,7 +164,7 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 		ActivityResolution: cfg.Scheduler.ActivityResolution,
 		MinMachine:         types.Resources{CPU: cfg.Scheduler.MinCPU, RAMGB: cfg.Scheduler.MinRAMGB},
 		MaxRebinds:         cfg.Scheduler.MaxRebinds,
-		SoftwareVersion:    version,
+		SoftwareVersion:    info.Version,
 	}, log, st, instances, mem)
 	if err != nil {
 		ln.Close()
@@ -171,6 +175,7 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 		return err
 	}
 	node.SetGossipAddress(mem.Addr())
+	node.SetAPIAddress(advertisedAPI(apiAddr, mem.Addr()))
 	if err := node.Start(ctx); err != nil {
 		ln.Close()
 		_ = mem.Stop(context.Background())
@@ -179,7 +184,7 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 	// One registry for /metrics: the process, the API and the node.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		node.Collector(), mem.Collector())
+		node.Collector(), mem.Collector(), info.Collector())
 	api, err := openapi.New(openapi.Config{
 		AdminToken: admin.Static, Tokens: apiTokens(cfg.API.Tokens), NodeName: name, Ready: node.Ready, Metrics: reg,
 		MaxClaimsPerUser: cfg.API.MaxClaimsPerUser, MaxStreamsPerToken: cfg.API.MaxStreamsPerToken,
@@ -203,7 +208,7 @@ func serve(ctx context.Context, cfg config.Config, stdout, stderr io.Writer) err
 		return err
 	}
 
-	fmt.Fprintf(stdout, "hf-node %s %s\n", name, version)
+	fmt.Fprintf(stdout, "hf-node %s %s\n", name, info.Version)
 	fmt.Fprintf(stdout, "  api:      %s://%s\n", scheme, apiAddr)
 	fmt.Fprintf(stdout, "  gossip:   %s\n", mem.Addr())
 	fmt.Fprintf(stdout, "  data dir: %s\n", cfg.DataDir)

@@ -7,7 +7,10 @@ import (
 )
 
 // metrics are the node's own counters; the gauges (claims and machines by
-// phase, capacity, members) are read at scrape time by Collector.
+// phase, capacity, members) are read at scrape time by Collector. Every
+// counter is there from the start, at zero, for every label value it can
+// take: a rate over a series that appears only at its first event misses that
+// event.
 type metrics struct {
 	bound       *prometheus.CounterVec
 	bindLatency prometheus.Histogram
@@ -16,11 +19,14 @@ type metrics struct {
 	lost        prometheus.Counter
 }
 
-func newMetrics() *metrics {
-	return &metrics{
+// bindHows are the values of hf_claims_bound_total's how label.
+var bindHows = []string{"allocated", "pool", "shared"}
+
+func newMetrics(drivers []string) *metrics {
+	m := &metrics{
 		bound: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hf_claims_bound_total",
-			Help: "Claims this node bound to one of its machines, by how: allocated (a new machine) or pool (a warm machine).",
+			Help: "Claims this node bound to one of its machines, by how: allocated (a new machine), pool (a warm machine) or shared (a Shared machine of an event).",
 		}, []string{"how"}),
 		bindLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hf_claim_bind_seconds",
@@ -40,7 +46,19 @@ func newMetrics() *metrics {
 			Help: "Machines this node marked Lost (its own that its driver lost, or those of a dead node it looked after).",
 		}),
 	}
+	for _, how := range bindHows {
+		m.bound.WithLabelValues(how)
+	}
+	for _, d := range drivers {
+		m.allocFailed.WithLabelValues(d)
+		m.released.WithLabelValues(d)
+	}
+	return m
 }
+
+// gib is the bytes in a GiB: the model's ramGB are GiB (drivers read the
+// host's RAM in GiB).
+const gib = 1 << 30
 
 var (
 	descClaims = prometheus.NewDesc("hf_claims",
@@ -48,11 +66,11 @@ var (
 	descMachines = prometheus.NewDesc("hf_machines",
 		"Machines in the cluster by phase, as this node's store has them.", []string{"phase"}, nil)
 	descMembers = prometheus.NewDesc("hf_cluster_members",
-		"Live members of the cluster as this node sees them.", nil, nil)
+		"Live members of the cluster as this node sees them, this node included.", nil, nil)
 	descCPU = prometheus.NewDesc("hf_node_cpus",
 		"This node's CPUs per driver instance: usable (host + alter), used (running machines), reserved (accepted, not yet running), free.", []string{"driver", "kind"}, nil)
-	descRAM = prometheus.NewDesc("hf_node_ram_gb",
-		"This node's RAM in GB per driver instance: usable, used, reserved, free.", []string{"driver", "kind"}, nil)
+	descRAM = prometheus.NewDesc("hf_node_ram_bytes",
+		"This node's RAM in bytes per driver instance: usable, used, reserved, free.", []string{"driver", "kind"}, nil)
 	descHeld = prometheus.NewDesc("hf_node_machines",
 		"Machines this node holds per driver instance (reserved and running).", []string{"driver"}, nil)
 )
@@ -99,7 +117,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descHeld, prometheus.GaugeValue, float64(count), name)
 		for kind, r := range map[string]types.Resources{"usable": capa.Usable, "used": capa.Used, "reserved": capa.Reserved, "free": capa.Free} {
 			ch <- prometheus.MustNewConstMetric(descCPU, prometheus.GaugeValue, r.CPU, name, kind)
-			ch <- prometheus.MustNewConstMetric(descRAM, prometheus.GaugeValue, r.RAMGB, name, kind)
+			ch <- prometheus.MustNewConstMetric(descRAM, prometheus.GaugeValue, r.RAMGB*gib, name, kind)
 		}
 	}
 }

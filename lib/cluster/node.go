@@ -156,7 +156,6 @@ func New(cfg Config, log *slog.Logger, st *store.Store, instances []Instance, pe
 		log:       log.With("node", cfg.Name),
 		st:        st,
 		instances: map[string]Instance{},
-		metrics:   newMetrics(),
 	}
 	for _, in := range instances {
 		if _, dup := n.instances[in.Name]; dup {
@@ -165,6 +164,7 @@ func New(cfg Config, log *slog.Logger, st *store.Store, instances []Instance, pe
 		n.instances[in.Name] = in
 		n.order = append(n.order, in.Name)
 	}
+	n.metrics = newMetrics(n.order)
 	if peers == nil {
 		peers = &localPeers{self: cfg.Name, deliver: n.Deliver}
 	}
@@ -182,6 +182,11 @@ func New(cfg Config, log *slog.Logger, st *store.Store, instances []Instance, pe
 // SetGossipAddress sets the gossip address published in the Node object (known
 // only once membership has bound its port). Call it before Start.
 func (n *Node) SetGossipAddress(addr string) { n.cfg.GossipAddress = addr }
+
+// SetAPIAddress sets the API address published in the Node object, for an
+// API that listens on every address (0.0.0.0:7700) and is reached at the
+// gossip host. Call it before Start.
+func (n *Node) SetAPIAddress(addr string) { n.cfg.APIAddress = addr }
 
 // Deliver hands a message from another node (or this one) to this node. It
 // never blocks.
@@ -215,10 +220,18 @@ func (n *Node) lookAgain() {
 // Name is the node's name.
 func (n *Node) Name() string { return n.cfg.Name }
 
-// Ready returns nil once the node has reconciled and serves claims.
+// Ready returns nil once the node serves claims: its drivers are prepared
+// (New takes prepared instances only), it has reconciled what they hold
+// against the store (Start), and, when its peers know whether it joined the
+// cluster it was told to join (Joiner), it has.
 func (n *Node) Ready() error {
 	if !n.ready.Load() {
-		return errors.New("node is starting")
+		return errors.New("node is starting: reconciling what its drivers hold")
+	}
+	if j, ok := n.peers.(Joiner); ok {
+		if err := j.Joined(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -21,6 +21,13 @@ type Peers interface {
 	Send(ctx context.Context, m Message) error
 }
 
+// Joiner is implemented by Peers that were told to join a cluster and know
+// whether they have (member.Member): Joined returns nil once they have, or
+// why not yet. It must not block.
+type Joiner interface {
+	Joined() error
+}
+
 // localPeers is the membership of a node that runs alone: itself.
 type localPeers struct {
 	self    string

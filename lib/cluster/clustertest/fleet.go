@@ -46,8 +46,11 @@ type Options struct {
 	LostGrace time.Duration
 }
 
-// Members are the peers of the node loop.
-var _ cluster.Peers = (*member.Member)(nil)
+// Members are the peers of the node loop, and say whether they joined.
+var (
+	_ cluster.Peers  = (*member.Member)(nil)
+	_ cluster.Joiner = (*member.Member)(nil)
+)
 
 // Host is one node of a fleet.
 type Host struct {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -60,6 +61,8 @@ type Member struct {
 	ae      *antiEntropy
 	senders *senders
 	metrics *metrics
+	// joined latches once this member has been part of a cluster (Joined).
+	joined atomic.Bool
 
 	mu    sync.Mutex // guards the fields below and Adds to ioWG
 	state int
@@ -105,7 +108,7 @@ func New(cfg Config, log *slog.Logger, st *store.Store) (*Member, error) {
 		applyQ:  queue.New[[]byte](),
 		aeQ:     queue.New[[]byte](),
 	}
-	m.metrics = newMetrics(m)
+	m.metrics = newMetrics()
 	m.ae = newAntiEntropy(m)
 	m.senders = newSenders(m)
 	m.table = newMembers(cfg.Name, cfg.ForgetAfter, m.signalChanged, m.ae.joined)
@@ -256,6 +259,9 @@ func (m *Member) Join(ctx context.Context, addrs []string) (int, error) {
 	case r := <-done:
 		if r.err != nil {
 			return r.n, fmt.Errorf("join %v: %w", addrs, r.err)
+		}
+		if r.n > 0 {
+			m.joined.Store(true)
 		}
 		return r.n, nil
 	case <-ctx.Done():

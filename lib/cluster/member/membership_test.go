@@ -76,3 +76,23 @@ func TestStopBeforeStartAndTwice(t *testing.T) {
 	_, err = m.Join(t.Context(), []string{"127.0.0.1:1"})
 	assert.ErrorIs(t, err, member.ErrNotRunning)
 }
+
+// TestJoined: a member told to join is not joined while nobody it can reach
+// answers, and is once a rejoin gets through; one told to join nobody but
+// itself is joined from the start.
+func TestJoined(t *testing.T) {
+	c := membertest.Start(t, 2, membertest.Options{})
+	require.NoError(t, c.Nodes[0].Member.Joined(), "the first member joins nobody")
+	require.NoError(t, c.Nodes[1].Member.Joined())
+
+	c.Net.Partition([]string{"n0", "n1"}, []string{"n2"})
+	n2 := c.Add()
+	err := n2.Member.Joined()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "not joined: no member at "+c.Nodes[0].Addr)
+
+	c.Net.Heal()
+	require.Eventually(t, func() bool { return n2.Member.Joined() == nil }, 10*time.Second, 20*time.Millisecond,
+		"the rejoin loop gets through")
+	c.WaitMembers(5 * time.Second)
+}

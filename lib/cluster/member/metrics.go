@@ -3,7 +3,10 @@ package member
 import "github.com/prometheus/client_golang/prometheus"
 
 // metrics count replication work: what was pushed and to whom it failed,
-// what arrived and was applied, and what anti-entropy had to repair.
+// what arrived and was applied, and what anti-entropy had to repair. Every
+// counter is there from the start, at zero, for each of its label values.
+// The live members are the node's hf_cluster_members (lib/cluster), not
+// counted twice here.
 type metrics struct {
 	pushed     prometheus.Counter
 	pushFailed prometheus.Counter
@@ -12,11 +15,11 @@ type metrics struct {
 	applied    prometheus.Counter
 	rounds     *prometheus.CounterVec
 	repaired   *prometheus.CounterVec
-	// all is every collector above plus the live-members gauge.
+	// all is every collector above.
 	all []prometheus.Collector
 }
 
-func newMetrics(m *Member) *metrics {
+func newMetrics() *metrics {
 	x := &metrics{
 		pushed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hf_replication_records_pushed_total",
@@ -47,11 +50,13 @@ func newMetrics(m *Member) *metrics {
 			Help: "Records anti-entropy repaired: sent to a peer that lacked them or had them older, and requested from a peer.",
 		}, []string{"direction"}),
 	}
-	members := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: "hf_gossip_members",
-		Help: "Members memberlist reports alive, this node included.",
-	}, func() float64 { return float64(len(m.Members())) })
-	x.all = []prometheus.Collector{x.pushed, x.pushFailed, x.coalesced, x.received, x.applied, x.rounds, x.repaired, members}
+	for _, r := range []string{"in_sync", "repaired", "failed"} {
+		x.rounds.WithLabelValues(r)
+	}
+	for _, d := range []string{"sent", "requested"} {
+		x.repaired.WithLabelValues(d)
+	}
+	x.all = []prometheus.Collector{x.pushed, x.pushFailed, x.coalesced, x.received, x.applied, x.rounds, x.repaired}
 	return x
 }
 
