@@ -1,11 +1,13 @@
 package cmd
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hf-fleet/hf/lib/client"
+	"github.com/hf-fleet/hf/lib/scheduler"
 	"github.com/hf-fleet/hf/lib/stats"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -99,6 +102,46 @@ func newBenchClaimsCmd(f *Factory) *cobra.Command {
 	return c
 }
 
+// benchFits fails at once, with the reason, when no node could hold even
+// one machine of the template now: a run would only wait for its timeout.
+func benchFits(ctx context.Context, f *Factory, c *client.Client, template string) error {
+	rctx, cancel := f.requestContext(ctx)
+	defer cancel()
+	o, err := c.Get(rctx, types.KindMachineTemplate, template)
+	if err != nil {
+		return withNameSuggestion(rctx, c, types.KindMachineTemplate, template, err)
+	}
+	t := o.(*types.MachineTemplate)
+	nodes, err := c.List(rctx, types.KindNode, nil)
+	if err != nil {
+		return err
+	}
+	var seen []string
+	for _, n := range nodes {
+		node := n.(*types.Node)
+		if node.Status.Phase != types.NodeUp || node.Spec.Maintenance {
+			seen = append(seen, fmt.Sprintf("%s is %s", node.Metadata.Name, cmp.Or(map[bool]string{true: "draining"}[node.Spec.Maintenance], string(node.Status.Phase))))
+			continue
+		}
+		for _, d := range node.Spec.Drivers {
+			if _, ok := t.Spec.ProviderConfiguration[d.Name]; !ok {
+				if _, ok := t.Spec.ProviderConfiguration[d.Driver]; !ok {
+					continue
+				}
+			}
+			if scheduler.Fit(d.Capacity, t.Spec.Resources, t.Spec.AllowOverbook) > 0 {
+				return nil
+			}
+			seen = append(seen, fmt.Sprintf("%s/%s has %s CPU, %s GiB free", node.Metadata.Name, d.Name, num(d.Capacity.Free.CPU), num(d.Capacity.Free.RAMGB)))
+		}
+	}
+	if len(seen) == 0 {
+		seen = append(seen, "no node runs a driver the template configures")
+	}
+	return fmt.Errorf("%w: no node has room for one machine of template %s (%s CPU, %s GiB RAM) now: %s",
+		errClaimFailed, template, num(t.Spec.Resources.CPU), num(t.Spec.Resources.RAMGB), strings.Join(seen, "; "))
+}
+
 func runBench(ctx context.Context, opts *benchOptions) error {
 	f := opts.f
 	c, err := f.Client()
@@ -110,6 +153,9 @@ func runBench(ctx context.Context, opts *benchOptions) error {
 		return fmt.Errorf("bench run id: %w", err)
 	}
 	run := "bench-" + hex.EncodeToString(b)
+	if err := benchFits(ctx, f, c, opts.template); err != nil {
+		return err
+	}
 	creators := []*client.Client{c}
 	if len(opts.endpoints) > 0 {
 		creators = creators[:0]

@@ -13,9 +13,23 @@ import (
 	"github.com/hf-fleet/hf/lib/types"
 )
 
+// benchFleet gives the fake server templates "small" and "bad" and a node
+// with room for them, for the bench's first check.
+func benchFleet(c *cli) {
+	for _, n := range []string{"small", "bad"} {
+		c.srv.Put(&types.MachineTemplate{TypeMeta: types.TypeMeta{Kind: types.KindMachineTemplate}, Metadata: types.ObjectMeta{Name: n},
+			Spec: types.MachineTemplateSpec{Resources: types.Resources{CPU: 1, RAMGB: 1}, ProviderConfiguration: map[string]json.RawMessage{"test": json.RawMessage(`{}`)}}})
+	}
+	room := types.Resources{CPU: 4, RAMGB: 8}
+	c.srv.Put(&types.Node{TypeMeta: types.TypeMeta{Kind: types.KindNode}, Metadata: types.ObjectMeta{Name: "n1"},
+		Spec:   types.NodeSpec{Drivers: []types.NodeDriver{{Name: "test", Driver: "test", Capacity: types.Capacity{Total: room, Usable: room, Free: room}}}},
+		Status: types.NodeStatus{Phase: types.NodeUp}})
+}
+
 // playCluster binds every created claim of template "small" after a delay
 // that grows with its number (1 ms, 2 ms, ...) and fails those of "bad".
 func playCluster(c *cli) {
+	benchFleet(c)
 	var created atomic.Int64
 	c.srv.OnCreate(func(o types.Object) {
 		cl, ok := o.(*types.MachineClaim)
@@ -93,9 +107,28 @@ func TestBenchClaimsEndpoints(t *testing.T) {
 // the claims are still deleted.
 func TestBenchClaimsTimeout(t *testing.T) {
 	c := newCLI(t)
+	benchFleet(c)
 	r := c.run("bench", "claims", "--template", "small", "--count", "2", "--wait-timeout", "300ms")
 	assert.Equal(t, ExitTimeout, r.code, r.err)
 	assert.Contains(t, r.err, "0 of 2 claims settled")
 	assert.Contains(t, r.err, "deleted 2 claims")
 	assert.Empty(t, c.srv.Objects(types.KindMachineClaim))
+}
+
+// A bench that nothing can hold fails at once with the reason, instead of
+// waiting for its timeout.
+func TestBenchFailsFastWhenNothingFits(t *testing.T) {
+	c := newCLI(t)
+	benchFleet(c)
+	c.srv.Put(&types.MachineTemplate{TypeMeta: types.TypeMeta{Kind: types.KindMachineTemplate}, Metadata: types.ObjectMeta{Name: "huge"},
+		Spec: types.MachineTemplateSpec{Resources: types.Resources{CPU: 64, RAMGB: 1}, ProviderConfiguration: map[string]json.RawMessage{"test": json.RawMessage(`{}`)}}})
+	start := time.Now()
+	r := c.run("bench", "claims", "--template", "huge", "--count", "20")
+	assert.Equal(t, ExitTimeout, r.code, r.err)
+	assert.Contains(t, r.err, "no node has room for one machine of template huge (64 CPU, 1 GiB RAM) now: n1/test has 4 CPU, 8 GiB free")
+	assert.Less(t, time.Since(start), 5*time.Second)
+	assert.Empty(t, c.srv.Objects(types.KindMachineClaim), "no claim was made")
+	r = c.run("bench", "claims", "--template", "smal")
+	assert.Equal(t, ExitNotFound, r.code)
+	assert.Contains(t, r.err, "did you mean small")
 }
