@@ -218,7 +218,14 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 	case admin.Bearer != "":
 		fmt.Fprintf(stdout, "  admin token: in %s\n", admin.Path)
 	case cfg.API.AdminToken == "":
-		fmt.Fprintf(stdout, "  admin token: the cluster's (this node joined; its first node keeps one, hf-cli token create makes more)\n")
+		fmt.Fprintf(stdout, "  admin token: the cluster's (this node joined); a local one is saved to %s once the cluster's admin user reaches this node\n", admin.Path)
+		go func() {
+			if path, err := openapi.WaitLocalAdminToken(ctx, st, cfg.DataDir, name, time.Second); err == nil {
+				log.Info("local admin token saved", "path", path)
+			} else if ctx.Err() == nil {
+				log.Warn("local admin token not saved", "err", err)
+			}
+		}()
 	}
 
 	if a := cfg.Debug.PprofAddress; a != "" {

@@ -1,14 +1,17 @@
 package openapi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
 )
 
 // AdminTokenFile is the file in the data dir that holds the admin token.
@@ -106,4 +109,47 @@ func writeSecretFile(dir, path, secret string) error {
 		return fmt.Errorf("close admin token: %w", err)
 	}
 	return nil
+}
+
+// WaitLocalAdminToken gives root on the host of a node that joined a
+// cluster what the first node's host has: an admin token in
+// <dataDir>/admin.token, so hf-cli on this host is signed in without
+// copying files. The token ("local-<node>") is of the cluster's User
+// "admin", made once that user has reached this node by replication (and
+// only while it is an enabled admin); root on this host already holds the
+// cluster's CA and gossip keys, so the token grants it nothing more. It
+// returns the file's path, or ctx's error.
+func WaitLocalAdminToken(ctx context.Context, st *store.Store, dataDir, node string, poll time.Duration) (string, error) {
+	path := filepath.Join(dataDir, AdminTokenFile)
+	name := "local-" + node
+	if len(name) > types.MaxNameLen {
+		name = strings.TrimRight(name[:types.MaxNameLen], "-")
+	}
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return path, nil
+		}
+		user, err := store.Get[types.User](st, types.KindUser, AdminUser)
+		if err == nil && user.HasRole(RoleAdmin) && !user.Spec.Disabled {
+			tok := &types.Token{Metadata: types.ObjectMeta{Name: name}, Spec: types.TokenSpec{User: AdminUser, Role: RoleAdmin}}
+			types.SetKind(tok, types.KindToken)
+			bearer, err := mintToken(tok)
+			if err != nil {
+				return "", err
+			}
+			if err := writeSecretFile(dataDir, path, bearer); err != nil {
+				return "", err
+			}
+			if _, err := st.Put(tok, store.PutOptions{}); err != nil {
+				_ = os.Remove(path)
+				return "", fmt.Errorf("local admin token: %w", err)
+			}
+			return path, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(poll):
+		}
+	}
 }

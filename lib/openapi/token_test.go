@@ -1,6 +1,7 @@
 package openapi
 
 import (
+	"context"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -271,4 +272,32 @@ func BenchmarkVerifyToken(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "verifications/s")
+}
+
+// A joined node's host gets a local admin token once the cluster's admin
+// user has reached the node, and not before; it works like any token.
+func TestWaitLocalAdminToken(t *testing.T) {
+	st, dir := openStore(t), t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	_, err := WaitLocalAdminToken(ctx, st, dir, "n2", 10*time.Millisecond)
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded, "no admin user yet")
+	assert.NoFileExists(t, filepath.Join(dir, AdminTokenFile))
+
+	first, err := NewBootstrapToken()
+	require.NoError(t, err)
+	require.NoError(t, BootstrapAdmin(st, first)) // as replication brings it
+	path, err := WaitLocalAdminToken(context.Background(), st, dir, "n2", 10*time.Millisecond)
+	require.NoError(t, err)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	bearer := strings.TrimSpace(string(b))
+	assert.True(t, strings.HasPrefix(bearer, "local-n2."), bearer)
+	e := newTestEnvOn(t, st)
+	r := e.do("GET", "/api/v1/whoami", bearer, nil)
+	require.Equal(t, http.StatusOK, r.code)
+	assert.Equal(t, map[string]any{"name": "local-n2", "user": "admin", "role": "admin"}, r.obj(t))
+	again, err := WaitLocalAdminToken(context.Background(), st, dir, "n2", 10*time.Millisecond)
+	require.NoError(t, err)
+	assert.Equal(t, path, again, "made once")
 }
