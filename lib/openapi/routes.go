@@ -26,6 +26,7 @@ func (s *Server) routes(e *gin.Engine) {
 	api.GET(clusterKeysPath, s.listGossipKeys)
 	api.POST(clusterKeysPath, s.changeGossipKeys)
 	api.GET("/events", s.watchEvents)
+	api.POST(streamTicketsPath, s.createStreamTicket)
 	for _, kind := range types.Kinds() {
 		k := kindRoutes{s: s, kind: kind}
 		p := "/" + types.Plural(kind)
