@@ -305,3 +305,29 @@ func TestStreamAsksForRetry(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "retry: 2000\n\n", string(buf))
 }
+
+func TestDashboardFiles(t *testing.T) {
+	e := newTestEnv(t)
+	for _, tc := range []struct {
+		path, ctype, has string
+		code             int
+	}{
+		{"/", "text/html", `<script src="/ui/app.js"`, http.StatusOK},
+		{"/ui/app.js", "javascript", "EventSource", http.StatusOK},
+		{"/ui/app.css", "text/css", ".bar", http.StatusOK},
+		{"/ui/nope.js", "application/json", "no dashboard file", http.StatusNotFound},
+		{"/ui/../dashboard.go", "application/json", "", http.StatusNotFound},
+		{"/ui/", "application/json", "", http.StatusNotFound},
+	} {
+		res := rawDo(t, e, http.MethodGet, tc.path)
+		body, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		assert.Equal(t, tc.code, res.StatusCode, tc.path)
+		assert.Contains(t, res.Header.Get("Content-Type"), tc.ctype, tc.path)
+		assert.Contains(t, string(body), tc.has, tc.path)
+		if tc.code == http.StatusOK {
+			assert.Contains(t, res.Header.Get("Content-Security-Policy"), "script-src 'self'", tc.path)
+			assert.Equal(t, "no-referrer", res.Header.Get("Referrer-Policy"), "tickets in URLs stay here")
+		}
+	}
+}
