@@ -243,9 +243,9 @@ function fleetBody() {
           h('h3', {}, d.name, d.driver && d.driver !== d.name ? ' (' + d.driver + ')' : '', d.remote ? ' · remote' : '',
             d.status && d.status !== 'ok' ? h('span', { class: 'warn' }, ' · ' + d.status) : ''),
           bar('CPU', [{ value: used.cpu || 0, cls: 'used', title: 'used' }, { value: res.cpu || 0, cls: 'reserved', title: 'reserved' }],
-            u.cpu || 0, num(used.cpu) + ' + ' + num(res.cpu) + ' of ' + num(u.cpu) + ' (free ' + num(free.cpu) + ')', 'cpu'),
+            u.cpu || 0, num(used.cpu) + ' used' + (res.cpu ? ' + ' + num(res.cpu) + ' reserved' : '') + ' of ' + num(u.cpu) + ' CPUs · ' + num(free.cpu) + ' free', 'cpu'),
           bar('RAM', [{ value: used.ramGB || 0, cls: 'used', title: 'used' }, { value: res.ramGB || 0, cls: 'reserved', title: 'reserved' }],
-            u.ramGB || 0, num(used.ramGB) + ' + ' + num(res.ramGB) + ' of ' + num(u.ramGB) + ' GB', 'ram'));
+            u.ramGB || 0, num(used.ramGB) + ' used' + (res.ramGB ? ' + ' + num(res.ramGB) + ' reserved' : '') + ' of ' + num(u.ramGB) + ' GB · ' + num(free.ramGB) + ' free', 'ram'));
       }));
   }));
 }
