@@ -174,7 +174,31 @@ spec:
 	assert.Contains(t, []string{n1.Name, n2.Name, n3.Name}, claimNode)
 	shot(t, ctx, dir, "claims")
 
-	// Its machine, with its node.
+	// A claim that fits no node waits, and the page says why; the phase
+	// filter keeps it alone.
+	n1.create(`
+kind: MachineTemplate
+metadata: {name: huge}
+spec:
+  resources: {cpu: 64, ramGB: 2}
+  providerConfiguration: {test: {}}
+---
+kind: MachineClaim
+metadata: {name: huge-1}
+spec: {machineTemplate: huge}
+`)
+	do(t, ctx, "the waiting claim's reason", visible(`tr[data-claim="huge-1"][data-phase="Requested"]`),
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := chromedp.Poll[bool](`document.querySelector('tr[data-claim="huge-1"] td.reason').textContent.length > 0`,
+				chromedp.WithPollingTimeout(20*time.Second))(ctx, tg)
+			return err
+		}))
+	t.Logf("reason shown: %s", eval[string](t, ctx, `document.querySelector('tr[data-claim="huge-1"] td.reason').textContent`))
+	eval[bool](t, ctx, `(() => { const f = document.getElementById('filter-phase'); f.value = 'Requested'; f.dispatchEvent(new Event('input')); return true })()`)
+	assert.Equal(t, []string{"huge-1"}, eval[[]string](t, ctx, `[...document.querySelectorAll('tr[data-claim]')].map(r => r.dataset.claim)`))
+	shot(t, ctx, dir, "claims-waiting")
+
+	// The small claim's machine, with its node.
 	do(t, ctx, "machines", click(`#nav a[data-page="machines"]`), visible(`tr[data-machine]`))
 	shot(t, ctx, dir, "machines")
 
@@ -256,11 +280,18 @@ spec: {user: alice, machineTemplate: small}
 		signIn(n1.API, tok.Token),
 		click(`#nav a[data-page="claims"]`),
 		chromedp.WaitReady(chromedp.CSS(`#new-claim-template option[value="small"]`)),
+		chromedp.SetValue(chromedp.ID("new-claim-template"), "small"),
 		click(`#new-claim button[type="submit"]`),
-		visible(`tr[data-claim][data-phase="Bound"]`))
+		visible(`tr[data-claim^="small-"][data-phase="Bound"]`))
 	rows := eval[[]string](t, ctx, `[...new Set([...document.querySelectorAll('tr[data-claim]')].map(r => r.children[1].textContent))]`)
 	assert.Equal(t, []string{"alice"}, rows, "the admin's claim is not alice's to see (her session's may be there)")
 	shot(t, ctx, dir, "phone-claims")
+	do(t, ctx, "alice's machines", click(`#nav a[data-page="machines"]`), visible(`tr[data-machine]`))
+	mine := eval[[]string](t, ctx, `[...document.querySelectorAll('tr[data-machine]')].map(r => r.children[5].textContent)`)
+	claims := eval[[]string](t, ctx, `[...state.objs.MachineClaim.keys()]`)
+	assert.NotEmpty(t, mine)
+	assert.Subset(t, claims, mine, "every machine shown is bound to one of alice's claims")
+	shot(t, ctx, dir, "phone-machines")
 	do(t, ctx, "alice's fleet", click(`#nav a[data-page="fleet"]`), visible(`section.node .bar`))
 	shot(t, ctx, dir, "phone-fleet")
 }

@@ -92,6 +92,7 @@ function signOut(msg) {
   state.stream = null;
   state.me = null;
   state.objs = emptyObjects();
+  state.claimFilter = { user: '', template: '', phase: '' };
   $('top').hidden = true;
   $('page').replaceChildren();
   $('signin').hidden = false;
