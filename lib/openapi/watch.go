@@ -128,9 +128,11 @@ func watchFrom(c *gin.Context) (resumePoint, error) {
 // therefore replays every record whose version is newer than v less
 // ResumeWindow, which covers any replication delay shorter than the
 // window; it may repeat changes the client has, which carry the same
-// version and replace equal objects. A change that reached the first node
-// more than the window late (a partition) is the one thing it can miss,
-// as a list taken at that moment would.
+// version and replace equal objects. What it can miss is a change the
+// client had not seen that was made more than the window before v and
+// reached the first node only after the client left (across a partition);
+// a stream without a resume point (or after a resync) has it. Resuming by
+// version replays from the start of the store, so a resume costs a scan.
 func (s *Server) stream(c *gin.Context, p Principal, kinds []string, sel selector) {
 	from, err := watchFrom(c)
 	if err != nil {
