@@ -119,6 +119,14 @@ func signIn(url, tok string) chromedp.Action[chromedp.Void] {
 	)
 }
 
+// poll waits up to 30 s for a JavaScript predicate to hold in the page.
+func poll(predicate string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := chromedp.Poll[bool](predicate, chromedp.WithPollingTimeout(30*time.Second))(ctx, tg)
+		return err
+	})
+}
+
 func click(sel string) chromedp.Action[chromedp.Void] { return chromedp.Click(chromedp.CSS(sel)) }
 func visible(sel string) chromedp.Action[chromedp.Void] {
 	return chromedp.WaitVisible(chromedp.CSS(sel))
@@ -188,11 +196,7 @@ metadata: {name: huge-1}
 spec: {machineTemplate: huge}
 `)
 	do(t, ctx, "the waiting claim's reason", visible(`tr[data-claim="huge-1"][data-phase="Requested"]`),
-		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := chromedp.Poll[bool](`document.querySelector('tr[data-claim="huge-1"] td.reason').textContent.length > 0`,
-				chromedp.WithPollingTimeout(20*time.Second))(ctx, tg)
-			return err
-		}))
+		poll(`document.querySelector('tr[data-claim="huge-1"] td.reason').textContent.length > 0`))
 	t.Logf("reason shown: %s", eval[string](t, ctx, `document.querySelector('tr[data-claim="huge-1"] td.reason').textContent`))
 	eval[bool](t, ctx, `(() => { const f = document.getElementById('filter-phase'); f.value = 'Requested'; f.dispatchEvent(new Event('input')); return true })()`)
 	assert.Equal(t, []string{"huge-1"}, eval[[]string](t, ctx, `[...document.querySelectorAll('tr[data-claim]')].map(r => r.dataset.claim)`))
@@ -214,19 +218,14 @@ spec:
   minAvailable: 3
   maxProvisioned: 4
 `)
-	do(t, ctx, "the pool fills", visible(`section.set[data-set="warm-pool"][data-provisioned="3"][data-available="3"]`))
-	assert.Equal(t, "provisioned 3 / max 4 · available 3 (min 3)",
-		eval[string](t, ctx, `document.querySelector('section.set[data-set="warm-pool"] .bar-text').textContent`))
+	do(t, ctx, "the pool fills", visible(`section.set[data-set="warm-pool"]`), poll(
+		`document.querySelector('section.set[data-set="warm-pool"] .bar-text').textContent == "provisioned 3 / max 4 · available 3 (min 3)"`))
 	shot(t, ctx, dir, "pool")
 
 	// The fleet again: one 1-CPU claim and three 2-CPU pool machines, as
 	// the nodes report them.
 	do(t, ctx, "the bars add up to 7 CPUs used", click(`#nav a[data-page="fleet"]`),
-		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := chromedp.Poll[bool](`[...document.querySelectorAll('.bar-row[data-kind="cpu"] .bar')].reduce((s, b) => s + Number(b.getAttribute('aria-valuenow')), 0) == 7`,
-				chromedp.WithPollingTimeout(30*time.Second))(ctx, tg)
-			return err
-		}))
+		poll(`[...document.querySelectorAll('.bar-row[data-kind="cpu"] .bar')].reduce((s, b) => s + Number(b.getAttribute('aria-valuenow')), 0) == 7`))
 	shot(t, ctx, dir, "fleet-used")
 
 	// A drained node shows as such, live.
