@@ -188,6 +188,7 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 	api, err := openapi.New(openapi.Config{
 		AdminToken: admin.Static, Tokens: apiTokens(cfg.API.Tokens), NodeName: name, Ready: node.Ready, Metrics: reg,
 		MaxClaimsPerUser: cfg.API.MaxClaimsPerUser, MaxStreamsPerToken: cfg.API.MaxStreamsPerToken,
+		CORSOrigins: cfg.API.CORSOrigins, ResumeWindow: cfg.API.ResumeWindow,
 		MinMachine:       types.Resources{CPU: cfg.Scheduler.MinCPU, RAMGB: cfg.Scheduler.MinRAMGB},
 		ValidateTemplate: validateTemplate(instances),
 		AuditFile:        filepath.Join(cfg.DataDir, "audit.log"),

@@ -23,6 +23,9 @@ const (
 	EventDelete = "delete"
 	// EventResync means the server dropped events for this watcher: list again.
 	EventResync = "resync"
+	// EventSynced ends the snapshot a stream starts with (every current
+	// object, or every change since the resume point); live changes follow.
+	EventSynced = "synced"
 	// EventError is the last event of a stream that broke or was closed by the
 	// server (not sent when the caller's ctx ended); Err says why.
 	EventError = "error"

@@ -100,6 +100,14 @@ type APIConfig struct {
 	// TLSHosts are further names and addresses for the node's API
 	// certificate (a load balancer's, say). Default: none.
 	TLSHosts []string `mapstructure:"tls_hosts" yaml:"tls_hosts"`
+	// CORSOrigins are the origins (scheme://host[:port]) whose pages may
+	// call the API from a browser; "*" allows any. The dashboard a node
+	// serves is same-origin and needs none. Default: none.
+	CORSOrigins []string `mapstructure:"cors_origins" yaml:"cors_origins"`
+	// ResumeWindow is how far before its Last-Event-ID an event stream
+	// resumed (on any node) replays, to take in changes that reached the
+	// node later than the one the client left. Default: 1m.
+	ResumeWindow time.Duration `mapstructure:"resume_window" yaml:"resume_window"`
 }
 
 // Role is what a token may do.
@@ -309,6 +317,7 @@ const (
 	DefaultBindTimeout         = 5 * time.Minute
 	DefaultOfferTimeout        = 2 * time.Second
 	DefaultLostGrace           = 30 * time.Second
+	DefaultResumeWindow        = time.Minute
 	DefaultPoolMaxAssigned     = 8 * time.Hour
 	DefaultPoolMaxAge          = 24 * time.Hour
 	DefaultActivityResolution  = time.Minute
@@ -329,7 +338,7 @@ func defaults(dataDir string) Config {
 	return Config{
 		DataDir: dataDir,
 		Log:     LogConfig{Level: LogInfo, Format: LogText},
-		API:     APIConfig{Address: DefaultAPIAddress, MaxClaimsPerUser: 100, MaxStreamsPerToken: 16},
+		API:     APIConfig{Address: DefaultAPIAddress, MaxClaimsPerUser: 100, MaxStreamsPerToken: 16, ResumeWindow: DefaultResumeWindow},
 		Cluster: ClusterConfig{
 			Bind:                DefaultGossipAddress,
 			Profile:             DefaultProfile,

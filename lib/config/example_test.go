@@ -36,6 +36,8 @@ func TestExampleLoadsAndValidates(t *testing.T) {
 	c.API.Tokens = nil
 	assert.Empty(t, c.API.TLSHosts)
 	c.API.TLSHosts = nil
+	assert.Empty(t, c.API.CORSOrigins)
+	c.API.CORSOrigins = nil
 	assert.Equal(t, wantDefaults(), c)
 }
 

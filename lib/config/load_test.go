@@ -58,7 +58,7 @@ func wantDefaults() config.Config {
 	return config.Config{
 		DataDir: config.DefaultDataDir(os.Geteuid(), lookup(testEnv)),
 		Log:     config.LogConfig{Level: "info", Format: "text"},
-		API:     config.APIConfig{Address: "127.0.0.1:7700", MaxClaimsPerUser: 100, MaxStreamsPerToken: 16},
+		API:     config.APIConfig{Address: "127.0.0.1:7700", MaxClaimsPerUser: 100, MaxStreamsPerToken: 16, ResumeWindow: time.Minute},
 		Cluster: config.ClusterConfig{
 			Bind:                "127.0.0.1:7701",
 			Join:                []string{},
@@ -144,6 +144,8 @@ func TestLoadFileRoundTrip(t *testing.T) {
 			MaxClaimsPerUser:   5,
 			MaxStreamsPerToken: 3,
 			TLSHosts:           []string{"hf.example.com"},
+			CORSOrigins:        []string{"https://fleet.example.com"},
+			ResumeWindow:       5 * time.Minute,
 		},
 		Cluster: config.ClusterConfig{
 			Bind:                "10.0.0.1:7800",

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -101,6 +102,16 @@ func (a *APIConfig) validate(p *problems) {
 	}
 	if a.MaxStreamsPerToken < 1 {
 		p.addf("api.max_streams_per_token", "must be at least 1, got %d", a.MaxStreamsPerToken)
+	}
+	positive(p, "api.resume_window", a.ResumeWindow)
+	for i, o := range a.CORSOrigins {
+		if o == "*" {
+			continue
+		}
+		u, err := url.Parse(o)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" || u.RawQuery != "" || u.User != nil {
+			p.addf(fmt.Sprintf("api.cors_origins[%d]", i), "want an origin scheme://host[:port] (no path) or *, got %q", o)
+		}
 	}
 	if a.AdminToken != "" {
 		checkToken(p, "api.admin_token", a.AdminToken)

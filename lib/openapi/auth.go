@@ -138,14 +138,33 @@ func (a *authenticator) lookup(token string) (Principal, error) {
 	return a.clusterToken(token)
 }
 
-const principalKey = "hf.principal"
+const (
+	principalKey = "hf.principal"
+	// tokenKey holds the request's bearer token, for a stream ticket.
+	tokenKey = "hf.token"
+	// byTicketKey is true when a stream ticket authenticated the request.
+	byTicketKey = "hf.byTicket"
+)
 
 // authenticate is the middleware of every /api route.
 func (s *Server) authenticate(c *gin.Context) {
 	h := c.GetHeader("Authorization")
 	scheme, token, _ := strings.Cut(h, " ")
 	token = strings.TrimSpace(token)
-	if h == "" || !strings.EqualFold(scheme, "Bearer") || token == "" {
+	byTicket := false
+	if ticket := c.Query("ticket"); h == "" && ticket != "" {
+		if !isStream(c) {
+			s.writeErr(c, newErr(http.StatusUnauthorized, CodeUnauthorized, "ticket", "a stream ticket opens event streams only (watch=true, /api/v1/events); send a bearer token"))
+			return
+		}
+		t, ok := s.tickets.redeem(ticket)
+		if !ok {
+			s.writeErr(c, newErr(http.StatusUnauthorized, CodeUnauthorized, "ticket", "unknown, used or expired stream ticket; get a new one (POST %s%s)", apiPrefix, streamTicketsPath))
+			return
+		}
+		scheme, token, byTicket = "Bearer", t, true
+	}
+	if (h == "" && !byTicket) || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		s.writeErr(c, newErr(http.StatusUnauthorized, CodeUnauthorized, "", "missing bearer token"))
 		return
 	}
@@ -159,6 +178,8 @@ func (s *Server) authenticate(c *gin.Context) {
 		return
 	}
 	c.Set(principalKey, p)
+	c.Set(tokenKey, token)
+	c.Set(byTicketKey, byTicket)
 	c.Next()
 }
 

@@ -121,6 +121,7 @@ var fuzzRoutes = []struct{ method, path string }{
 	{"POST", "/api/v1/sessions/s1/keepalive"},
 	{"POST", "/api/v1/nodes/n1/drain"},
 	{"GET", "/api/v1/machinetemplates/x"},
+	{"POST", "/api/v1/stream-tickets"},
 }
 
 // FuzzRequests sends arbitrary query strings and bodies to every route
@@ -130,7 +131,8 @@ var fuzzRoutes = []struct{ method, path string }{
 func FuzzRequests(f *testing.F) {
 	for i := range fuzzRoutes {
 		for _, q := range []string{"", "limit=1", "limit=-1&continue=zz", "labelSelector=a%20in%20(b", "labelSelector=tier!=gold,x",
-			"user=alice&kind=claims&since=2030-01-01T00:00:00Z", "kind=%ff", "since=0000-00-00", "fieldSelector=x"} {
+			"user=alice&kind=claims&since=2030-01-01T00:00:00Z", "kind=%ff", "since=0000-00-00", "fieldSelector=x",
+			"fieldSelector=spec.user%3Dalice,status.phase!%3DBound", "fieldSelector=spec.nope%3D1", "fieldSelector=metadata.name%3D%3D%3D", "ticket=x"} {
 			f.Add(uint8(i), q, []byte(`{"ttl":"1h"}`))
 		}
 		for _, b := range []string{``, `{}`, `null`, `[]`, `{"action":"install","key":"AAAA"}`, `{"ttl":"-1h"}`, `{"ttl":"99999999h"}`, "{\"ttl\":\"\xff\"}"} {

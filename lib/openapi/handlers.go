@@ -3,7 +3,6 @@ package openapi
 import (
 	"encoding/json"
 	"errors"
-	"k8s.io/apimachinery/pkg/labels"
 	"net/http"
 	"strconv"
 	"strings"
@@ -53,7 +52,7 @@ func (k kindRoutes) list(c *gin.Context) {
 		s.writeErr(c, forbidden("", "role %s may not read %s", p.Role, types.Plural(k.kind)))
 		return
 	}
-	sel, err := parseSelector(c.Query("labelSelector"))
+	sel, err := parseSelectors(c.Query("labelSelector"), c.Query("fieldSelector"), []string{k.kind})
 	if err != nil {
 		s.writeErr(c, err)
 		return
@@ -96,7 +95,7 @@ func (k kindRoutes) list(c *gin.Context) {
 			s.log.Warn("list: undecodable record", "kind", rec.Kind, "name", rec.Name, "err", err)
 			continue
 		}
-		if sight.sees(obj) && sel.Matches(labels.Set(obj.Meta().Labels)) {
+		if sight.sees(obj) && sel.matches(obj) {
 			data, err := present(p, rec, obj)
 			if err != nil {
 				s.writeErr(c, err)

@@ -279,7 +279,9 @@ func (e *testEnv) openStream(ctx context.Context, path, token string, hdr ...str
 	e.t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, e.http.URL+path, nil)
 	require.NoError(e.t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
@@ -328,8 +330,19 @@ func readSSE(t *testing.T, body io.ReadCloser) <-chan sseEvent {
 	return ch
 }
 
-// next returns the next non-comment event, failing after a timeout.
+// next returns the next event that is not a comment nor the end of the
+// snapshot (see nextEvent), failing after a timeout.
 func next(t *testing.T, ch <-chan sseEvent) sseEvent {
+	t.Helper()
+	for {
+		if ev := nextEvent(t, ch); ev.name != WatchSynced {
+			return ev
+		}
+	}
+}
+
+// nextEvent returns the next non-comment event, failing after a timeout.
+func nextEvent(t *testing.T, ch <-chan sseEvent) sseEvent {
 	t.Helper()
 	timeout := time.After(5 * time.Second)
 	for {

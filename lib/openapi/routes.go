@@ -17,6 +17,8 @@ func (s *Server) routes(e *gin.Engine) {
 	e.GET("/readyz", s.readyz)
 	e.GET("/openapi.yaml", s.getSpec)
 	e.GET("/metrics", s.metrics.handler)
+	e.GET("/", s.dashboardIndex)
+	e.GET("/ui/*file", s.dashboardAsset)
 
 	api := e.Group(apiPrefix, s.authenticate, s.audit)
 	api.GET("/whoami", s.whoami)
@@ -26,6 +28,7 @@ func (s *Server) routes(e *gin.Engine) {
 	api.GET(clusterKeysPath, s.listGossipKeys)
 	api.POST(clusterKeysPath, s.changeGossipKeys)
 	api.GET("/events", s.watchEvents)
+	api.POST(streamTicketsPath, s.createStreamTicket)
 	for _, kind := range types.Kinds() {
 		k := kindRoutes{s: s, kind: kind}
 		p := "/" + types.Plural(kind)

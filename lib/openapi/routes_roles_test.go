@@ -55,6 +55,8 @@ func TestEveryRouteByRole(t *testing.T) {
 			owned := kind == types.KindMachineClaim || kind == types.KindSession
 			adminOnly := adminKind(kind) || p == apiPrefix+"/audit" || strings.HasPrefix(p, apiPrefix+"/cluster/")
 			switch {
+			case p == apiPrefix+streamTicketsPath:
+				assert.Equal(t, http.StatusCreated, r.code, "%s %s: every role streams", method, url)
 			case adminOnly:
 				assert.Equal(t, http.StatusForbidden, r.code, "%s %s: admins' only", method, url)
 			case kind == types.KindAccessCode:

@@ -54,6 +54,13 @@ type Config struct {
 	// StreamWriteTimeout bounds each write to an event stream (default
 	// 10s): a client that does not read is dropped, not buffered for.
 	StreamWriteTimeout time.Duration
+	// ResumeWindow is how far before its Last-Event-ID version a resumed
+	// event stream replays (default DefaultResumeWindow; see stream).
+	ResumeWindow time.Duration
+	// CORSOrigins are the browser origins ("https://ui.example.com") that
+	// may call the API from their pages; "*" allows any. Empty: none (the
+	// dashboard every node serves is same-origin and needs none).
+	CORSOrigins []string
 	// MaxStreamsPerToken caps the event streams one token holds open (0:
 	// 16); more get 429.
 	MaxStreamsPerToken int
@@ -109,6 +116,8 @@ type Server struct {
 	tokenStreams map[string]int
 	// quotaLocks holds a *sync.Mutex per user (lockUserQuota).
 	quotaLocks sync.Map
+	// tickets are the stream tickets this node issued (tickets.go).
+	tickets *ticketBook
 }
 
 // New builds the server and its routes. It fails when the tokens are unusable
@@ -131,6 +140,9 @@ func New(cfg Config, log *slog.Logger, st *store.Store) (*Server, error) {
 	}
 	if cfg.StreamWriteTimeout <= 0 {
 		cfg.StreamWriteTimeout = 10 * time.Second
+	}
+	if cfg.ResumeWindow <= 0 {
+		cfg.ResumeWindow = DefaultResumeWindow
 	}
 	if cfg.MaxStreamsPerToken <= 0 {
 		cfg.MaxStreamsPerToken = 16
@@ -162,6 +174,7 @@ func New(cfg Config, log *slog.Logger, st *store.Store) (*Server, error) {
 		metrics:  m,
 		auditLog: audit,
 		stop:     make(chan struct{}),
+		tickets:  newTicketBook(cfg.Now),
 	}
 	s.engine = s.newEngine()
 	return s, nil
@@ -177,7 +190,7 @@ func (s *Server) newEngine() *gin.Engine {
 	e.RedirectFixedPath = false
 	e.ContextWithFallback = true
 	// Metrics wrap recovery, so a recovered panic is counted as the 500 it became.
-	e.Use(s.observe, gin.CustomRecoveryWithWriter(nil, s.recovered))
+	e.Use(s.observe, gin.CustomRecoveryWithWriter(nil, s.recovered), s.cors)
 	if s.cfg.NodeName != "" {
 		e.Use(func(c *gin.Context) { c.Header("X-Hf-Node", s.cfg.NodeName) })
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"k8s.io/apimachinery/pkg/labels"
 	"net/http"
 	"slices"
 	"strconv"
@@ -24,8 +23,12 @@ type WatchEvent struct {
 	Type string `json:"type"`
 	Kind string `json:"kind,omitempty"`
 	Name string `json:"name,omitempty"`
-	// Seq is the store sequence of the change (also the SSE id); 0 for resync.
+	// Seq is the store sequence of the change on the node that sent it; 0
+	// for resync and synced.
 	Seq uint64 `json:"seq"`
+	// Version is the record's version after the change ("hlc@node", also the
+	// SSE id): the same on every node for the same change.
+	Version string `json:"version,omitempty"`
 	// Object is the object after a put.
 	Object json.RawMessage `json:"object,omitempty"`
 }
@@ -35,7 +38,17 @@ const (
 	WatchPut    = "put"
 	WatchDelete = "delete"
 	WatchResync = "resync"
+	// WatchSynced ends the snapshot a stream starts with: every current
+	// object (or every change since the resume point) has been sent.
+	WatchSynced = "synced"
 )
+
+// DefaultResumeWindow is how far before a Last-Event-ID version a resumed
+// stream replays (Config.ResumeWindow).
+const DefaultResumeWindow = time.Minute
+
+// streamRetry is the reconnect delay a stream asks EventSource for.
+const streamRetry = 2 * time.Second
 
 func (s *Server) watchEvents(c *gin.Context) {
 	p := principal(c)
@@ -62,7 +75,7 @@ func (s *Server) watchEvents(c *gin.Context) {
 			}
 		}
 	}
-	sel, err := parseSelector(c.Query("labelSelector"))
+	sel, err := parseSelectors(c.Query("labelSelector"), c.Query("fieldSelector"), kinds)
 	if err != nil {
 		s.writeErr(c, err)
 		return
@@ -70,44 +83,79 @@ func (s *Server) watchEvents(c *gin.Context) {
 	s.stream(c, p, kinds, sel)
 }
 
+// resumePoint is where a stream resumes: after a sequence of this node's
+// store (?since=, or a Last-Event-ID of an earlier hf), or after a record
+// version (a Last-Event-ID this hf sent), which means the same on every node.
+type resumePoint struct {
+	seq     uint64
+	version types.Version
+}
+
+func (r resumePoint) isZero() bool { return r.seq == 0 && r.version.IsZero() }
+
 // watchFrom reads the resume point: ?since= or the Last-Event-ID header.
-func watchFrom(c *gin.Context) (uint64, error) {
-	field, v := "since", c.Query("since")
+func watchFrom(c *gin.Context) (resumePoint, error) {
+	field, v := "since", strings.TrimSpace(c.Query("since"))
 	if v == "" {
-		field, v = "Last-Event-ID", c.GetHeader("Last-Event-ID")
+		field, v = "Last-Event-ID", strings.TrimSpace(c.GetHeader("Last-Event-ID"))
 	}
 	if v == "" {
-		return 0, nil
+		return resumePoint{}, nil
 	}
-	n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+	if field == "Last-Event-ID" && strings.Contains(v, "@") {
+		ver, err := types.ParseVersion(v)
+		if err != nil {
+			return resumePoint{}, badRequest(field, "want a version hlc@node or a sequence number, got %q", v)
+		}
+		return resumePoint{version: ver}, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
-		return 0, badRequest(field, "want a sequence number, got %q", v)
+		return resumePoint{}, badRequest(field, "want a sequence number, got %q", v)
 	}
-	return n, nil
+	return resumePoint{seq: n}, nil
 }
 
 // stream serves kinds' changes as server-sent events until the client goes away,
 // the server shuts down or the store closes. Without a resume point it starts
-// with every current object (and recent deletions), from the store's replay.
-func (s *Server) stream(c *gin.Context, p Principal, kinds []string, sel labels.Selector) {
-	since, err := watchFrom(c)
+// with every current object (and recent deletions), from the store's replay;
+// every stream sends a synced event when its snapshot is done.
+//
+// Event ids are record versions, so a client resumes through any node.
+// Versions do not arrive in order (a change made elsewhere reaches each
+// node after a delay), so "everything after version v" would miss a change
+// older than v that had not reached the first node yet. A resumed stream
+// therefore replays every record whose version is newer than v less
+// ResumeWindow, which covers any replication delay shorter than the
+// window; it may repeat changes the client has, which carry the same
+// version and replace equal objects. What it can miss is a change the
+// client had not seen that was made more than the window before v and
+// reached the first node only after the client left (across a partition);
+// a stream without a resume point (or after a resync) has it. Resuming by
+// version replays from the start of the store, so a resume costs a scan.
+func (s *Server) stream(c *gin.Context, p Principal, kinds []string, sel selector) {
+	from, err := watchFrom(c)
 	if err != nil {
 		s.writeErr(c, err)
 		return
 	}
 	f := &streamFilter{p: p, sight: s.sight(p), kinds: map[string]bool{}}
-	if sel != nil && !sel.Empty() {
+	if !sel.empty() {
 		f.sel, f.matched = sel, map[string]bool{}
 	}
 	for _, k := range kinds {
 		f.kinds[k] = true
 	}
-	resync := false
-	if (f.tracksOwners() || f.sel != nil) && since > 0 {
+	resync, since, after := false, from.seq, uint64(0)
+	switch {
+	case (f.tracksOwners() || f.filters()) && !from.isZero():
 		// Deletions carry no object, so whose they were is known only for objects
 		// this stream has seen. A resumed stream cannot tell for older ones: ask
 		// the client to list again and go on from now.
 		since, resync = s.st.Seq(), true
+	case !from.version.IsZero():
+		since = 0
+		after = store.HLCFromTime(store.HLCTime(from.version.HLC).Add(-s.cfg.ResumeWindow))
 	}
 	if err := f.seed(s.st); err != nil {
 		s.writeErr(c, err)
@@ -123,7 +171,7 @@ func (s *Server) stream(c *gin.Context, p Principal, kinds []string, sel labels.
 
 	ctx, cancel := context.WithCancel(c.Request.Context())
 	defer cancel()
-	events := s.st.Watch(ctx, since)
+	events := s.st.WatchSnapshot(ctx, since)
 
 	s.streams.Add(1)
 	s.metrics.streams.Inc()
@@ -138,7 +186,12 @@ func (s *Server) stream(c *gin.Context, p Principal, kinds []string, sel labels.
 	h.Set("X-Accel-Buffering", "no")
 	c.Status(http.StatusOK)
 	c.Writer.WriteHeaderNow()
-	c.Writer.Flush()
+	if s.write(c, func() error {
+		_, err := io.WriteString(c.Writer, "retry: "+strconv.FormatInt(streamRetry.Milliseconds(), 10)+"\n\n")
+		return err
+	}) != nil {
+		return
+	}
 	if resync {
 		if s.send(c, WatchEvent{Type: WatchResync}) != nil {
 			return
@@ -164,6 +217,12 @@ func (s *Server) stream(c *gin.Context, p Principal, kinds []string, sel labels.
 			if !ok {
 				return
 			}
+			if ev.Type == store.EventSynced {
+				after = 0 // the replay is over: every live change is news
+			}
+			if after > 0 && ev.Type != store.EventResync && ev.Record.Version.HLC <= after {
+				continue // the client had it before it went away
+			}
 			if ev.Type == store.EventResync {
 				if err := f.seed(s.st); err != nil {
 					s.log.Warn("watch: reseed after resync", "err", err)
@@ -186,11 +245,7 @@ func (s *Server) send(c *gin.Context, ev WatchEvent) error {
 		s.log.Error("watch: encode event", "kind", ev.Kind, "name", ev.Name, "err", err)
 		return nil
 	}
-	id := ""
-	if ev.Seq > 0 {
-		id = strconv.FormatUint(ev.Seq, 10)
-	}
-	return s.write(c, func() error { return sse.Encode(c.Writer, sse.Event{Event: ev.Type, Id: id, Data: data}) })
+	return s.write(c, func() error { return sse.Encode(c.Writer, sse.Event{Event: ev.Type, Id: ev.Version, Data: data}) })
 }
 
 // write runs fn, a write to a stream, and flushes, within
@@ -235,12 +290,15 @@ type streamFilter struct {
 	sight *sight
 	kinds map[string]bool
 	known map[string]bool // kind/name
-	// sel, when set, is the stream's labelSelector; matched are the objects
-	// it has sent that matched it (one that stops matching is sent as
-	// deleted, as Kubernetes' watch does).
-	sel     labels.Selector
+	// sel, when set, is the stream's label and field selector; matched are
+	// the objects it has sent that matched it (one that stops matching is
+	// sent as deleted, as Kubernetes' watch does).
+	sel     selector
 	matched map[string]bool
 }
+
+// filters reports whether the stream has a selector.
+func (f *streamFilter) filters() bool { return f.matched != nil }
 
 // tracksOwners reports whether the filter must know whose objects are deleted.
 func (f *streamFilter) tracksOwners() bool {
@@ -276,13 +334,16 @@ func (f *streamFilter) seed(st *store.Store) error {
 // apply maps a store event to what the stream sends, if anything.
 func (f *streamFilter) apply(ev store.Event, warn func(string, ...any)) (WatchEvent, bool) {
 	rec := ev.Record
-	if ev.Type == store.EventResync {
+	switch ev.Type {
+	case store.EventResync:
 		return WatchEvent{Type: WatchResync}, true
+	case store.EventSynced:
+		return WatchEvent{Type: WatchSynced}, true
 	}
 	if !f.kinds[rec.Kind] {
 		return WatchEvent{}, false
 	}
-	out := WatchEvent{Kind: rec.Kind, Name: rec.Name, Seq: rec.Seq}
+	out := WatchEvent{Kind: rec.Kind, Name: rec.Name, Seq: rec.Seq, Version: rec.Version.String()}
 	owned := f.tracksOwners() && privateKind(rec.Kind)
 	if owned && rec.Kind == types.KindMachineClaim {
 		f.sight.forget() // the user's machines may change with their claims
@@ -309,7 +370,7 @@ func (f *streamFilter) apply(ev store.Event, warn func(string, ...any)) (WatchEv
 			}
 			f.known[key] = true
 		}
-		if f.sel != nil {
+		if f.filters() {
 			if obj == nil {
 				var err error
 				if obj, err = store.Decode(rec); err != nil {
@@ -317,7 +378,7 @@ func (f *streamFilter) apply(ev store.Event, warn func(string, ...any)) (WatchEv
 					return WatchEvent{}, false
 				}
 			}
-			if !f.sel.Matches(labels.Set(obj.Meta().Labels)) {
+			if !f.sel.matches(obj) {
 				if f.matched[key] {
 					delete(f.matched, key)
 					out.Type = WatchDelete
@@ -341,7 +402,7 @@ func (f *streamFilter) apply(ev store.Event, warn func(string, ...any)) (WatchEv
 			}
 			delete(f.known, key)
 		}
-		if f.sel != nil {
+		if f.filters() {
 			if !f.matched[key] {
 				return WatchEvent{}, false
 			}

@@ -32,8 +32,9 @@ func TestWatchKind(t *testing.T) {
 	require.Equal(t, 201, e.do("POST", path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, "t1")).code)
 	ev = next(t, ch)
 	assert.Equal(t, "put", ev.name, "the node is not in this stream")
-	assert.Equal(t, WatchEvent{Type: "put", Kind: types.KindMachineTemplate, Name: "t1", Seq: ev.data.Seq, Object: ev.data.Object}, ev.data)
-	assert.Equal(t, strconv.FormatUint(ev.data.Seq, 10), ev.id)
+	assert.Equal(t, WatchEvent{Type: "put", Kind: types.KindMachineTemplate, Name: "t1", Seq: ev.data.Seq, Version: ev.data.Version, Object: ev.data.Object}, ev.data)
+	assert.Equal(t, ev.data.Version, ev.id, "the id is the record version, the same on every node")
+	assert.Contains(t, string(ev.data.Object), `"version":"`+ev.data.Version+`"`)
 	assert.Contains(t, string(ev.data.Object), `"name":"t1"`)
 	putSeq := ev.data.Seq
 
@@ -61,13 +62,13 @@ func TestWatchEventsKindsAndResume(t *testing.T) {
 	assert.Equal(t, types.KindMachine, ev.data.Kind)
 	ev = next(t, ch)
 	assert.Equal(t, types.KindMachineClaim, ev.data.Kind)
-	last := ev.id
+	lastSeq := strconv.FormatUint(ev.data.Seq, 10)
 	cancel()
 
 	// Changes while disconnected arrive on resume, and nothing before them.
 	require.Equal(t, 200, e.do("DELETE", path(types.KindMachine, "m1"), adminTok, nil).code)
 	require.Equal(t, 201, e.do("POST", path(types.KindMachineClaim), adminTok, minimal(types.KindMachineClaim, "c2")).code)
-	for _, resume := range [][]string{{"?since=" + last}, {"", "Last-Event-ID", last}} {
+	for _, resume := range [][]string{{"?since=" + lastSeq}, {"", "Last-Event-ID", lastSeq}} {
 		ctx, cancel := context.WithCancel(context.Background())
 		ch, _ := e.openStream(ctx, "/api/v1/events"+resume[0], adminTok, resume[1:]...)
 		ev = next(t, ch)
@@ -114,13 +115,12 @@ func TestWatchUserSeesOnlyOwnObjects(t *testing.T) {
 	ev = next(t, ch)
 	assert.Equal(t, "delete", ev.name)
 	assert.Equal(t, "alice-1", ev.data.Name)
-	last := ev.id
 	cancel()
 
 	// A user's resumed stream cannot tell whose deletions it missed: resync.
 	ctx2, cancel2 := context.WithCancel(context.Background())
 	defer cancel2()
-	ch, _ = e.openStream(ctx2, "/api/v1/events?since="+last, aliceTok)
+	ch, _ = e.openStream(ctx2, "/api/v1/events?since="+strconv.FormatUint(ev.data.Seq, 10), aliceTok)
 	ev = next(t, ch)
 	assert.Equal(t, "resync", ev.name)
 	require.Equal(t, 201, e.do("POST", path(types.KindMachineClaim), aliceTok, claim("alice-2", "alice")).code)
@@ -133,6 +133,7 @@ func TestWatchHeartbeat(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch, _ := e.openStream(ctx, path(types.KindNode)+"?watch=1", adminTok)
+	assert.Equal(t, WatchSynced, nextEvent(t, ch).name, "an empty snapshot")
 	for range 2 {
 		select {
 		case ev := <-ch:

@@ -142,6 +142,9 @@ const (
 	EventDelete
 	// EventResync means the watcher fell behind and must list again; Record is empty.
 	EventResync
+	// EventSynced ends the replay of a WatchSnapshot: every record the
+	// snapshot held has been sent, live changes follow; Record is empty.
+	EventSynced
 )
 
 // String names the event type for logs.
@@ -153,6 +156,8 @@ func (t EventType) String() string {
 		return "delete"
 	case EventResync:
 		return "resync"
+	case EventSynced:
+		return "synced"
 	}
 	return fmt.Sprintf("EventType(%d)", int(t))
 }

@@ -21,7 +21,18 @@ import (
 // event is EventResync. The channel is closed when ctx is done or the store
 // closes; a Watch on a closed store returns a closed channel.
 func (s *Store) Watch(ctx context.Context, fromSeq uint64) <-chan Event {
-	w := &watcher{ctx: ctx, out: make(chan Event, s.cfg.WatchBuffer), limit: s.cfg.WatchBuffer}
+	return s.watch(ctx, fromSeq, false)
+}
+
+// WatchSnapshot is Watch with one more event: EventSynced once the replay is
+// done, before the first live change, so the subscriber knows when it holds
+// the whole snapshot. A watcher that owes a resync gets EventResync instead.
+func (s *Store) WatchSnapshot(ctx context.Context, fromSeq uint64) <-chan Event {
+	return s.watch(ctx, fromSeq, true)
+}
+
+func (s *Store) watch(ctx context.Context, fromSeq uint64, mark bool) <-chan Event {
+	w := &watcher{ctx: ctx, out: make(chan Event, s.cfg.WatchBuffer), limit: s.cfg.WatchBuffer, mark: mark}
 	if err := s.enter(); err != nil {
 		close(w.out)
 		return w.out
@@ -54,6 +65,7 @@ type watcher struct {
 	ctx   context.Context
 	out   chan Event
 	limit int
+	mark  bool // send EventSynced after the replay
 
 	mu     sync.Mutex
 	live   bool    // replay done: push sends to out
@@ -73,6 +85,9 @@ func (s *Store) runWatcher(w *watcher, snap *badger.Txn, fromSeq uint64) {
 		if !ok {
 			return
 		}
+	}
+	if w.mark && !w.behind() && !w.send(Event{Type: EventSynced}, s.done) {
+		return
 	}
 	if !w.goLive(s.done) {
 		return

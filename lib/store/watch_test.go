@@ -64,8 +64,8 @@ func buffered(ch <-chan Event) []Event {
 }
 
 func describe(ev Event) string {
-	if ev.Type == EventResync {
-		return "resync"
+	if ev.Type == EventResync || ev.Type == EventSynced {
+		return ev.Type.String()
 	}
 	return fmt.Sprintf("%s %s %d", ev.Type, ev.Record.Name, ev.Record.Seq)
 }
@@ -106,6 +106,36 @@ func TestWatchReplayThenLive(t *testing.T) {
 			_, err = s.Delete(types.KindMachineClaim, "f", types.Version{})
 			require.NoError(t, err)
 			assert.Equal(t, "delete f 9", describe(next(t, ch)))
+			assert.Empty(t, buffered(ch))
+		})
+	}
+}
+
+// WatchSnapshot marks the end of its replay, before any live change, and
+// owes no marker when it must resync.
+func TestWatchSnapshotMarksReplayEnd(t *testing.T) {
+	cases := []struct {
+		name    string
+		fromSeq uint64
+		want    []string
+	}{
+		{"from zero", 0, []string{"put a 1", "put b 2", "synced", "put c 3"}},
+		{"from last", 2, []string{"synced", "put c 3"}},
+		{"from the future", 99, []string{"resync", "put c 3"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _ := newMemStore(t)
+			putClaim(t, s, "a")
+			putClaim(t, s, "b")
+			ch := s.WatchSnapshot(t.Context(), tc.fromSeq)
+			var got []string
+			for range len(tc.want) - 1 {
+				got = append(got, describe(next(t, ch)))
+			}
+			putClaim(t, s, "c")
+			got = append(got, describe(next(t, ch)))
+			assert.Equal(t, tc.want, got)
 			assert.Empty(t, buffered(ch))
 		})
 	}
