@@ -147,6 +147,7 @@ func (s *Server) runInstances(f map[string][]string) (any, *apiError) {
 		PrivateIP: fmt.Sprintf("10.0.%d.%d", n/250, n%250+1), PublicIP: fmt.Sprintf("203.0.%d.%d", n/250, n%250+1),
 		Launched: now, State: "pending", runningAt: now.Add(s.faults.CreateDelay),
 	}
+	in.Console, in.consoleAt = bootLine(in.ID), now
 	specs := tagSpecs(f)
 	in.Tags, in.VolumeTags = specs["instance"], specs["volume"]
 	if in.Tags == nil {

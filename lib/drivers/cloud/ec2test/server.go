@@ -1,8 +1,8 @@
 // Package ec2test is a TEST DOUBLE of Amazon EC2 (and of the one Service
 // Quotas call and the one CloudWatch call the aws driver makes): an HTTP server on 127.0.0.1 that speaks
 // EC2's Query API (form-encoded Action=RunInstances&..., XML answers in the
-// EC2 namespace, errors as <Response><Errors><Error>), keeps instances and key
-// pairs in memory and injects faults: throttling (RequestLimitExceeded), insufficient
+// EC2 namespace, errors as <Response><Errors><Error>), keeps instances, their
+// console output and key pairs in memory and injects faults: throttling (RequestLimitExceeded), insufficient
 // capacity, a create delay, a vCPU quota, an instance that dies, terminate
 // calls that fail. The real aws-sdk-go-v2 client talks to it through its
 // endpoint override with static fake credentials; it does not check
@@ -50,7 +50,10 @@ type Instance struct {
 	PrivateIP, PublicIP                               string
 	Launched                                          time.Time
 	// State is pending, running, shutting-down, terminated, stopping, stopped.
-	State      string
+	State string
+	// Console is everything the instance printed on its serial console.
+	Console    string
+	consoleAt  time.Time
 	runningAt  time.Time
 	terminated time.Time
 }
@@ -186,7 +189,9 @@ func (s *Server) Live() []Instance {
 	return out
 }
 
-// Calls returns how many times action was called (throttled calls included).
+// Calls returns how many times action was called (throttled calls
+// included); "GetConsoleOutput/Latest" counts the GetConsoleOutput calls
+// that asked for the latest output.
 func (s *Server) Calls(action string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -262,6 +267,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		body, aerr = s.deleteKeyPair(r.Form)
 	case "DescribeKeyPairs":
 		body, aerr = s.describeKeyPairs(r.Form)
+	case "GetConsoleOutput":
+		body, aerr = s.getConsoleOutput(r.Form)
 	default:
 		aerr = &apiError{http.StatusBadRequest, "InvalidAction", fmt.Sprintf("The action %s is not valid for this web service.", action)}
 	}

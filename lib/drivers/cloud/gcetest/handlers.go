@@ -90,6 +90,7 @@ func (s *Server) insert(r *http.Request) (any, error) {
 	inst := in
 	if fail[0] == "" {
 		s.instances[key] = &inst
+		s.consoles[key] = console{text: bootLine(in.Name)}
 	}
 	finish := func(o *operation) {
 		if fail[0] != "" {
@@ -175,7 +176,10 @@ func (s *Server) delete(r *http.Request) (any, error) {
 		return nil, notFound("projects/" + r.PathValue("project") + "/zones/" + key)
 	}
 	in.Status = "STOPPING"
-	return s.newOp(r, "delete", in.SelfLink, s.faults.DeleteDelay, func(*operation) { delete(s.instances, key) }), nil
+	return s.newOp(r, "delete", in.SelfLink, s.faults.DeleteDelay, func(*operation) {
+		delete(s.instances, key)
+		delete(s.consoles, key)
+	}), nil
 }
 
 func (s *Server) opGet(r *http.Request) (any, error) {

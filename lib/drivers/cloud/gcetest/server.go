@@ -1,8 +1,8 @@
 // Package gcetest is a TEST DOUBLE of the Compute Engine API: an HTTP server
 // on 127.0.0.1 that speaks Compute's JSON REST (instances insert, get, list,
-// delete; zone operations get and wait; images get and getFromFamily;
-// regions get with quotas), keeps instances in memory with operations that
-// take time, and injects faults: throttling (429 rateLimitExceeded), a zone
+// delete, getSerialPortOutput; zone operations get and wait; images get and
+// getFromFamily; regions get with quotas), keeps instances and their serial
+// port output in memory with operations that take time, and injects faults: throttling (429 rateLimitExceeded), a zone
 // without capacity, a create delay, a CPU quota, an instance that dies. The
 // real google.golang.org/api client talks to it through option.WithEndpoint
 // and option.WithoutAuthentication. It is not a Compute emulator: it answers
@@ -68,6 +68,7 @@ type Server struct {
 	instQuota  float64
 	images     []image
 	instances  map[string]*compute.Instance // zone/name
+	consoles   map[string]console           // zone/name -> serial port 1
 	ops        map[string]*operation        // name
 	requestIDs map[string]string            // request id -> operation name
 	calls      map[string]int
@@ -77,7 +78,7 @@ type Server struct {
 
 // New starts a server on 127.0.0.1:0; Close stops it.
 func New() *Server {
-	s := &Server{instances: map[string]*compute.Instance{}, ops: map[string]*operation{}, requestIDs: map[string]string{},
+	s := &Server{instances: map[string]*compute.Instance{}, consoles: map[string]console{}, ops: map[string]*operation{}, requestIDs: map[string]string{},
 		calls: map[string]int{}, cpuQuota: 1000, instQuota: 1000, now: time.Now}
 	mux := http.NewServeMux()
 	p := BasePath + "projects/{project}/"
@@ -85,6 +86,7 @@ func New() *Server {
 	mux.HandleFunc("GET "+p+"zones/{zone}/instances", s.wrap("list", s.list))
 	mux.HandleFunc("GET "+p+"zones/{zone}/instances/{name}", s.wrap("get", s.get))
 	mux.HandleFunc("DELETE "+p+"zones/{zone}/instances/{name}", s.wrap("delete", s.delete))
+	mux.HandleFunc("GET "+p+"zones/{zone}/instances/{name}/serialPort", s.wrap("getSerialPortOutput", s.serialPort))
 	mux.HandleFunc("GET "+p+"zones/{zone}/operations/{op}", s.wrap("operations.get", s.opGet))
 	mux.HandleFunc("POST "+p+"zones/{zone}/operations/{op}/wait", s.wrap("operations.wait", s.opWait))
 	mux.HandleFunc("GET "+p+"global/images/family/{family}", s.wrap("images.getFromFamily", s.imageFamily))
