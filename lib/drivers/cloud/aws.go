@@ -403,6 +403,20 @@ func (p *awsProvider) quota(ctx context.Context, o owner) (usage, error) {
 	return u, err
 }
 
+// console implements provider with GetConsoleOutput, the latest output
+// where the instance type offers it (Nitro), else what EC2 buffered.
+func (p *awsProvider) console(ctx context.Context, id string) (string, error) {
+	out, err := p.ec2.GetConsoleOutput(ctx, &ec2.GetConsoleOutputInput{InstanceId: aws.String(id), Latest: aws.Bool(true)})
+	if err != nil {
+		return "", fmt.Errorf("console output of %s: %w", id, awsError(err))
+	}
+	text, err := base64.StdEncoding.DecodeString(aws.ToString(out.Output))
+	if err != nil {
+		return "", fmt.Errorf("console output of %s: %w", id, err)
+	}
+	return string(text), nil
+}
+
 // meterPeriod implements meter: the CloudWatch period, or 0 when off.
 func (p *awsProvider) meterPeriod() (time.Duration, time.Duration) {
 	if !p.cfg.Activity.CloudWatch {

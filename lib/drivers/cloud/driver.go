@@ -46,6 +46,8 @@ type Driver struct {
 	// connect parses the driver's config and builds its provider.
 	connect func(ctx context.Context, cfg []byte) (provider, Common, error)
 	now     func() time.Time
+	// consolePoll is how often Logs reads a followed console again.
+	consolePoll time.Duration
 
 	mu       sync.Mutex
 	prov     provider
@@ -78,7 +80,7 @@ var (
 func newDriver(env drivers.Env, kind string, connect func(context.Context, []byte) (provider, Common, error)) *Driver {
 	env = env.Defaults(kind)
 	return &Driver{env: env, log: env.Log.With("driver", env.Instance), kind: kind, connect: connect, now: time.Now,
-		checks: map[string]check{}, meters: map[string]meterState{}}
+		consolePoll: consolePoll, checks: map[string]check{}, meters: map[string]meterState{}}
 }
 
 // Name implements drivers.Driver.

@@ -310,6 +310,17 @@ func (p *gceProvider) quota(ctx context.Context, o owner) (usage, error) {
 	return u, nil
 }
 
+// console implements provider with getSerialPortOutput of port 1.
+func (p *gceProvider) console(ctx context.Context, id string) (string, error) {
+	out, err := retryGCE(ctx, p.cfg, func() (*compute.SerialPortOutput, error) {
+		return p.svc.Instances.GetSerialPortOutput(p.cfg.Project, p.cfg.Zone, id).Port(1).Context(ctx).Do()
+	})
+	if err != nil {
+		return "", fmt.Errorf("serial port output of %s: %w", id, gceError(err))
+	}
+	return out.Contents, nil
+}
+
 // gceVM reads an instance.
 func gceVM(inst *compute.Instance) vm {
 	v := vm{ID: inst.Name, Name: inst.Name, State: inst.Status, Zone: lastPart(inst.Zone), Type: lastPart(inst.MachineType),

@@ -94,4 +94,8 @@ type provider interface {
 	cleanup(ctx context.Context, o owner, name string) error
 	// quota reads the cloud's quota and what others use of it.
 	quota(ctx context.Context, o owner) (usage, error)
+	// console reads the instance's console output, as much of it as the
+	// cloud keeps (aws: the last 64 KB; gce: the last 1 MB of serial port
+	// 1); drivers.ErrNotFound once the instance is gone.
+	console(ctx context.Context, id string) (string, error)
 }
