@@ -95,8 +95,8 @@ type LogOptions struct {
 }
 
 // LogReader is implemented by drivers that keep a machine's output (the
-// native entry's, a container's): Logs writes it to w. ErrNotFound when
-// the resource is gone.
+// native entry's, a container's, a cloud VM's console): Logs writes it to
+// w. ErrNotFound when the resource is gone.
 type LogReader interface {
 	Logs(ctx context.Context, r *types.Resource, opts LogOptions, w io.Writer) error
 }

@@ -20,21 +20,25 @@ const bootPrefix = "[    0.000000] Linux version "
 // appendConsole adds text to the instance's console in the test double.
 func (f *fixture) appendConsole(t *testing.T, id, text string) {
 	t.Helper()
-	if f.kind == TypeAWS {
-		require.True(t, f.ec2.AppendConsole(id, text))
-	} else {
-		require.True(t, f.gce.AppendConsole(id, text))
-	}
+	f.printConsole(t, id, text, false)
 }
 
-// setConsole replaces the instance's console in the test double.
-func (f *fixture) setConsole(t *testing.T, id, text string) {
+// printConsole prints text on the instance's console in the test double;
+// with replace, instead of all it printed before.
+func (f *fixture) printConsole(t *testing.T, id, text string, replace bool) {
 	t.Helper()
-	if f.kind == TypeAWS {
-		require.True(t, f.ec2.SetConsole(id, text))
-	} else {
-		require.True(t, f.gce.SetConsole(id, text))
+	var ok bool
+	switch {
+	case f.kind == TypeAWS && replace:
+		ok = f.ec2.SetConsole(id, text)
+	case f.kind == TypeAWS:
+		ok = f.ec2.AppendConsole(id, text)
+	case replace:
+		ok = f.gce.SetConsole(id, text)
+	default:
+		ok = f.gce.AppendConsole(id, text)
 	}
+	require.True(t, ok, "instance %s in the test double", id)
 }
 
 func (f *fixture) kill(t *testing.T, id string) {
@@ -163,7 +167,7 @@ func TestLogsFollowSlidingWindow(t *testing.T) {
 		for i := 0; long.Len() < 1<<20+1<<16; i++ {
 			fmt.Fprintf(&long, "boot message %07d\n", i)
 		}
-		f.setConsole(t, r.ID, long.String())
+		f.printConsole(t, r.ID, long.String(), true)
 		ctx, cancel := context.WithCancel(t.Context())
 		var out lockedBuffer
 		done := make(chan error, 1)

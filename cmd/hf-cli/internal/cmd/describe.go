@@ -277,7 +277,7 @@ func newMachineLogsCmd(f *Factory, res *resource) *cobra.Command {
 	)
 	c := &cobra.Command{
 		Use:   "logs NAME [-f] [--tail N]",
-		Short: "Print a machine's output (a native entry's, a container's), from its node",
+		Short: "Print a machine's output (a native entry's, a container's, a cloud VM's console), from its node",
 		Example: "  hf-cli machine logs m-0dae389cb391 --tail 20\n" +
 			"  hf-cli machine logs m-0dae389cb391 -f",
 		Args:              exactArgs(1, "NAME"),
