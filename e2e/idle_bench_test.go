@@ -25,7 +25,12 @@ import (
 func BenchmarkIdleNode(b *testing.B) {
 	const n = 10_000
 	for b.Loop() {
-		p := startWithConfigTB(b, fmt.Sprintf("drivers:\n  - name: test\n    config: {cpus: %d, ram_gb: %d}\n", 2*n, 2*n))
+		cfg := fmt.Sprintf("drivers:\n  - name: test\n    config: {cpus: %d, ram_gb: %d}\n", 2*n, 2*n)
+		prof := os.Getenv("HF_BENCH_PPROF") // host:port: the node serves pprof there, for a look at the idle node
+		if prof != "" {
+			cfg += fmt.Sprintf("debug:\n  pprof_address: %q\n", prof)
+		}
+		p := startWithConfigTB(b, cfg)
 		c, err := client.New(p.API, p.Token, client.WithHTTPClient(p.httpClient()))
 		if err != nil {
 			b.Fatal(err)
@@ -80,6 +85,10 @@ func BenchmarkIdleNode(b *testing.B) {
 		b.ReportMetric(pct, "idle-cpu-%")
 		b.ReportMetric(rss, "rss-MB")
 		b.Logf("idle: %.2f%% of a core over 15 s, RSS %.1f MB", pct, rss)
+		if prof != "" {
+			b.Logf("pprof at http://%s/debug/pprof/ for 60 s", prof)
+			time.Sleep(60 * time.Second)
+		}
 		p.stop()
 	}
 }
