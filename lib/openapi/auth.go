@@ -283,6 +283,26 @@ func (v *sight) sees(o types.Object) bool {
 	return true
 }
 
+// boundTo reports whether the user holds a Bound claim on machine now: a
+// shell or a machine's output is theirs only while it serves them (a
+// claim of theirs that ended may still name a machine that now serves
+// someone else).
+func (v *sight) boundTo(machine string) bool {
+	if v.p.Staff() {
+		return true
+	}
+	claims, err := store.List[types.MachineClaim](v.st, types.KindMachineClaim)
+	if err != nil {
+		return false
+	}
+	for _, c := range claims {
+		if c.Spec.User == v.p.User && c.Status.Machine == machine && c.Status.Phase == types.ClaimBound {
+			return true
+		}
+	}
+	return false
+}
+
 // forget drops what sight knows of the user's machines.
 func (v *sight) forget() { v.machines = nil }
 

@@ -41,6 +41,10 @@ func (s *Server) machineLogs(c *gin.Context) {
 		return
 	}
 	m := obj.(*types.Machine)
+	if !s.sight(p).boundTo(m.Metadata.Name) {
+		s.writeErr(c, notFound(types.KindMachine, m.Metadata.Name))
+		return
+	}
 	var opts drivers.LogOptions
 	if v := c.Query("tail"); v != "" {
 		n, err := strconv.Atoi(v)

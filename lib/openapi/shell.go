@@ -44,6 +44,10 @@ func (s *Server) machineShell(c *gin.Context) {
 		return
 	}
 	m := obj.(*types.Machine)
+	if !s.sight(p).boundTo(m.Metadata.Name) {
+		s.writeErr(c, notFound(types.KindMachine, m.Metadata.Name))
+		return
+	}
 	if c.GetHeader("Upgrade") != ShellProtocol {
 		s.writeErr(c, badRequest("Upgrade", "a shell needs the headers Connection: Upgrade and Upgrade: %s (hf-cli machine shell)", ShellProtocol))
 		return
