@@ -50,6 +50,19 @@ func TestMachineLogsThroughAnyNode(t *testing.T) {
 	require.Eventually(t, func() bool { _, err := bob.run("whoami"); return err == nil }, 10*time.Second, 50*time.Millisecond)
 	_, err := bob.run("machine", "logs", m[2])
 	assert.ErrorIs(t, err, errNotFound, "another user's machine is not found")
+
+	// Bob's own machine, while his claim is Bound to it.
+	out, err = bob.run("claim", "create", "b1", "--template", "small", "--wait")
+	require.NoError(t, err)
+	mb := boundOnMachine.FindStringSubmatch(out)
+	if mb == nil {
+		var cl types.MachineClaim
+		require.NoError(t, other.getJSON(&cl, "claim", "get", "b1"))
+		mb = []string{"", cl.Status.Node, cl.Status.Machine}
+	}
+	logs, err = bob.run("machine", "logs", mb[2])
+	require.NoError(t, err)
+	assert.Contains(t, logs, "has no output of its own")
 }
 
 // TestNativeMachineLogs: a native entry's output, its last lines, and more
