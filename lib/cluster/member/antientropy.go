@@ -192,7 +192,7 @@ func (a *antiEntropy) run(ctx context.Context, t target) {
 	if t.periodic {
 		req.InFlight = store.HLCFromTime(time.Now().Add(-inFlightGrace))
 	}
-	if err := m.sendNow(t.peer, encodeDigestReq(req)); err != nil {
+	if err := m.sendNow(t.peer, classAntiEntropy, encodeDigestReq(req)); err != nil {
 		m.metrics.rounds.WithLabelValues("failed").Inc()
 		m.log.Debug("anti-entropy round failed", "peer", t.peer, "err", err)
 		return
@@ -223,7 +223,7 @@ func (a *antiEntropy) run(ctx context.Context, t target) {
 		}
 	}
 	for _, page := range pageKeys(pull, batchBytes) {
-		if err := m.sendNow(t.peer, encodePullReq(pullReq{Round: id, From: m.cfg.Name, Keys: page})); err != nil {
+		if err := m.sendNow(t.peer, classAntiEntropy, encodePullReq(pullReq{Round: id, From: m.cfg.Name, Keys: page})); err != nil {
 			m.log.Debug("anti-entropy pull failed", "peer", t.peer, "err", err)
 			break
 		}
@@ -376,7 +376,7 @@ func (a *antiEntropy) answerDigest(ctx context.Context, req digestReq) error {
 	pages := pageEntries(entries, batchBytes)
 	for i, p := range pages {
 		resp := digestResp{Round: req.Round, From: m.cfg.Name, Page: i, Pages: len(pages), Buckets: buckets, Entries: p}
-		if err := m.sendNow(req.From, encodeDigestResp(resp)); err != nil {
+		if err := m.sendNow(req.From, classAntiEntropy, encodeDigestResp(resp)); err != nil {
 			return err
 		}
 	}
@@ -405,7 +405,7 @@ func (a *antiEntropy) sendKeys(ctx context.Context, peer string, t msgType, snap
 		if len(batch) == 0 {
 			return nil
 		}
-		if err := m.sendNow(peer, encodeRecords(t, m.cfg.Name, batch)); err != nil {
+		if err := m.sendNow(peer, classAntiEntropy, encodeRecords(t, m.cfg.Name, batch)); err != nil {
 			return err
 		}
 		sent += len(batch)

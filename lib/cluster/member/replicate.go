@@ -231,7 +231,7 @@ func (s *senders) run(ctx context.Context, peer string, q *peerQueue) {
 			return
 		}
 		buf := encodeRecords(msgRecords, s.m.cfg.Name, batch)
-		err := s.m.sendNow(peer, buf)
+		err := s.m.sendNow(peer, classPush, buf)
 		if err == nil {
 			s.m.metrics.pushed.Add(float64(len(batch)))
 			s.m.log.Debug("records pushed", "peer", peer, "records", len(batch), "bytes", len(buf))

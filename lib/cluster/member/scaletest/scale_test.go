@@ -1,0 +1,84 @@
+package scaletest_test
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/cluster/member/scaletest"
+)
+
+// TestScaleShort: on 10 members every write reaches every member and a new
+// member catches up with 10,000 objects. The figures are logged, never
+// asserted.
+func TestScaleShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode")
+	}
+	t.Run("writes", func(t *testing.T) {
+		r := scaletest.Writes(t, scaletest.Options{Nodes: 10, Writes: 50})
+		t.Log(r)
+		assert.Equal(t, r.Writes, r.Reached, "every write reaches every member")
+	})
+	t.Run("catch-up", func(t *testing.T) {
+		r := scaletest.CatchUp(t, 10000, scaletest.Options{})
+		t.Log(r)
+		assert.True(t, r.Converged, "the new member holds what the old one does")
+	})
+}
+
+// sizes are the fleet sizes of BenchmarkScale: HF_SCALE_NODES (comma
+// separated) or 10, 50 and 200.
+func sizes(b *testing.B) []int {
+	s := os.Getenv("HF_SCALE_NODES")
+	if s == "" {
+		return []int{10, 50, 200}
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(f)
+		require.NoError(b, err, "HF_SCALE_NODES")
+		out = append(out, n)
+	}
+	return out
+}
+
+// BenchmarkScale is the long run: writes on fleets of 10, 50 and 200
+// members, then a new member catching up with 100,000 objects. One
+// iteration is one whole measurement; run it with -benchtime=1x.
+func BenchmarkScale(b *testing.B) {
+	for _, n := range sizes(b) {
+		b.Run(fmt.Sprintf("writes/nodes=%d", n), func(b *testing.B) {
+			var r scaletest.Result
+			for range b.N {
+				r = scaletest.Writes(b, scaletest.Options{Nodes: n, Writes: 200})
+			}
+			b.Log(r)
+			b.ReportMetric(float64(r.Reached)/float64(r.Writes), "reached")
+			b.ReportMetric(r.P50.Seconds()*1000, "p50-ms")
+			b.ReportMetric(r.P99.Seconds()*1000, "p99-ms")
+			b.ReportMetric(r.WriterMsgs, "writer-msgs/write")
+			b.ReportMetric(r.WriterBytes, "writer-B/write")
+			b.ReportMetric(r.MaxMsgs, "max-node-msgs/write")
+			b.ReportMetric(r.MaxBytes, "max-node-B/write")
+			b.ReportMetric(r.MeanMsgs, "mean-node-msgs/write")
+			b.ReportMetric(r.MeanBytes, "mean-node-B/write")
+			b.ReportMetric(r.AEBytesPerRound, "ae-B/round")
+			b.ReportMetric(r.IdleAEBytesPerRound, "insync-ae-B/round")
+		})
+	}
+	b.Run("catch-up/objects=100000", func(b *testing.B) {
+		var r scaletest.CatchUpResult
+		for range b.N {
+			r = scaletest.CatchUp(b, 100000, scaletest.Options{})
+		}
+		b.Log(r)
+		b.ReportMetric(r.Took.Seconds()*1000, "catchup-ms")
+		b.ReportMetric(r.Bytes, "ae-B")
+	})
+}
