@@ -10,6 +10,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type metrics struct {
 	pushed     prometheus.Counter
 	pushFailed prometheus.Counter
+	relayed    prometheus.Counter
 	coalesced  prometheus.Counter
 	received   prometheus.Counter
 	applied    prometheus.Counter
@@ -28,7 +29,11 @@ func newMetrics() *metrics {
 	x := &metrics{
 		pushed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hf_replication_records_pushed_total",
-			Help: "Records this node pushed to peers (each peer counts), its own writes only.",
+			Help: "Records this node pushed to peers (each peer counts): its own writes and the ones it relays.",
+		}),
+		relayed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hf_replication_records_relayed_total",
+			Help: "Received pushed records that were new here and were queued for this node's children in their writer's dissemination tree (each child counts).",
 		}),
 		pushFailed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hf_replication_push_failures_total",
@@ -73,7 +78,7 @@ func newMetrics() *metrics {
 	for _, d := range []string{"sent", "requested"} {
 		x.repaired.WithLabelValues(d)
 	}
-	x.all = []prometheus.Collector{x.pushed, x.pushFailed, x.coalesced, x.received, x.applied, x.rounds, x.repaired, x.sentMsgs, x.sentBytes}
+	x.all = []prometheus.Collector{x.pushed, x.relayed, x.pushFailed, x.coalesced, x.received, x.applied, x.rounds, x.repaired, x.sentMsgs, x.sentBytes}
 	return x
 }
 
