@@ -48,29 +48,42 @@ func sizes(b *testing.B) []int {
 	return out
 }
 
+// modes are the dissemination modes BenchmarkScale compares: every write
+// straight to every peer (Fanout -1, as before the tree) and the tree with
+// the default fan-out.
+var modes = []struct {
+	name   string
+	fanout int
+}{{"direct", -1}, {"tree", 0}}
+
 // BenchmarkScale is the long run: writes on fleets of 10, 50 and 200
-// members, then a new member catching up with 100,000 objects. One
-// iteration is one whole measurement; run it with -benchtime=1x.
+// members in both dissemination modes, then a new member catching up with
+// 100,000 objects. One iteration is one whole measurement; run it with
+// -benchtime=1x (README.md, Scale).
 func BenchmarkScale(b *testing.B) {
-	for _, n := range sizes(b) {
-		b.Run(fmt.Sprintf("writes/nodes=%d", n), func(b *testing.B) {
-			var r scaletest.Result
-			for range b.N {
-				r = scaletest.Writes(b, scaletest.Options{Nodes: n, Writes: 200})
-			}
-			b.Log(r)
-			b.ReportMetric(float64(r.Reached)/float64(r.Writes), "reached")
-			b.ReportMetric(r.P50.Seconds()*1000, "p50-ms")
-			b.ReportMetric(r.P99.Seconds()*1000, "p99-ms")
-			b.ReportMetric(r.WriterMsgs, "writer-msgs/write")
-			b.ReportMetric(r.WriterBytes, "writer-B/write")
-			b.ReportMetric(r.MaxMsgs, "max-node-msgs/write")
-			b.ReportMetric(r.MaxBytes, "max-node-B/write")
-			b.ReportMetric(r.MeanMsgs, "mean-node-msgs/write")
-			b.ReportMetric(r.MeanBytes, "mean-node-B/write")
-			b.ReportMetric(r.AEBytesPerRound, "ae-B/round")
-			b.ReportMetric(r.IdleAEBytesPerRound, "insync-ae-B/round")
-		})
+	for _, mode := range modes {
+		for _, n := range sizes(b) {
+			b.Run(fmt.Sprintf("writes/%s/nodes=%d", mode.name, n), func(b *testing.B) {
+				cfg := scaletest.Config()
+				cfg.Fanout = mode.fanout
+				var r scaletest.Result
+				for range b.N {
+					r = scaletest.Writes(b, scaletest.Options{Nodes: n, Writes: 200, Config: cfg})
+				}
+				b.Log(r)
+				b.ReportMetric(float64(r.Reached)/float64(r.Writes), "reached")
+				b.ReportMetric(r.P50.Seconds()*1000, "p50-ms")
+				b.ReportMetric(r.P99.Seconds()*1000, "p99-ms")
+				b.ReportMetric(r.WriterMsgs, "writer-msgs/write")
+				b.ReportMetric(r.WriterBytes, "writer-B/write")
+				b.ReportMetric(r.MaxMsgs, "max-node-msgs/write")
+				b.ReportMetric(r.MaxBytes, "max-node-B/write")
+				b.ReportMetric(r.MeanMsgs, "mean-node-msgs/write")
+				b.ReportMetric(r.MeanBytes, "mean-node-B/write")
+				b.ReportMetric(r.AEBytesPerRound, "ae-B/round")
+				b.ReportMetric(r.IdleAEBytesPerRound, "insync-ae-B/round")
+			})
+		}
 	}
 	b.Run("catch-up/objects=100000", func(b *testing.B) {
 		var r scaletest.CatchUpResult
