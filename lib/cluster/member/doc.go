@@ -59,7 +59,11 @@
 // A full round runs with a random live peer every AntiEntropyInterval (it
 // leaves writes younger than a second alone: they are still on their way by
 // push) and with a peer whose pushes failed; a pull-only round runs with one
-// of the members that just joined. No message exceeds 256 KB and none
+// of the members that just joined. A member streams the records a peer lacks
+// (msgRecords) to it one stream at a time: a round that finds one under way
+// leaves those records to the next round, so a new member's catch-up is sent
+// once, not once per round that comes while it runs (pull answers always
+// go). No message exceeds 256 KB and none
 // travels by UDP gossip; memberlist's push/pull state carries nothing of ours.
 //
 // Every message starts with a one-byte type; election messages are JSON (few
