@@ -288,3 +288,59 @@ func CatchUp(tb testing.TB, objects int, opts Options) CatchUpResult {
 	res.Bytes = read(tb, holder.Member).aeBytes - before.aeBytes + read(tb, n.Member).aeBytes
 	return res
 }
+
+// RepairResult is what OneRecordRepair measured.
+type RepairResult struct {
+	Objects int
+	// Took is from the difference until the second member holds the record.
+	Took time.Duration
+	// Bytes and Rounds are what anti-entropy sent (both members) and the
+	// rounds they started meanwhile, in-sync ones included.
+	Bytes  float64
+	Rounds float64
+}
+
+// String is the result as one log line.
+func (r RepairResult) String() string {
+	return fmt.Sprintf("objects=%d took=%.0fms ae=%.0f B in %.0f rounds", r.Objects, ms(r.Took), r.Bytes, r.Rounds)
+}
+
+// OneRecordRepair starts two members holding the same objects objects,
+// gives the first one record the second lacks (applied as if received from
+// a third member, so it is neither pushed nor relayed) and measures what
+// anti-entropy sends until the second holds it.
+func OneRecordRepair(tb testing.TB, objects int, opts Options) RepairResult {
+	tb.Helper()
+	opts = opts.withDefaults()
+	opts.Nodes = 2
+	c := Start(tb, opts)
+	payload := strings.Repeat("x", opts.Payload)
+	for i := range objects {
+		_, err := c.Nodes[i%2].Store.Put(object(fmt.Sprintf("obj-%06d", i), payload), store.PutOptions{})
+		require.NoError(tb, err)
+	}
+	c.WaitConverged(time.Minute)
+
+	ghost, err := store.Open(store.Config{InMemory: true, NodeID: "ghost", GCInterval: -1}, nil)
+	require.NoError(tb, err)
+	defer func() { _ = ghost.Close() }()
+	rec, err := ghost.Put(object("the-difference", payload), store.PutOptions{})
+	require.NoError(tb, err)
+
+	before := readAll(tb, c.Nodes)
+	start := time.Now()
+	ok, err := c.Nodes[0].Store.Apply(rec)
+	require.NoError(tb, err)
+	require.True(tb, ok)
+	require.Eventually(tb, func() bool {
+		_, err := c.Nodes[1].Store.Get(rec.Kind, rec.Name)
+		return err == nil
+	}, time.Minute, time.Millisecond)
+	res := RepairResult{Objects: objects, Took: time.Since(start)}
+	after := readAll(tb, c.Nodes)
+	for i := range after {
+		res.Bytes += after[i].aeBytes - before[i].aeBytes
+		res.Rounds += after[i].aeRounds - before[i].aeRounds
+	}
+	return res
+}

@@ -13,8 +13,9 @@ import (
 	"github.com/hf-fleet/hf/lib/cluster/member/scaletest"
 )
 
-// TestScaleShort: on 10 members every write reaches every member and a new
-// member catches up with 10,000 objects. The figures are logged, never
+// TestScaleShort: on 10 members every write reaches every member, a record
+// one member lacks is repaired, and a new member catches up with 10,000
+// objects. The figures are logged, never
 // asserted.
 func TestScaleShort(t *testing.T) {
 	if testing.Short() {
@@ -24,6 +25,10 @@ func TestScaleShort(t *testing.T) {
 		r := scaletest.Writes(t, scaletest.Options{Nodes: 10, Writes: 50})
 		t.Log(r)
 		assert.Equal(t, r.Writes, r.Reached, "every write reaches every member")
+	})
+	t.Run("one-record repair", func(t *testing.T) {
+		r := scaletest.OneRecordRepair(t, 1000, scaletest.Options{})
+		t.Log(r)
 	})
 	t.Run("catch-up", func(t *testing.T) {
 		r := scaletest.CatchUp(t, 10000, scaletest.Options{})
@@ -85,6 +90,16 @@ func BenchmarkScale(b *testing.B) {
 			})
 		}
 	}
+	b.Run("repair/objects=10000", func(b *testing.B) {
+		var r scaletest.RepairResult
+		for range b.N {
+			r = scaletest.OneRecordRepair(b, 10000, scaletest.Options{})
+		}
+		b.Log(r)
+		b.ReportMetric(r.Bytes, "ae-B")
+		b.ReportMetric(r.Rounds, "rounds")
+		b.ReportMetric(r.Took.Seconds()*1000, "repair-ms")
+	})
 	b.Run("catch-up/objects=100000", func(b *testing.B) {
 		var r scaletest.CatchUpResult
 		for range b.N {
