@@ -3,6 +3,7 @@ package scaletest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -343,4 +344,90 @@ func OneRecordRepair(tb testing.TB, objects int, opts Options) RepairResult {
 		res.Rounds += after[i].aeRounds - before[i].aeRounds
 	}
 	return res
+}
+
+// DeadResult is what DeadMember measured.
+type DeadResult struct {
+	Nodes int
+	// Writes made right after the kill, and how many reached every live
+	// member within Within; their write-to-all-live latencies.
+	Writes, Reached int
+	P50, P99        time.Duration
+	// Detect is from the kill until every live member has declared the
+	// victim dead.
+	Detect time.Duration
+}
+
+// String is the result as one log line.
+func (r DeadResult) String() string {
+	return fmt.Sprintf("nodes=%d writes=%d reached=%d p50=%.1fms p99=%.1fms detect=%.1fs",
+		r.Nodes, r.Writes, r.Reached, ms(r.P50), ms(r.P99), r.Detect.Seconds())
+}
+
+// DeadMember starts a fleet, kills the writer's first child in its
+// dissemination tree (so the writes must go around it), makes opts.Writes
+// writes at once and measures how long each takes to reach every live
+// member, then how long the fleet takes to declare the victim dead. On
+// loopback a dial to the dead member is refused at once; across hosts it
+// would time out, which this does not measure.
+func DeadMember(tb testing.TB, opts Options) DeadResult {
+	tb.Helper()
+	opts = opts.withDefaults()
+	c := Start(tb, opts)
+	names := c.RunningNames()
+	slices.Sort(names)
+	writer := c.Nodes[0]
+	victim := c.Index(names[1]) // n0 sorts first: names[1] is its first child
+	c.Kill(victim)
+	killed := time.Now()
+	victimName := c.Nodes[victim].Name
+
+	live := c.Running()
+	res := DeadResult{Nodes: opts.Nodes, Writes: opts.Writes}
+	payload := strings.Repeat("x", opts.Payload)
+	var lat []time.Duration
+	for i := range opts.Writes {
+		name := fmt.Sprintf("dead-%d", i)
+		start := time.Now()
+		_, err := writer.Store.Put(object(name, payload), store.PutOptions{})
+		require.NoError(tb, err)
+		reached := pollUntil(opts.Within, func() bool {
+			for _, n := range live {
+				if _, err := n.Store.Get(types.KindMachineClaim, name); err != nil {
+					return false
+				}
+			}
+			return true
+		})
+		if reached {
+			res.Reached++
+			lat = append(lat, time.Since(start))
+		}
+	}
+	res.P50, res.P99 = stats.Percentile(lat, 50), stats.Percentile(lat, 99)
+	require.Eventually(tb, func() bool {
+		for _, n := range live {
+			if slices.Contains(n.Member.Members(), victimName) {
+				return false
+			}
+		}
+		return true
+	}, 5*time.Minute, 10*time.Millisecond, "%s never declared dead", victimName)
+	res.Detect = time.Since(killed)
+	return res
+}
+
+// pollUntil polls cond every millisecond until it holds (true) or
+// within has passed (false).
+func pollUntil(within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -25,6 +26,15 @@ func TestScaleShort(t *testing.T) {
 		r := scaletest.Writes(t, scaletest.Options{Nodes: 10, Writes: 50})
 		t.Log(r)
 		assert.Equal(t, r.Writes, r.Reached, "every write reaches every member")
+	})
+	t.Run("dead member", func(t *testing.T) {
+		// Ten members cope with quicker failure detection than the big
+		// fleets' (the race detector's timings of membertest.FastConfig).
+		cfg := scaletest.Config()
+		cfg.ProbeInterval, cfg.ProbeTimeout, cfg.SuspicionMult = 500*time.Millisecond, 400*time.Millisecond, 4
+		r := scaletest.DeadMember(t, scaletest.Options{Nodes: 10, Writes: 10, Config: cfg})
+		t.Log(r)
+		assert.Equal(t, r.Writes, r.Reached, "writes go around the dead member")
 	})
 	t.Run("one-record repair", func(t *testing.T) {
 		r := scaletest.OneRecordRepair(t, 1000, scaletest.Options{})
@@ -89,6 +99,19 @@ func BenchmarkScale(b *testing.B) {
 				b.ReportMetric(r.IdleAEBytesPerRound, "insync-ae-B/round")
 			})
 		}
+	}
+	for _, n := range sizes(b) {
+		b.Run(fmt.Sprintf("dead-member/nodes=%d", n), func(b *testing.B) {
+			var r scaletest.DeadResult
+			for range b.N {
+				r = scaletest.DeadMember(b, scaletest.Options{Nodes: n, Writes: 20})
+			}
+			b.Log(r)
+			b.ReportMetric(float64(r.Reached)/float64(r.Writes), "reached")
+			b.ReportMetric(r.P50.Seconds()*1000, "p50-ms")
+			b.ReportMetric(r.P99.Seconds()*1000, "p99-ms")
+			b.ReportMetric(r.Detect.Seconds(), "detect-s")
+		})
 	}
 	b.Run("repair/objects=10000", func(b *testing.B) {
 		var r scaletest.RepairResult
