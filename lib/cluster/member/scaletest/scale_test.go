@@ -100,18 +100,22 @@ func BenchmarkScale(b *testing.B) {
 			})
 		}
 	}
-	for _, n := range sizes(b) {
-		b.Run(fmt.Sprintf("dead-member/nodes=%d", n), func(b *testing.B) {
-			var r scaletest.DeadResult
-			for range b.N {
-				r = scaletest.DeadMember(b, scaletest.Options{Nodes: n, Writes: 20})
-			}
-			b.Log(r)
-			b.ReportMetric(float64(r.Reached)/float64(r.Writes), "reached")
-			b.ReportMetric(r.P50.Seconds()*1000, "p50-ms")
-			b.ReportMetric(r.P99.Seconds()*1000, "p99-ms")
-			b.ReportMetric(r.Detect.Seconds(), "detect-s")
-		})
+	for _, mode := range modes {
+		for _, n := range sizes(b) {
+			b.Run(fmt.Sprintf("dead-member/%s/nodes=%d", mode.name, n), func(b *testing.B) {
+				cfg := scaletest.Config()
+				cfg.Fanout = mode.fanout
+				var r scaletest.DeadResult
+				for range b.N {
+					r = scaletest.DeadMember(b, scaletest.Options{Nodes: n, Writes: 20, Config: cfg})
+				}
+				b.Log(r)
+				b.ReportMetric(float64(r.Reached)/float64(r.Writes), "reached")
+				b.ReportMetric(r.P50.Seconds()*1000, "p50-ms")
+				b.ReportMetric(r.P99.Seconds()*1000, "p99-ms")
+				b.ReportMetric(r.Detect.Seconds(), "detect-s")
+			})
+		}
 	}
 	b.Run("repair/objects=10000", func(b *testing.B) {
 		var r scaletest.RepairResult
