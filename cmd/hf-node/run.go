@@ -144,6 +144,7 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 		GossipInterval: timings.GossipInterval, ProbeInterval: timings.ProbeInterval,
 		ProbeTimeout: timings.ProbeTimeout, SuspicionMult: timings.SuspicionMult,
 		RejoinInterval: cfg.Cluster.RejoinInterval, AntiEntropyInterval: cfg.Cluster.AntiEntropyInterval,
+		Fanout: cfg.Cluster.Fanout,
 		// node is set before Start, the first time these can be called.
 		OnMessage:    func(m cluster.Message) { node.Deliver(m) },
 		OnMembership: func() { node.MembershipChanged() },

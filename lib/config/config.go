@@ -184,6 +184,12 @@ type ClusterConfig struct {
 	// AntiEntropyInterval is how often a node exchanges digests with a peer to
 	// repair what gossip missed. Default: 30s.
 	AntiEntropyInterval time.Duration `mapstructure:"anti_entropy_interval" yaml:"anti_entropy_interval"`
+	// Fanout is how many peers a write is sent to by its writer and by each
+	// node that relays it (a tree over the live members rooted at the
+	// writer), so a write costs each node at most Fanout sends whatever the
+	// cluster's size; -1 sends every write from its writer to every peer.
+	// Default: 3.
+	Fanout int `mapstructure:"fanout" yaml:"fanout"`
 }
 
 // KeyBytes decodes Key; nil when Key is empty.
@@ -313,6 +319,7 @@ const (
 	DefaultProfile             = ProfileLAN
 	DefaultRejoinInterval      = 10 * time.Second
 	DefaultAntiEntropyInterval = 30 * time.Second
+	DefaultFanout              = 3
 	DefaultPlacement           = PlacementPack
 	DefaultBindTimeout         = 5 * time.Minute
 	DefaultOfferTimeout        = 2 * time.Second
@@ -344,6 +351,7 @@ func defaults(dataDir string) Config {
 			Profile:             DefaultProfile,
 			RejoinInterval:      DefaultRejoinInterval,
 			AntiEntropyInterval: DefaultAntiEntropyInterval,
+			Fanout:              DefaultFanout,
 		},
 		Scheduler: SchedulerConfig{
 			Placement:          DefaultPlacement,

@@ -240,6 +240,8 @@ func TestValidate(t *testing.T) {
 		{"bind timeout", func(c *config.Config) { c.Scheduler.BindTimeout = 0 }, "scheduler.bind_timeout"},
 		{"gc interval", func(c *config.Config) { c.Store.GCInterval = -time.Second }, "store.gc_interval"},
 		{"suspicion mult", func(c *config.Config) { c.Cluster.SuspicionMult = -1 }, "cluster.suspicion_mult"},
+		{"fanout zero", func(c *config.Config) { c.Cluster.Fanout = 0 }, "cluster.fanout"},
+		{"fanout below -1", func(c *config.Config) { c.Cluster.Fanout = -2 }, "cluster.fanout"},
 		{"empty join entry", func(c *config.Config) { c.Cluster.Join = []string{""} }, "cluster.join[0]"},
 		{"driver name", func(c *config.Config) { c.Drivers = []config.DriverConfig{{Name: "Docker"}} }, "drivers[0].name"},
 		{"duplicate instance", func(c *config.Config) {

@@ -69,6 +69,7 @@ func wantDefaults() config.Config {
 			SuspicionMult:       4,
 			RejoinInterval:      10 * time.Second,
 			AntiEntropyInterval: 30 * time.Second,
+			Fanout:              3,
 		},
 		Scheduler: config.SchedulerConfig{
 			Placement:          config.PlacementPack,
@@ -160,6 +161,7 @@ func TestLoadFileRoundTrip(t *testing.T) {
 			SuspicionMult:       5,
 			RejoinInterval:      time.Minute,
 			AntiEntropyInterval: 2 * time.Minute,
+			Fanout:              5,
 		},
 		Scheduler: config.SchedulerConfig{
 			Placement:          config.PlacementSpread,

@@ -182,6 +182,9 @@ func (c *ClusterConfig) validate(p *problems) {
 	}
 	positive(p, "cluster.rejoin_interval", c.RejoinInterval)
 	positive(p, "cluster.anti_entropy_interval", c.AntiEntropyInterval)
+	if c.Fanout < -1 || c.Fanout == 0 {
+		p.addf("cluster.fanout", "must be at least 1, or -1 (every write to every peer), got %d", c.Fanout)
+	}
 }
 
 func (s *SchedulerConfig) validate(p *problems) {

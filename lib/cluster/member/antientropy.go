@@ -52,6 +52,8 @@ type antiEntropy struct {
 	all     bool            // every live peer needs a full round
 	rounds  map[uint64]*round
 	roundID uint64
+	// streaming marks the peers an msgRecords stream (sendKeys) goes to.
+	streaming map[string]bool
 
 	snapMu sync.Mutex
 	snap   *snapshot
@@ -82,7 +84,33 @@ func newAntiEntropy(m *Member) *antiEntropy {
 		joins:  map[string]bool{},
 		full:   map[string]bool{},
 		rounds: map[uint64]*round{},
+
+		streaming: map[string]bool{},
 	}
+}
+
+// beginStream claims the one unasked-for record stream (msgRecords) to
+// peer; false when one is under way. Pull answers are never held back: the
+// peer asked for those keys, and a round after a join must finish at once.
+// Rounds come every interval from both sides, and a new member's
+// catch-up takes several: without this each of them would send the same
+// records again while the first stream is still going (measured: 100,000
+// objects took six times their size). What a skipped stream would have
+// carried, the next round finds still missing.
+func (a *antiEntropy) beginStream(peer string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.streaming[peer] {
+		return false
+	}
+	a.streaming[peer] = true
+	return true
+}
+
+func (a *antiEntropy) endStream(peer string) {
+	a.mu.Lock()
+	delete(a.streaming, peer)
+	a.mu.Unlock()
 }
 
 func (a *antiEntropy) wake() {
@@ -192,7 +220,7 @@ func (a *antiEntropy) run(ctx context.Context, t target) {
 	if t.periodic {
 		req.InFlight = store.HLCFromTime(time.Now().Add(-inFlightGrace))
 	}
-	if err := m.sendNow(t.peer, encodeDigestReq(req)); err != nil {
+	if err := m.sendNow(t.peer, classAntiEntropy, encodeDigestReq(req)); err != nil {
 		m.metrics.rounds.WithLabelValues("failed").Inc()
 		m.log.Debug("anti-entropy round failed", "peer", t.peer, "err", err)
 		return
@@ -223,7 +251,7 @@ func (a *antiEntropy) run(ctx context.Context, t target) {
 		}
 	}
 	for _, page := range pageKeys(pull, batchBytes) {
-		if err := m.sendNow(t.peer, encodePullReq(pullReq{Round: id, From: m.cfg.Name, Keys: page})); err != nil {
+		if err := m.sendNow(t.peer, classAntiEntropy, encodePullReq(pullReq{Round: id, From: m.cfg.Name, Keys: page})); err != nil {
 			m.log.Debug("anti-entropy pull failed", "peer", t.peer, "err", err)
 			break
 		}
@@ -376,7 +404,7 @@ func (a *antiEntropy) answerDigest(ctx context.Context, req digestReq) error {
 	pages := pageEntries(entries, batchBytes)
 	for i, p := range pages {
 		resp := digestResp{Round: req.Round, From: m.cfg.Name, Page: i, Pages: len(pages), Buckets: buckets, Entries: p}
-		if err := m.sendNow(req.From, encodeDigestResp(resp)); err != nil {
+		if err := m.sendNow(req.From, classAntiEntropy, encodeDigestResp(resp)); err != nil {
 			return err
 		}
 	}
@@ -390,12 +418,23 @@ func (a *antiEntropy) answerDigest(ctx context.Context, req digestReq) error {
 
 // sendKeys sends the records of keys to peer as t messages of at most
 // batchBytes, one after the other (the stream's pace bounds the memory), and
-// returns how many it sent. A live record is read back from the store (it may
+// returns how many it sent; msgRecords are not sent while another such
+// stream to peer is under way (beginStream). A live record is read back from the store (it may
 // have changed since snap: then the newer version goes); a tombstone comes
 // from snap unless a live record replaced it. A key deleted since snap is
 // skipped: its tombstone is newer than snap and travels on its own.
 func (a *antiEntropy) sendKeys(ctx context.Context, peer string, t msgType, snap *snapshot, keys []Key) (int, error) {
 	m := a.m
+	if len(keys) == 0 {
+		return 0, nil
+	}
+	if t == msgRecords {
+		if !a.beginStream(peer) {
+			m.log.Debug("records not sent, a stream to the peer is under way", "peer", peer, "records", len(keys))
+			return 0, nil
+		}
+		defer a.endStream(peer)
+	}
 	var (
 		batch []store.Record
 		size  int
@@ -405,7 +444,7 @@ func (a *antiEntropy) sendKeys(ctx context.Context, peer string, t msgType, snap
 		if len(batch) == 0 {
 			return nil
 		}
-		if err := m.sendNow(peer, encodeRecords(t, m.cfg.Name, batch)); err != nil {
+		if err := m.sendNow(peer, classAntiEntropy, encodeRecords(t, m.cfg.Name, batch)); err != nil {
 			return err
 		}
 		sent += len(batch)

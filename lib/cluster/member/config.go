@@ -76,6 +76,13 @@ type Config struct {
 	// random live peer (default 30s). Rounds also run right after a member
 	// joins and when pushes were lost.
 	AntiEntropyInterval time.Duration
+	// Fanout is how many peers a write is sent to by its writer and by each
+	// member that relays it, along a k-ary tree over the live members rooted
+	// at the writer (treeChildren): a write costs each member at most Fanout
+	// sends however large the cluster, and reaches N members in about
+	// log_Fanout(N) hops. Zero means DefaultFanout; a negative value sends
+	// every write from its writer straight to every live peer (no relays).
+	Fanout int
 	// ReclaimAfter is how long a dead member's name stays bound to its old
 	// address: after that the name may come back from another address
 	// (memberlist DeadNodeReclaimTime; default 10s). A member that left
@@ -131,6 +138,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.AntiEntropyInterval <= 0 {
 		cfg.AntiEntropyInterval = DefaultAntiEntropyInterval
+	}
+	if cfg.Fanout == 0 {
+		cfg.Fanout = DefaultFanout
 	}
 	if cfg.ReclaimAfter <= 0 {
 		cfg.ReclaimAfter = DefaultReclaimAfter

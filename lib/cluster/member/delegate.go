@@ -55,7 +55,7 @@ func (m *Member) dispatch(buf []byte) {
 			return
 		}
 		m.inbox.Push(msg)
-	case msgRecords, msgPullResp:
+	case msgRecords, msgPush, msgPullResp:
 		m.applyQ.Push(append([]byte(nil), buf...))
 	case msgDigestReq, msgPullReq:
 		m.aeQ.Push(append([]byte(nil), buf...))

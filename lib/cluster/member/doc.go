@@ -21,13 +21,26 @@
 //	             |
 //	             store.Watch (own writes: Version.Node == A)
 //	             v
-//	pusher: coalesce ~1 ms ---> one queue + sender per live peer
-//	        (a watch resync ->      | sends what queued while its last message
-//	         anti-entropy with      | was in flight as one batch <= 240 KB
-//	         every peer)            | (a failed send -> anti-entropy with it)
+//	pusher: coalesce ~1 ms ---> one queue + sender per peer, for A's
+//	        (a watch resync ->      | children in A's tree (Fanout, default 3)
+//	         anti-entropy with      | sends what queued while its last message
+//	         every peer)            | was in flight as one batch <= 240 KB
+//	                                | (a failed send -> anti-entropy with it,
+//	                                |  and the batch to its children instead)
 //	                                v
-//	                          msgRecords, reliable send ---> peer: store.Apply
-//	                                                         (higher version wins)
+//	                          msgPush, reliable send ---> peer: store.Apply
+//	                                                      (higher version wins)
+//	                                                      what was new here ->
+//	                                                      its children in A's tree
+//
+// Dissemination follows a k-ary tree over the live members in name order,
+// rotated so the writer is its root (treeChildren): the writer sends to k
+// members, each relays what was new to it to its own k children, so a write
+// costs every member at most k sends whatever the cluster's size and reaches
+// N members in about log_k(N) hops. A record already held is not relayed
+// again (the store's version is the seen set). Where two members' views of
+// the membership differ for a moment, a member may be skipped: anti-entropy
+// repairs it.
 //
 // Anti-entropy repairs what pushes missed (a peer down or partitioned, a
 // dropped queue). A digest buckets every record, tombstones included, by
@@ -46,7 +59,11 @@
 // A full round runs with a random live peer every AntiEntropyInterval (it
 // leaves writes younger than a second alone: they are still on their way by
 // push) and with a peer whose pushes failed; a pull-only round runs with one
-// of the members that just joined. No message exceeds 256 KB and none
+// of the members that just joined. A member streams the records a peer lacks
+// (msgRecords) to it one stream at a time: a round that finds one under way
+// leaves those records to the next round, so a new member's catch-up is sent
+// once, not once per round that comes while it runs (pull answers always
+// go). No message exceeds 256 KB and none
 // travels by UDP gossip; memberlist's push/pull state carries nothing of ours.
 //
 // Every message starts with a one-byte type; election messages are JSON (few

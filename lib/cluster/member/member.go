@@ -368,7 +368,9 @@ func (m *Member) sayLeaving(ctx context.Context, ml *memberlist.Memberlist) {
 			defer wg.Done()
 			if err := ml.SendReliable(node, buf); err != nil {
 				m.log.Debug("leaving note not sent", "peer", p, "err", err)
+				return
 			}
+			m.metrics.sent(classLeaving, len(buf))
 		}) {
 			wg.Done()
 		}
@@ -463,7 +465,7 @@ func (m *Member) Send(ctx context.Context, msg wire.Message) error {
 	if err != nil {
 		return err
 	}
-	if err := m.sendTo(ctx, msg.To, buf); err != nil {
+	if err := m.sendTo(ctx, msg.To, classElection, buf); err != nil {
 		return fmt.Errorf("send message %d to %s: %w", msg.Type, msg.To, err)
 	}
 	m.log.Debug("message sent", "peer", msg.To, "claim", msg.Claim, "round", msg.Round)
@@ -473,12 +475,12 @@ func (m *Member) Send(ctx context.Context, msg wire.Message) error {
 // sendTo sends buf to the live member peer by reliable stream, with ctx
 // bounding the wait: the send runs on an I/O goroutine and, when ctx ends
 // first, finishes in the background.
-func (m *Member) sendTo(ctx context.Context, peer string, buf []byte) error {
+func (m *Member) sendTo(ctx context.Context, peer, class string, buf []byte) error {
 	if ctx.Done() == nil {
-		return m.sendNow(peer, buf)
+		return m.sendNow(peer, class, buf)
 	}
 	done := make(chan error, 1)
-	if !m.spawnIO(func(context.Context) { done <- m.sendNow(peer, buf) }) {
+	if !m.spawnIO(func(context.Context) { done <- m.sendNow(peer, class, buf) }) {
 		return ErrNotRunning
 	}
 	select {
@@ -490,8 +492,9 @@ func (m *Member) sendTo(ctx context.Context, peer string, buf []byte) error {
 }
 
 // sendNow sends buf to the live member peer by reliable stream, on the
-// caller's goroutine. memberlist dials a fresh TCP connection per message.
-func (m *Member) sendNow(peer string, buf []byte) error {
+// caller's goroutine, and counts it under class once sent. memberlist dials
+// a fresh TCP connection per message.
+func (m *Member) sendNow(peer, class string, buf []byte) error {
 	ml, err := m.memberlist()
 	if err != nil {
 		return err
@@ -500,7 +503,11 @@ func (m *Member) sendNow(peer string, buf []byte) error {
 	if !ok {
 		return ErrNotMember
 	}
-	return ml.SendReliable(node, buf)
+	if err := ml.SendReliable(node, buf); err != nil {
+		return err
+	}
+	m.metrics.sent(class, len(buf))
+	return nil
 }
 
 // inboxLoop hands election messages to OnMessage, one at a time.

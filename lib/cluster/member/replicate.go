@@ -23,9 +23,11 @@ const batchBytes = maxMessageBytes - 16<<10
 // costs memory once, not forever.
 const maxPendingBytes = 16 << 20
 
-// pushLoop watches the store and pushes this node's own writes to every live
-// peer in batches. Records this node received are not pushed again: their
-// writer pushed them, and anti-entropy repairs what it missed. On
+// pushLoop watches the store and pushes this node's own writes to its
+// children in its dissemination tree (broadcast), in batches. Records this
+// node received are not pushed from here: applyMessage relays those that
+// came by push and were new (relay), and anti-entropy repairs what the tree
+// missed. On
 // EventResync (the watch fell behind and dropped events) it asks for an
 // anti-entropy round with every peer, so no write is lost silently. When ctx
 // ends it sends what it holds and what the watch has already delivered.
@@ -99,13 +101,65 @@ func (m *Member) pushLoop(ctx context.Context, events <-chan store.Event) {
 	}
 }
 
-// broadcast queues batch for every live peer.
+// broadcast queues batch, this node's own writes, for its children in its
+// own dissemination tree (every live peer when Fanout is negative).
 func (m *Member) broadcast(batch []store.Record) {
 	peers := m.table.peers()
+	if m.cfg.Fanout > 0 {
+		peers = treeChildren(peers, m.cfg.Name, m.cfg.Name, m.cfg.Fanout)
+	}
 	for _, p := range peers {
 		m.senders.enqueue(p, batch)
 	}
 	m.log.Debug("records queued", "records", len(batch), "peers", len(peers))
+}
+
+// bypass queues records that could not be sent to peer for peer's children
+// in each record's writer's tree, so that one unreachable member does not cut
+// its subtree off until anti-entropy (which repairs peer itself). A child
+// that fails in turn is bypassed the same way, down to the leaves.
+func (m *Member) bypass(peer string, recs []store.Record) {
+	if m.cfg.Fanout <= 0 || len(recs) == 0 {
+		return
+	}
+	live := m.table.peers()
+	for root, group := range groupByWriter(recs) {
+		for _, c := range treeChildren(live, root, peer, m.cfg.Fanout) {
+			if c != m.cfg.Name && c != root {
+				m.senders.enqueue(c, group)
+			}
+		}
+	}
+}
+
+// groupByWriter groups records by their writer (Version.Node): the root of
+// their dissemination tree.
+func groupByWriter(recs []store.Record) map[string][]store.Record {
+	out := map[string][]store.Record{}
+	for _, r := range recs {
+		out[r.Version.Node] = append(out[r.Version.Node], r)
+	}
+	return out
+}
+
+// relay queues the pushed records that were new here for this node's
+// children in each one's writer's tree. A record that was not new here is
+// not relayed: this node had it already, from another path or an older
+// round, and relayed it then. The sender and the writer are never sent to.
+func (m *Member) relay(from string, recs []store.Record) {
+	if m.cfg.Fanout <= 0 || len(recs) == 0 {
+		return
+	}
+	live := m.table.peers()
+	for root, group := range groupByWriter(recs) {
+		for _, c := range treeChildren(live, root, m.cfg.Name, m.cfg.Fanout) {
+			if c == from || c == root {
+				continue
+			}
+			m.senders.enqueue(c, group)
+			m.metrics.relayed.Add(float64(len(group)))
+		}
+	}
 }
 
 // senders keeps one queue of records per peer and one goroutine per
@@ -230,8 +284,8 @@ func (s *senders) run(ctx context.Context, peer string, q *peerQueue) {
 		if batch == nil {
 			return
 		}
-		buf := encodeRecords(msgRecords, s.m.cfg.Name, batch)
-		err := s.m.sendNow(peer, buf)
+		buf := encodeRecords(msgPush, s.m.cfg.Name, batch)
+		err := s.m.sendNow(peer, classPush, buf)
 		if err == nil {
 			s.m.metrics.pushed.Add(float64(len(batch)))
 			s.m.log.Debug("records pushed", "peer", peer, "records", len(batch), "bytes", len(buf))
@@ -239,13 +293,14 @@ func (s *senders) run(ctx context.Context, peer string, q *peerQueue) {
 		}
 		s.m.metrics.pushFailed.Inc()
 		s.mu.Lock()
-		dropped := len(q.recs)
+		lost := append(batch, q.recs...)
 		q.reset()
 		s.mu.Unlock()
-		s.m.log.Debug("push failed, peer left to anti-entropy", "peer", peer, "dropped", dropped+len(batch), "err", err)
+		s.m.log.Debug("push failed, peer left to anti-entropy", "peer", peer, "dropped", len(lost), "err", err)
 		if !errors.Is(err, ErrNotMember) {
 			s.m.ae.want(peer)
 		}
+		s.m.bypass(peer, lost)
 	}
 }
 
@@ -289,6 +344,7 @@ func (m *Member) applyMessage(buf []byte) {
 		return
 	}
 	applied := 0
+	var fresh []store.Record // pushed records new here, to relay
 	for _, r := range msg.Records {
 		ok, err := m.st.Apply(r)
 		switch {
@@ -298,8 +354,12 @@ func (m *Member) applyMessage(buf []byte) {
 			m.log.Warn("apply record", "peer", msg.From, "kind", r.Kind, "name", r.Name, "err", err)
 		case ok:
 			applied++
+			if t == msgPush {
+				fresh = append(fresh, r)
+			}
 		}
 	}
+	m.relay(msg.From, fresh)
 	m.metrics.received.Add(float64(len(msg.Records)))
 	m.metrics.applied.Add(float64(applied))
 	m.log.Debug("records received", "type", t, "peer", msg.From, "records", len(msg.Records), "applied", applied)

@@ -23,9 +23,13 @@ type msgType byte
 const (
 	// msgElection carries a wire.Message (JSON: small and rare).
 	msgElection msgType = 1
-	// msgRecords is a replication batch: own writes pushed by the writer, or
-	// records an anti-entropy round found the peer lacking.
+	// msgRecords is a batch of records an anti-entropy round found the peer
+	// lacking (and, before relays, the writer's pushes). Never relayed.
 	msgRecords msgType = 8
+	// msgPush is a replication batch along the dissemination tree: writes
+	// pushed by their writer or relayed by a member on the way. The receiver
+	// relays what was new to it to its own children in each writer's tree.
+	msgPush msgType = 11
 	// msgDigestReq opens an anti-entropy round: the initiator's bucket hashes.
 	msgDigestReq msgType = 3
 	// msgDigestResp is one page of the responder's entries in the buckets
@@ -46,6 +50,8 @@ func (t msgType) String() string {
 		return "election"
 	case msgRecords:
 		return "records"
+	case msgPush:
+		return "push"
 	case msgDigestReq:
 		return "digest-request"
 	case msgDigestResp:
@@ -82,7 +88,7 @@ type Entry struct {
 	Sum     uint64
 }
 
-// recordsMsg is a batch of records (msgRecords and msgPullResp).
+// recordsMsg is a batch of records (msgRecords, msgPush and msgPullResp).
 type recordsMsg struct {
 	From    string
 	Records []store.Record
