@@ -69,7 +69,7 @@ func wantDefaults() config.Config {
 			SuspicionMult:       4,
 			RejoinInterval:      10 * time.Second,
 			AntiEntropyInterval: 30 * time.Second,
-			Fanout:              3,
+			Fanout:              -1,
 		},
 		Scheduler: config.SchedulerConfig{
 			Placement:          config.PlacementPack,
