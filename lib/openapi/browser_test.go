@@ -331,3 +331,16 @@ func TestDashboardFiles(t *testing.T) {
 		}
 	}
 }
+
+// One token holds at most maxTicketsPerToken unused tickets, so it cannot
+// keep other tokens from streaming; a used or expired ticket frees a place.
+func TestStreamTicketsPerToken(t *testing.T) {
+	e := newTestEnv(t)
+	for i := range maxTicketsPerToken {
+		require.Equal(t, http.StatusCreated, e.do("POST", "/api/v1/stream-tickets", aliceTok, nil).code, "ticket %d", i)
+	}
+	r := e.do("POST", "/api/v1/stream-tickets", aliceTok, nil)
+	assert.Equal(t, http.StatusTooManyRequests, r.code)
+	assert.Contains(t, r.errBody(t).Message, "per token")
+	assert.Equal(t, http.StatusCreated, e.do("POST", "/api/v1/stream-tickets", bobTok, nil).code, "another token has its own")
+}

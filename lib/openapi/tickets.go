@@ -22,8 +22,13 @@ import (
 // StreamTicketTTL is how long a stream ticket may wait to be used.
 const StreamTicketTTL = 30 * time.Second
 
-// maxTickets bounds the tickets waiting on one node; more get 429.
-const maxTickets = 10000
+// maxTickets bounds the tickets waiting on one node, and
+// maxTicketsPerToken those of one token (so one token cannot keep the
+// others from streaming); more get 429.
+const (
+	maxTickets         = 10000
+	maxTicketsPerToken = 64
+)
 
 const streamTicketsPath = "/stream-tickets"
 
@@ -52,7 +57,8 @@ func newTicketBook(now func() time.Time) *ticketBook {
 	return &ticketBook{now: now, byID: map[string]issuedTicket{}}
 }
 
-// issue makes a ticket for token; false when too many are waiting.
+// issue makes a ticket for token; false when too many are waiting, on the
+// node or for the token.
 func (b *ticketBook) issue(token string) (StreamTicket, bool) {
 	var raw [24]byte
 	_, _ = rand.Read(raw[:]) // crypto/rand never fails on Linux
@@ -60,12 +66,16 @@ func (b *ticketBook) issue(token string) (StreamTicket, bool) {
 	now := b.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	mine := 0
 	for k, t := range b.byID {
-		if !now.Before(t.expires) {
+		switch {
+		case !now.Before(t.expires):
 			delete(b.byID, k)
+		case t.token == token:
+			mine++
 		}
 	}
-	if len(b.byID) >= maxTickets {
+	if len(b.byID) >= maxTickets || mine >= maxTicketsPerToken {
 		return StreamTicket{}, false
 	}
 	exp := now.Add(StreamTicketTTL)
@@ -93,8 +103,8 @@ func (s *Server) createStreamTicket(c *gin.Context) {
 	t, ok := s.tickets.issue(c.GetString(tokenKey))
 	if !ok {
 		c.Header("Retry-After", strconv.Itoa(int(StreamTicketTTL.Seconds())))
-		s.writeErr(c, newErr(http.StatusTooManyRequests, CodeTooMany, "", "%d stream tickets wait on node %s, the most it keeps; retry when they expire",
-			maxTickets, s.cfg.NodeName))
+		s.writeErr(c, newErr(http.StatusTooManyRequests, CodeTooMany, "", "too many stream tickets wait on node %s (at most %d, %d per token); use one or retry when they expire",
+			s.cfg.NodeName, maxTickets, maxTicketsPerToken))
 		return
 	}
 	c.JSON(http.StatusCreated, t)
