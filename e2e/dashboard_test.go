@@ -205,6 +205,10 @@ spec: {machineTemplate: huge}
 	// The small claim's machine, with its node.
 	do(t, ctx, "machines", click(`#nav a[data-page="machines"]`), visible(`tr[data-machine]`))
 	shot(t, ctx, dir, "machines")
+	// Its output, fetched from its node through this one.
+	do(t, ctx, "machine output", click(`tr[data-machine] button.logs`), visible(`#machine-logs pre.logs`),
+		poll(`document.querySelector('#machine-logs pre.logs').textContent.includes('has no output of its own')`))
+	shot(t, ctx, dir, "machine-output")
 
 	// A pool made now fills while the page watches.
 	do(t, ctx, "pools page", click(`#nav a[data-page="sets"]`))

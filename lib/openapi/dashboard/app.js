@@ -19,6 +19,8 @@ const state = {
   claimFilter: { user: '', template: '', phase: '' },
   stream: null,
   retry: null,
+  // logs is the output shown under the machines: {machine, text}.
+  logs: null,
 };
 
 function emptyObjects() {
@@ -324,13 +326,48 @@ function endpoints(m) {
 }
 
 function machinesBody() {
-  return table(['Machine', 'Phase', 'Connect', 'Node', 'Driver', 'Claim', 'Template', 'Set', 'Age'],
+  const list = table(['Machine', 'Phase', 'Connect', 'Node', 'Driver', 'Claim', 'Template', 'Set', 'Age', ''],
     sorted('Machine').map((m) => h('tr', { 'data-machine': m.metadata.name },
       h('td', {}, m.metadata.name), h('td', {}, badge(m.status.phase), m.status.reason ? h('div', { class: 'reason' }, m.status.reason) : ''),
       h('td', {}, endpoints(m)), h('td', {}, m.spec.node || ''), h('td', {}, m.spec.driver || ''),
       h('td', {}, m.spec.claim || ''), h('td', {}, m.spec.machineTemplate || ''), h('td', {}, m.spec.machineSet || ''),
-      h('td', {}, ago(m.metadata.createdAt)))),
+      h('td', {}, ago(m.metadata.createdAt)),
+      h('td', {}, m.status.phase === 'Running'
+        ? h('button', { class: 'small logs', type: 'button', onclick: () => showLogs(m.metadata.name) }, 'Output') : ''))),
     staff() ? 'No machines.' : 'None of your claims holds a machine.');
+  if (!state.logs) return list;
+  return [list, h('section', { id: 'machine-logs', class: 'card', 'data-machine': state.logs.machine },
+    h('h2', {}, 'Output of ', state.logs.machine, ' (last ', LOG_TAIL, ' lines)'),
+    h('pre', { class: 'logs' }, state.logs.text))];
+}
+
+// LOG_TAIL is how many of a machine's last output lines the page shows.
+const LOG_TAIL = 200;
+
+// showLogs fetches a machine's output (from its node, through this one)
+// and shows it as text under the machines.
+async function showLogs(name) {
+  state.logs = { machine: name, text: 'loading…' };
+  renderBody();
+  let text;
+  try {
+    const res = await fetch(API + '/machines/' + encodeURIComponent(name) + '/logs?tail=' + LOG_TAIL,
+      { headers: { Authorization: 'Bearer ' + token() } });
+    text = await res.text();
+    if (!res.ok) {
+      let msg = 'HTTP ' + res.status;
+      try { msg = JSON.parse(text).error.message; } catch (e) { /* not the error shape */ }
+      text = 'No output: ' + msg;
+    } else if (!text) {
+      text = '(no output yet)';
+    }
+  } catch (e) {
+    text = 'No output: ' + e.message;
+  }
+  if (state.logs && state.logs.machine === name) {
+    state.logs.text = text;
+    renderBody();
+  }
 }
 
 function setsBody() {
@@ -412,7 +449,7 @@ function route() {
 function renderBody() {
   const body = $('body');
   if (!body || !state.me) return;
-  body.replaceChildren(pages[state.page].body());
+  body.replaceChildren(...[pages[state.page].body()].flat());
 }
 
 window.addEventListener('hashchange', route);
