@@ -108,6 +108,14 @@ func TestImageCluster(t *testing.T) {
 
 	tpl := "kind: MachineTemplate\nmetadata: {name: small}\nspec:\n  resources: {cpu: 1, ramGB: 1}\n  providerConfiguration: {test: {}}\n"
 	inContainer(t, ns+"-hf1", strings.NewReader(tpl), "hf-cli", "template", "create", "-f", "-")
+	// The cluster's token reaches the joined nodes by replication, a moment
+	// after they are Up.
+	for _, name := range []string{"hf2", "hf3"} {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			_, errOut, code := execIn(ns+"-"+name, nil, "hf-cli", "--token", token, "whoami")
+			assert.Equal(c, 0, code, "%s: %s", name, errOut)
+		}, 30*time.Second, 200*time.Millisecond)
+	}
 	inContainer(t, ns+"-hf3", nil, "hf-cli", "--token", token, "claim", "create", "c1", "--template", "small", "--wait", "--wait-timeout", "30s")
 	var claim types.MachineClaim
 	require.NoError(t, json.Unmarshal([]byte(inContainer(t, ns+"-hf2", nil, "hf-cli", "--token", token, "claim", "get", "c1", "-o", "json")), &claim))
