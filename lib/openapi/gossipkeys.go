@@ -45,9 +45,6 @@ func retire(kr Keyring, key []byte) error {
 // config: rotate it there.
 var ErrKeyringFixed = errors.New("this node's gossip key is set by cluster.key in its config: change it there")
 
-// KeyID names a gossip key without showing it (pki.KeyID).
-func KeyID(key []byte) string { return pki.KeyID(key) }
-
 // gossipKeysBody is the answer of the gossip-key routes.
 type gossipKeysBody struct {
 	Node    string   `json:"node"`
@@ -60,9 +57,9 @@ func (s *Server) gossipKeys() (gossipKeysBody, error) {
 	b := gossipKeysBody{Node: s.cfg.NodeName, Keys: []string{}}
 	for i, k := range keys {
 		if i == 0 {
-			b.Primary = KeyID(k)
+			b.Primary = pki.KeyID(k)
 		}
-		b.Keys = append(b.Keys, KeyID(k))
+		b.Keys = append(b.Keys, pki.KeyID(k))
 	}
 	return b, nil
 }
@@ -132,7 +129,7 @@ func (s *Server) changeGossipKeys(c *gin.Context) {
 		s.writeErr(c, badRequest("key", "%v", err))
 		return
 	}
-	s.log.Info("gossip keyring changed", "action", req.Action, "key", KeyID(key))
+	s.log.Info("gossip keyring changed", "action", req.Action, "key", pki.KeyID(key))
 	b, err := s.gossipKeys()
 	if err != nil {
 		s.writeErr(c, err)

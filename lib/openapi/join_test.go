@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/pki"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -137,7 +138,7 @@ func TestGossipKeyRotation(t *testing.T) {
 	b64 := base64.StdEncoding.EncodeToString
 	r := e.do("GET", "/api/v1/cluster/gossip-keys", adminTok, nil)
 	require.Equal(t, http.StatusOK, r.code)
-	assert.Equal(t, map[string]any{"node": "n1", "primary": KeyID(old), "keys": []any{KeyID(old)}}, r.obj(t))
+	assert.Equal(t, map[string]any{"node": "n1", "primary": pki.KeyID(old), "keys": []any{pki.KeyID(old)}}, r.obj(t))
 	assert.NotContains(t, string(r.body), b64(old))
 
 	step := func(action string, key []byte) response {
@@ -148,7 +149,7 @@ func TestGossipKeyRotation(t *testing.T) {
 	assert.Equal(t, http.StatusBadRequest, step("remove", old).code, "still in use")
 	r = step("use", next)
 	require.Equal(t, http.StatusOK, r.code)
-	assert.Equal(t, KeyID(next), r.obj(t)["primary"])
+	assert.Equal(t, pki.KeyID(next), r.obj(t)["primary"])
 	require.Equal(t, http.StatusOK, step("remove", old).code)
 	assert.Equal(t, [][]byte{next}, kr.Keys())
 	third := bytes.Repeat([]byte{3}, 32)

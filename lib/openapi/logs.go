@@ -1,6 +1,7 @@
 package openapi
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -33,16 +34,8 @@ var (
 // node passes the request on, with the caller's token). A user gets the
 // logs of their own machines only.
 func (s *Server) machineLogs(c *gin.Context) {
-	p := principal(c)
-	k := kindRoutes{s: s, kind: types.KindMachine}
-	_, obj, err := k.load(p, c.Param("name"))
-	if err != nil {
-		s.writeErr(c, err)
-		return
-	}
-	m := obj.(*types.Machine)
-	if !s.sight(p).boundTo(m.Metadata.Name) {
-		s.writeErr(c, notFound(types.KindMachine, m.Metadata.Name))
+	m, ok := s.callersMachine(c)
+	if !ok {
 		return
 	}
 	var opts drivers.LogOptions
@@ -71,7 +64,7 @@ func (s *Server) machineLogs(c *gin.Context) {
 		return
 	}
 	w := &flushWriter{c: c}
-	err = s.cfg.MachineLogs(c.Request.Context(), m.Metadata.Name, opts, w)
+	err := s.cfg.MachineLogs(c.Request.Context(), m.Metadata.Name, opts, w)
 	switch {
 	case err == nil:
 		if !w.started {
@@ -88,24 +81,56 @@ func (s *Server) machineLogs(c *gin.Context) {
 	}
 }
 
-// proxyLogs passes the request to the node that holds m.
-func (s *Server) proxyLogs(c *gin.Context, m *types.Machine) {
+// callersMachine loads the machine of the path as the caller may use it:
+// an admin or operator any, a user only one a claim of theirs is Bound to
+// now (404 otherwise, as for an object they cannot see).
+func (s *Server) callersMachine(c *gin.Context) (*types.Machine, bool) {
+	p := principal(c)
+	_, obj, err := kindRoutes{s: s, kind: types.KindMachine}.load(p, c.Param("name"))
+	if err != nil {
+		s.writeErr(c, err)
+		return nil, false
+	}
+	m := obj.(*types.Machine)
+	if !s.sight(p).boundTo(m.Metadata.Name) {
+		s.writeErr(c, notFound(types.KindMachine, m.Metadata.Name))
+		return nil, false
+	}
+	return m, true
+}
+
+// toMachineNode sends the request on to the node that holds m, with the
+// caller's token and more headers (pairs), and returns the answer; on an
+// error it has answered the client.
+func (s *Server) toMachineNode(c *gin.Context, m *types.Machine, ctx context.Context, hdr ...string) (*http.Response, bool) {
 	node, err := store.Get[types.Node](s.st, types.KindNode, m.Spec.Node)
 	if err != nil || node.Spec.APIAddress == "" || node.Status.Phase == types.NodeDown || s.cfg.PeerClient == nil {
 		s.writeErr(c, newErr(http.StatusServiceUnavailable, CodeUnavailable, "", "machine %q is on node %s, which cannot be reached from here", m.Metadata.Name, m.Spec.Node))
-		return
+		return nil, false
 	}
 	u := url.URL{Scheme: s.cfg.PeerScheme, Host: node.Spec.APIAddress, Path: c.Request.URL.Path, RawQuery: c.Request.URL.RawQuery}
-	req, err := http.NewRequestWithContext(c.Request.Context(), http.MethodGet, u.String(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		s.writeErr(c, err)
-		return
+		return nil, false
 	}
 	req.Header.Set("Authorization", c.GetHeader("Authorization"))
 	req.Header.Set(proxiedHeader, s.cfg.NodeName)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
 	res, err := s.cfg.PeerClient.Do(req)
 	if err != nil {
 		s.writeErr(c, newErr(http.StatusServiceUnavailable, CodeUnavailable, "", "node %s: %v", m.Spec.Node, err))
+		return nil, false
+	}
+	return res, true
+}
+
+// proxyLogs passes the request to the node that holds m.
+func (s *Server) proxyLogs(c *gin.Context, m *types.Machine) {
+	res, ok := s.toMachineNode(c, m, c.Request.Context())
+	if !ok {
 		return
 	}
 	defer res.Body.Close()

@@ -8,13 +8,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/hf-fleet/hf/lib/drivers"
-	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -37,15 +35,8 @@ func (s *Server) machineShell(c *gin.Context) {
 		s.writeErr(c, forbidden("", "shells are for the machine's user or an admin"))
 		return
 	}
-	k := kindRoutes{s: s, kind: types.KindMachine}
-	_, obj, err := k.load(p, c.Param("name"))
-	if err != nil {
-		s.writeErr(c, err)
-		return
-	}
-	m := obj.(*types.Machine)
-	if !s.sight(p).boundTo(m.Metadata.Name) {
-		s.writeErr(c, notFound(types.KindMachine, m.Metadata.Name))
+	m, ok := s.callersMachine(c)
+	if !ok {
 		return
 	}
 	if c.GetHeader("Upgrade") != ShellProtocol {
@@ -53,6 +44,7 @@ func (s *Server) machineShell(c *gin.Context) {
 		return
 	}
 	var opts drivers.ShellOptions
+	var err error
 	if v := c.Query("tty"); v != "" {
 		if opts.TTY, err = strconv.ParseBool(v); err != nil {
 			s.writeErr(c, badRequest("tty", "must be true or false, got %q", v))
@@ -122,24 +114,8 @@ func (h *hijacked) Read(p []byte) (int, error) { return h.r.Read(p) }
 // proxyShell opens the shell on the machine's node and splices the two
 // connections.
 func (s *Server) proxyShell(c *gin.Context, m *types.Machine) {
-	node, err := store.Get[types.Node](s.st, types.KindNode, m.Spec.Node)
-	if err != nil || node.Spec.APIAddress == "" || node.Status.Phase == types.NodeDown || s.cfg.PeerClient == nil {
-		s.writeErr(c, newErr(http.StatusServiceUnavailable, CodeUnavailable, "", "machine %q is on node %s, which cannot be reached from here", m.Metadata.Name, m.Spec.Node))
-		return
-	}
-	u := url.URL{Scheme: s.cfg.PeerScheme, Host: node.Spec.APIAddress, Path: c.Request.URL.Path, RawQuery: c.Request.URL.RawQuery}
-	req, err := http.NewRequestWithContext(context.WithoutCancel(c.Request.Context()), http.MethodGet, u.String(), nil)
-	if err != nil {
-		s.writeErr(c, err)
-		return
-	}
-	req.Header.Set("Authorization", c.GetHeader("Authorization"))
-	req.Header.Set(proxiedHeader, s.cfg.NodeName)
-	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", ShellProtocol)
-	res, err := s.cfg.PeerClient.Do(req)
-	if err != nil {
-		s.writeErr(c, newErr(http.StatusServiceUnavailable, CodeUnavailable, "", "node %s: %v", m.Spec.Node, err))
+	res, ok := s.toMachineNode(c, m, context.WithoutCancel(c.Request.Context()), "Connection", "Upgrade", "Upgrade", ShellProtocol)
+	if !ok {
 		return
 	}
 	if res.StatusCode != http.StatusSwitchingProtocols {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -248,13 +249,7 @@ func (w *describer) rows(rows [][]string) {
 
 // tree writes a JSON object as indented "key: value" lines.
 func (w *describer) tree(m map[string]any, indent string) {
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		switch v := m[k].(type) {
 		case map[string]any:
 			if len(v) == 0 {

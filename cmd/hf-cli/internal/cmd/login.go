@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -47,7 +48,7 @@ func runLogin(ctx context.Context, opts *loginOptions, endpoint string) error {
 	f := opts.f
 	// The endpoint, token and CA of this command, then the usual lookup
 	// (environment, the local node) for what they leave empty.
-	f.endpoint, f.token, f.caFile, f.profile = endpoint, cmpOr(opts.token, f.token), cmpOr(opts.caFile, f.caFile), ""
+	f.endpoint, f.token, f.caFile, f.profile = endpoint, cmp.Or(opts.token, f.token), cmp.Or(opts.caFile, f.caFile), ""
 	if f.token == "" && f.Getenv("HF_TOKEN") == "" && !(f.LocalToken != nil && isLoopback(endpoint) && localTokenOK(f)) {
 		fmt.Fprint(f.Err, "token: ")
 		line, err := bufio.NewReader(f.In).ReadString('\n')

@@ -4,6 +4,7 @@
 package cmd
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/tls"
@@ -211,7 +212,7 @@ func (f *Factory) Client() (*client.Client, error) {
 	if endpoint == "" {
 		endpoint = DefaultEndpoint
 	}
-	switch file := cmpOr(f.caFile, f.Getenv("HF_CA_FILE")); {
+	switch file := cmp.Or(f.caFile, f.Getenv("HF_CA_FILE")); {
 	case file != "":
 		pem, err := readCA(file)
 		if err != nil {
@@ -343,13 +344,6 @@ func readCA(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s holds no PEM certificate", path)
 	}
 	return pem, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // localCA reads <data dir>/cluster/ca.crt of a node run by this user with
