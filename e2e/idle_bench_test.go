@@ -22,10 +22,15 @@ import (
 // Run alone, it takes about a minute:
 //
 //	go test -run x -bench IdleNode -benchtime 1x ./e2e/
+//
+// HF_BENCH_MEMORY_LIMIT_MB=N gives the node memory_limit_mb: N.
 func BenchmarkIdleNode(b *testing.B) {
 	const n = 10_000
 	for b.Loop() {
 		cfg := fmt.Sprintf("drivers:\n  - name: test\n    config: {cpus: %d, ram_gb: %d}\n", 2*n, 2*n)
+		if mb := os.Getenv("HF_BENCH_MEMORY_LIMIT_MB"); mb != "" {
+			cfg += "memory_limit_mb: " + mb + "\n"
+		}
 		prof := os.Getenv("HF_BENCH_PPROF") // host:port: the node serves pprof there, for a look at the idle node
 		if prof != "" {
 			cfg += fmt.Sprintf("debug:\n  pprof_address: %q\n", prof)

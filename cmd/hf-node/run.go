@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -94,9 +95,14 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 		return err
 	}
 
+	limit := int64(cfg.MemoryLimitMB) << 20
+	if limit > 0 {
+		debug.SetMemoryLimit(limit)
+	}
 	st, err := store.Open(store.Config{
 		Dir: filepath.Join(cfg.DataDir, "store"), NodeID: name,
 		GCInterval: cfg.Store.GCInterval, TombstoneTTL: cfg.Store.TombstoneTTL, SyncWrites: cfg.Store.SyncWrites,
+		MemoryLimit: limit,
 	}, log)
 	if err != nil {
 		return err

@@ -24,6 +24,12 @@ type Config struct {
 	DataDir string `mapstructure:"data_dir" yaml:"data_dir"`
 	// Labels are this node's labels, matched by environments' node selectors.
 	Labels map[string]string `mapstructure:"labels" yaml:"labels,omitempty"`
+	// MemoryLimitMB is the node's memory budget in MiB: a soft limit of the Go
+	// runtime (it collects garbage harder as the heap nears it) from which
+	// the store's caches are also sized. It bounds what the node keeps beside
+	// its objects, not the objects themselves. 0: no limit (Go's default, or
+	// GOMEMLIMIT). Default: 0.
+	MemoryLimitMB int `mapstructure:"memory_limit_mb" yaml:"memory_limit_mb"`
 	// Log configures the daemon's own logging.
 	Log LogConfig `mapstructure:"log" yaml:"log"`
 	// API configures the REST API and its tokens.
@@ -334,8 +340,13 @@ const (
 	DefaultDriver              = "test"
 )
 
+// MinMemoryLimitMB is the smallest memory_limit_mb: below it the runtime and
+// the store's fixed buffers alone pass the limit.
+const MinMemoryLimitMB = 32
+
 // Default returns the configuration of a node started with no file, environment
 // or flags, with DataDir derived from this process's user and environment.
+
 func Default() Config {
 	return defaults(DefaultDataDir(os.Geteuid(), os.Getenv))
 }

@@ -282,3 +282,20 @@ func TestPprofAddressIsLoopbackOnly(t *testing.T) {
 		}
 	}
 }
+
+func TestMemoryLimit(t *testing.T) {
+	for mb, ok := range map[int]bool{0: true, 32: true, 512: true, 31: false, 1: false, -1: false} {
+		c := config.Default()
+		c.DataDir = "/tmp/hf"
+		c.MemoryLimitMB = mb
+		err := c.Validate()
+		if ok {
+			assert.NoError(t, err, mb)
+		} else if assert.Error(t, err, mb) {
+			assert.Contains(t, err.Error(), "memory_limit_mb", mb)
+		}
+	}
+	c, err := config.Load(config.LoadOptions{Env: []string{"HF_MEMORY_LIMIT_MB=256", "HOME=/tmp"}})
+	require.NoError(t, err)
+	assert.Equal(t, 256, c.MemoryLimitMB, "the key is read from the environment as every other")
+}

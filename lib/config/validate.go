@@ -61,6 +61,9 @@ func (c *Config) validate() []*types.FieldError {
 		p.addf("data_dir", "is required (there is no HOME to derive a default from)")
 	}
 	p.add(types.ValidateLabels("labels", c.Labels))
+	if m := c.MemoryLimitMB; m != 0 && m < MinMemoryLimitMB {
+		p.addf("memory_limit_mb", "must be 0 (no limit) or at least %d, got %d", MinMemoryLimitMB, m)
+	}
 	oneOf(&p, "log.level", c.Log.Level, LogDebug, LogInfo, LogWarn, LogError)
 	oneOf(&p, "log.format", c.Log.Format, LogText, LogJSON)
 	c.API.validate(&p)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -120,5 +121,8 @@ func TestMachineShell(t *testing.T) {
 	r = e.do("GET", "/api/v1/machines/m-here/shell?rows=0", adminTok, nil, "Connection", "Upgrade", "Upgrade", "hf-shell")
 	assert.Equal(t, http.StatusBadRequest, r.code)
 	assert.Equal(t, http.StatusNotFound, e.do("GET", "/api/v1/machines/m-here/shell", bobTok, nil, "Connection", "Upgrade", "Upgrade", "hf-shell").code)
-	assert.Contains(t, e.logs.String(), `msg="machine shell ended" machine=m-here user=admin`)
+	// The handler logs the end after the client has read the last byte.
+	assert.Eventually(t, func() bool {
+		return strings.Contains(e.logs.String(), `msg="machine shell ended" machine=m-here user=admin`)
+	}, 5*time.Second, 10*time.Millisecond)
 }

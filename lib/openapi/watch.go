@@ -230,7 +230,10 @@ func (s *Server) stream(c *gin.Context, p Principal, kinds []string, sel selecto
 				}
 			}
 			if out, ok := f.apply(ev, s.log.Warn); ok {
-				if s.send(c, out) != nil {
+				// While more events wait, they share one flush (one TLS
+				// record, one syscall): a burst costs a flush per batch,
+				// not per event; the last of it is flushed at once.
+				if s.sendBatched(c, out, len(events) > 0) != nil {
 					return // the client does not read: drop it
 				}
 			}
@@ -239,21 +242,28 @@ func (s *Server) stream(c *gin.Context, p Principal, kinds []string, sel selecto
 }
 
 // send writes one event and flushes it; an error ends the stream.
-func (s *Server) send(c *gin.Context, ev WatchEvent) error {
+func (s *Server) send(c *gin.Context, ev WatchEvent) error { return s.sendBatched(c, ev, false) }
+
+// sendBatched writes one event, and flushes unless more follows at once
+// (the response's buffer still goes out whenever it fills).
+func (s *Server) sendBatched(c *gin.Context, ev WatchEvent, more bool) error {
 	data, err := json.Marshal(ev)
 	if err != nil {
 		s.log.Error("watch: encode event", "kind", ev.Kind, "name", ev.Name, "err", err)
 		return nil
 	}
-	return s.write(c, func() error { return sse.Encode(c.Writer, sse.Event{Event: ev.Type, Id: ev.Version, Data: data}) })
+	return s.writeMore(c, func() error { return sse.Encode(c.Writer, sse.Event{Event: ev.Type, Id: ev.Version, Data: data}) }, more)
 }
 
 // write runs fn, a write to a stream, and flushes, within
 // StreamWriteTimeout: a client that stops reading fails the write instead
 // of holding the stream (and what it buffers) for ever.
-func (s *Server) write(c *gin.Context, fn func() error) error {
+func (s *Server) write(c *gin.Context, fn func() error) error { return s.writeMore(c, fn, false) }
+
+// writeMore is write that leaves the flush to a later write when more.
+func (s *Server) writeMore(c *gin.Context, fn func() error, more bool) error {
 	_ = conn(c.Request, c.Writer).SetWriteDeadline(time.Now().Add(s.cfg.StreamWriteTimeout))
-	if err := fn(); err != nil {
+	if err := fn(); err != nil || more {
 		return err
 	}
 	return http.NewResponseController(c.Writer).Flush()

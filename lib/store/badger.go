@@ -21,14 +21,22 @@ func badgerOptions(cfg Config, log *slog.Logger) badger.Options {
 		opt = badger.DefaultOptions("").WithInMemory(true)
 		threshold = 1 << 20
 	}
+	memtable, blocks, index := int64(8<<20), int64(16<<20), int64(8<<20)
+	if b := cfg.MemoryLimit; b > 0 {
+		// Two memtables, the block and the index cache: about a quarter of
+		// the budget together, the rest is the node's.
+		memtable = min(memtable, max(1<<20, b/16))
+		blocks = min(blocks, max(1<<20, b/16))
+		index = min(index, max(1<<20, b/32))
+	}
 	return opt.
 		WithLogger(badgerLogger{log: log.With("component", "badger")}).
 		WithSyncWrites(cfg.SyncWrites).
 		WithMetricsEnabled(false).
-		WithMemTableSize(8 << 20).
+		WithMemTableSize(memtable).
 		WithNumMemtables(2).
-		WithBlockCacheSize(16 << 20).
-		WithIndexCacheSize(8 << 20).
+		WithBlockCacheSize(blocks).
+		WithIndexCacheSize(index).
 		WithValueLogFileSize(64 << 20).
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(4).

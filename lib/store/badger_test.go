@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestBadgerLoggerLevels(t *testing.T) {
@@ -44,4 +45,19 @@ func TestNodeID(t *testing.T) {
 	s, _ := newMemStore(t)
 	assert.Equal(t, "n1", s.NodeID())
 	assert.Equal(t, "n1", s.Clock().Node)
+}
+
+func TestBadgerSizedFromTheMemoryLimit(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	free := badgerOptions(Config{Dir: t.TempDir()}, log)
+	tight := badgerOptions(Config{Dir: t.TempDir(), MemoryLimit: 64 << 20}, log)
+	huge := badgerOptions(Config{Dir: t.TempDir(), MemoryLimit: 64 << 30}, log)
+	assert.Equal(t, int64(4<<20), tight.MemTableSize)
+	assert.Equal(t, int64(4<<20), tight.BlockCacheSize)
+	assert.Equal(t, int64(2<<20), tight.IndexCacheSize)
+	assert.Equal(t, free.MemTableSize, huge.MemTableSize, "a large budget never grows badger past its sizes without one")
+	assert.Equal(t, free.BlockCacheSize, huge.BlockCacheSize)
+	st, err := Open(Config{Dir: t.TempDir(), NodeID: "n1", MemoryLimit: 32 << 20, GCInterval: -1}, log)
+	require.NoError(t, err, "badger opens at the smallest budget")
+	require.NoError(t, st.Close())
 }

@@ -69,6 +69,10 @@ type Config struct {
 	// process crash loses nothing (the OS holds the pages), a power cut may lose
 	// the last writes, which anti-entropy repairs from the peers.
 	SyncWrites bool
+	// MemoryLimit, when positive, is the process's memory budget in bytes:
+	// badger's memtables and caches take at most a sixteenth of it each
+	// (and never more than without a budget).
+	MemoryLimit int64
 	// Now is the wall clock (default time.Now); tests inject one that can go
 	// backwards.
 	Now func() time.Time
