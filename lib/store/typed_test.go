@@ -144,3 +144,18 @@ func TestTypedUpdateConcurrent(t *testing.T) {
 	assert.Equal(t, uint64(workers*each), c.Status.Round)
 	assert.Equal(t, "touched", c.Status.Reason)
 }
+
+// An update returns its own object only when no other writer's facet
+// changed between its read and its write; else it decodes what is stored.
+func TestOnlyOurs(t *testing.T) {
+	v := func(hlc uint64, node string) types.Version { return types.Version{HLC: hlc, Node: node} }
+	base := Record{Facets: []FacetRecord{{Name: "spec", Version: v(1, "a")}, {Name: "election", Version: v(2, "b")}}}
+	ours := Record{Version: v(5, "c"), Facets: []FacetRecord{{Name: "spec", Version: v(1, "a")}, {Name: "election", Version: v(2, "b")}, {Name: "binding", Version: v(5, "c")}}}
+	assert.True(t, onlyOurs(base, ours))
+	theirs := ours
+	theirs.Facets = []FacetRecord{{Name: "spec", Version: v(1, "a")}, {Name: "election", Version: v(4, "b")}, {Name: "binding", Version: v(5, "c")}}
+	assert.False(t, onlyOurs(base, theirs), "the elector wrote its facet in between")
+	tomb := ours
+	tomb.Tomb = v(3, "d")
+	assert.False(t, onlyOurs(base, tomb), "a deletion came in between")
+}
