@@ -108,6 +108,9 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 		return err
 	}
 	defer st.Close()
+	trimCtx, stopTrim := context.WithCancel(ctx)
+	defer stopTrim()
+	go trimMemoryWhenIdle(trimCtx, log)
 
 	sec, err := loadSecrets(ctx, cfg, cfg.Cluster.JoinToken, log)
 	if err != nil {

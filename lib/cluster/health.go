@@ -52,11 +52,14 @@ type meterReading struct {
 }
 
 // meterActivity reads the activity counters of this node's claimed, running
-// machines from drivers that have them, and records in a machine's status
-// when it was last in use, at most once per ActivityResolution per machine.
+// machines of machine sets from drivers that have them, and records in a
+// machine's status when it was last in use, at most once per
+// ActivityResolution per machine. Only a set's machines are read: idle
+// reaping is a set's (see scheduler.PlanMachineSet), and a counter read can
+// cost a driver a call per machine (docker's stats, /proc for native).
 // readings carries the counters from one call to the next.
 func (a *acceptor) meterActivity(ctx context.Context, entries []entry, readings map[string]meterReading) {
-	seen := map[string]bool{}
+	var seen map[string]bool
 	for _, e := range entries {
 		if e.Phase != types.MachineRunning || e.Resource == nil || e.Claim == "" || e.Busy {
 			continue
@@ -68,6 +71,12 @@ func (a *acceptor) meterActivity(ctx context.Context, entries []entry, readings 
 		meter, ok := in.Driver.(drivers.ActivityMeter)
 		if !ok {
 			continue
+		}
+		if m, ok := a.n.machine(e.Machine); !ok || m.Spec.MachineSet == "" {
+			continue
+		}
+		if seen == nil {
+			seen = map[string]bool{}
 		}
 		count, err := meter.Activity(ctx, e.Resource)
 		if ctx.Err() != nil {

@@ -481,3 +481,46 @@ func describeMachine(f *Fleet, name string) string {
 	}
 	return out
 }
+
+// Only a set's machines are metered: idle reaping is a set's, and reading a
+// counter can cost a driver a call per machine. A claim outside any set whose
+// machine is busy records no activity, while a set machine's does.
+func TestActivityIsMeteredForSetMachinesOnly(t *testing.T) {
+	f := Start(t, 1, Options{Driver: `{"cpus": 100, "ram_gb": 1000}`, Node: func(_ int, cfg *cluster.Config) {
+		cfg.StatusInterval = 100 * time.Millisecond
+		cfg.ActivityResolution = 100 * time.Millisecond
+	}})
+	f.Put(0, Template("one", 1, 1))
+	set := machineSet("pool", "one", 1, 2)
+	set.Spec.MaxIdle = types.D(time.Hour)
+	f.Put(0, set)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, avail := poolCounts(f.Hosts[0], "pool")
+		assert.Equal(c, 1, avail)
+	}, 20*time.Second, 20*time.Millisecond)
+	f.Put(0, Claim("pooled", "one", time.Minute))
+	pooled := waitClaim(t, f.Hosts[0], "pooled", types.ClaimBound)
+	f.Put(0, Template("two", 1, 1)) // no set serves it
+	f.Put(0, Claim("alone", "two", time.Minute))
+	alone := waitClaim(t, f.Hosts[0], "alone", types.ClaimBound)
+	machineOf := func(name string) *types.Machine {
+		var m *types.Machine
+		require.Eventually(t, func() bool {
+			m = f.Hosts[0].Machines()[name]
+			return m != nil && m.Status.Resource != nil
+		}, 10*time.Second, 10*time.Millisecond)
+		return m
+	}
+	pm, am := machineOf(pooled.Status.Machine), machineOf(alone.Status.Machine)
+	require.Equal(t, "pool", pm.Spec.MachineSet)
+	require.Empty(t, am.Spec.MachineSet)
+	for range 10 {
+		require.True(t, testdriver.Use(f.Hosts[0].Driver, pm.Status.Resource.ID, 50_000_000))
+		require.True(t, testdriver.Use(f.Hosts[0].Driver, am.Status.Resource.ID, 50_000_000))
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.Eventually(t, func() bool {
+		return !f.Hosts[0].Machines()[pm.Metadata.Name].Status.LastActivity.IsZero()
+	}, 10*time.Second, 20*time.Millisecond, "the set machine's activity is recorded")
+	assert.True(t, f.Hosts[0].Machines()[am.Metadata.Name].Status.LastActivity.IsZero(), "the lone machine's is not read")
+}

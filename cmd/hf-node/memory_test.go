@@ -1,0 +1,38 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+func TestMemoryTrimmer(t *testing.T) {
+	tr := memoryTrimmer{}
+	var trims []int
+	allocs, free := uint64(0), uint64(0)
+	for i := 1; i <= 30; i++ {
+		switch {
+		case i <= 5:
+			allocs += quietAlloc // a burst: never trim while it lasts
+			free += trimAtLeast
+		case i == 20:
+			free += trimAtLeast // idle garbage collected
+		default:
+			allocs += quietAlloc / 4 // idle work
+		}
+		if tr.tick(allocs, free) {
+			trims = append(trims, i)
+			free = 0
+		}
+	}
+	// Quiet from tick 6: a trim after quietTicks, then only once there is
+	// enough free heap again.
+	assert.Equal(t, []int{5 + quietTicks, 20}, trims)
+
+	tr = memoryTrimmer{}
+	for range 10 {
+		assert.False(t, tr.tick(0, trimAtLeast-1), "not worth a collection")
+	}
+	allocs, _ = heapFigures()
+	assert.Positive(t, allocs)
+}
