@@ -105,7 +105,7 @@ func (m *Member) pushLoop(ctx context.Context, events <-chan store.Event) {
 // broadcast queues batch, this node's own writes, for its children in its
 // own dissemination tree (every live peer when Fanout is negative).
 func (m *Member) broadcast(batch []store.Record) {
-	peers := fanout.NewView(m.table.peers()).Broadcast(m.cfg.Name, m.cfg.Fanout)
+	peers := m.table.view().Broadcast(m.cfg.Name, m.cfg.Fanout)
 	for _, p := range peers {
 		m.senders.enqueue(p, batch)
 	}
@@ -119,7 +119,7 @@ func (m *Member) bypass(peer string, recs []store.Record) {
 	if m.cfg.Fanout <= 0 || len(recs) == 0 {
 		return
 	}
-	for _, s := range fanout.Bypass(fanout.NewView(m.table.peers()), m.cfg.Name, peer, m.cfg.Fanout, recs, writerOf) {
+	for _, s := range fanout.Bypass(m.table.view(), m.cfg.Name, peer, m.cfg.Fanout, recs, writerOf) {
 		m.senders.enqueue(s.Peer, s.Recs)
 	}
 }
@@ -131,7 +131,7 @@ func (m *Member) relay(from string, recs []store.Record) {
 	if m.cfg.Fanout <= 0 || len(recs) == 0 {
 		return
 	}
-	for _, s := range fanout.Relay(fanout.NewView(m.table.peers()), m.cfg.Name, from, m.cfg.Fanout, recs, writerOf) {
+	for _, s := range fanout.Relay(m.table.view(), m.cfg.Name, from, m.cfg.Fanout, recs, writerOf) {
 		m.senders.enqueue(s.Peer, s.Recs)
 		m.metrics.relayed.Add(float64(len(s.Recs)))
 	}

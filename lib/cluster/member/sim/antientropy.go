@@ -8,9 +8,9 @@ func (s *sim) aeTick(i int) {
 	if n.dead || n.ae.busy {
 		return
 	}
-	peers := n.view.Names()
+	peers := n.view.Names() // member picks from its live peers
 	p := s.byName[peers[s.rng.IntN(len(peers))]]
-	for p == i {
+	for p == i || !s.inView(i, p) {
 		p = s.byName[peers[s.rng.IntN(len(peers))]]
 	}
 	n.ae.busy = true
@@ -42,7 +42,7 @@ func (s *sim) aeNext(i int) {
 	if len(a.todo) == 0 && a.settled {
 		a.settled = false
 		for _, name := range n.view.Names() { // take: only peers still live
-			if p := s.byName[name]; a.want[p] {
+			if p := s.byName[name]; a.want[p] && s.inView(i, p) {
 				a.todo = append(a.todo, p)
 			}
 		}

@@ -22,7 +22,8 @@
 //     anti-entropy round with it; a member keeps the dead one in its view
 //     until it learns of the death, DetectAfter plus up to DetectSpread
 //     after it (memberlist gossips the death, so members learn it at
-//     different times), and from then on leaves it out of its tree;
+//     different times), and from then on keeps it in its trees as down
+//     (member's table.view), sending around it at once;
 //   - anti-entropy: every member starts a round every AEInterval (random
 //     phase) with a random peer of its view, plus a round with each peer
 //     whose push failed. A round is modelled as the exchange hf makes

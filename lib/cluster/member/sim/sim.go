@@ -37,9 +37,9 @@ type node struct {
 	i    int
 	name string
 	dead bool
-	// view is this member's view of the live members. It holds the member
-	// itself, which changes no decision (fanout places self where it
-	// belongs either way) and lets every member share one view.
+	// view is this member's view of the membership (table.view). It holds
+	// the member itself, which changes no decision (fanout places self
+	// where it belongs either way) and lets every member share one view.
 	view *fanout.View
 	cpu  int64 // busy until
 	// links by peer index.
@@ -81,8 +81,9 @@ type sim struct {
 	nodes  []*node
 	byName map[string]int
 	writes []*write
-	// views shared by the members: all, and all but the victim.
-	all, withoutVictim *fanout.View
+	// views shared by the members: all up, and the victim down (as
+	// member's table builds it once it has learnt of the death).
+	all, victimDown *fanout.View
 
 	issued, done int
 	aeRounds     int
@@ -114,8 +115,8 @@ func Run(cfg Config) (Result, error) {
 		s.clk.at(first, func() { s.aeTick(n.i) })
 	}
 	if cfg.Kill {
-		without := fanout.NewView(slices.Delete(slices.Clone(names), cfg.Victim, cfg.Victim+1))
-		s.withoutVictim = &without
+		down := fanout.NewView(slices.Delete(slices.Clone(names), cfg.Victim, cfg.Victim+1)).WithDown(names[cfg.Victim])
+		s.victimDown = &down
 		s.clk.at(start+int64(cfg.KillAt), s.kill)
 	}
 	for w := range cfg.Writes {
@@ -162,10 +163,8 @@ func (s *sim) deadDial() int64 {
 	return 2 * s.latency()
 }
 
-func (s *sim) inView(i, peer int) bool {
-	_, ok := slices.BinarySearch(s.nodes[i].view.Names(), s.nodes[peer].name)
-	return ok
-}
+// inView is member's table.lookup: peer is up in i's view.
+func (s *sim) inView(i, peer int) bool { return s.nodes[i].view.Up(s.nodes[peer].name) }
 
 // kill: the victim stops; each live member learns of it later.
 func (s *sim) kill() {
@@ -184,7 +183,7 @@ func (s *sim) kill() {
 		if s.cfg.DetectSpread > 0 {
 			d += s.rng.Int64N(int64(s.cfg.DetectSpread))
 		}
-		s.clk.at(s.clk.now+d, func() { n.view = s.withoutVictim })
+		s.clk.at(s.clk.now+d, func() { n.view = s.victimDown })
 	}
 }
 

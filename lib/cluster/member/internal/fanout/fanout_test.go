@@ -97,3 +97,74 @@ func TestQueue(t *testing.T) {
 	assert.Zero(t, q.Len())
 	assert.Nil(t, q.Take(100))
 }
+
+// spread disseminates one write of root's over the fleet as the members
+// would, each with its own view, the dead member failing every send, and
+// returns who got it.
+func spread(views map[string]View, root, dead string, k int) map[string]bool {
+	got := map[string]bool{root: true}
+	type msg struct{ from, to string }
+	var todo []msg
+	for _, c := range views[root].Broadcast(root, k) {
+		todo = append(todo, msg{root, c})
+	}
+	r := []rec{{writer: root, name: "x"}}
+	for len(todo) > 0 {
+		m := todo[0]
+		todo = todo[1:]
+		var next []Send[rec]
+		sender := m.to
+		switch {
+		case m.to == dead: // the send fails: the sender goes around it
+			sender = m.from
+			next = Bypass(views[m.from], m.from, m.to, k, r, writer)
+		case got[m.to]:
+			continue
+		default:
+			got[m.to] = true
+			next = Relay(views[m.to], m.to, m.from, k, r, writer)
+		}
+		for _, s := range next {
+			todo = append(todo, msg{sender, s.Peer})
+		}
+	}
+	return got
+}
+
+// While some members know that n01 died and others do not, a write still
+// reaches every live member: those that know keep n01 in the tree, down, and
+// send around it; the others send to it, fail, and bypass it. Had the first
+// dropped n01 from their views, every member after it would have moved up
+// one place for them, and the two kinds of member would disagree about who
+// is whose child.
+func TestMixedViewsOfADeath(t *testing.T) {
+	all := names(40)
+	up := NewView(all)
+	down := NewView(append(all[:1:1], all[2:]...)).WithDown("n01")
+	dropped := NewView(append(all[:1:1], all[2:]...))
+	for _, tc := range []struct {
+		name    string
+		knowing View
+		missed  bool
+	}{{"kept down", down, false}, {"dropped", dropped, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			views := map[string]View{}
+			for i, n := range all {
+				views[n] = up
+				if i%2 == 0 { // every other member has learnt of the death
+					views[n] = tc.knowing
+				}
+			}
+			for _, root := range []string{"n00", "n20"} {
+				got := spread(views, root, "n01", 3)
+				if tc.missed {
+					assert.Less(t, len(got), len(all)-1, "root %s", root)
+					continue
+				}
+				assert.Len(t, got, len(all)-1, "root %s: every live member", root)
+				assert.False(t, got["n01"])
+			}
+		})
+	}
+	assert.Equal(t, []string{"n04", "n05", "n06", "n02", "n03"}, down.Broadcast("n00", 3), "the writer sends to its dead child's children")
+}
