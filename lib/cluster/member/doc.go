@@ -38,9 +38,13 @@
 // members, each relays what was new to it to its own k children, so a write
 // costs every member at most k sends whatever the cluster's size and reaches
 // N members in about log_k(N) hops. A record already held is not relayed
-// again (the store's version is the seen set). Where two members' views of
-// the membership differ for a moment, a member may be skipped: anti-entropy
-// repairs it.
+// again (the store's version is the seen set). The tree is built over the
+// live members and the dead ones not yet forgotten, down: a send to a
+// dead member goes to its children instead, so a death that members learn
+// of seconds apart changes nobody's place in the tree (package
+// internal/fanout; member/sim simulates it). Where two members' views
+// differ otherwise for a moment (a join, a leave), a member may be
+// skipped: anti-entropy repairs it.
 //
 // Anti-entropy repairs what pushes missed (a peer down or partitioned, a
 // dropped queue). A digest buckets every record, tombstones included, by

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/hf-fleet/hf/lib/cluster/member/internal/fanout"
 )
 
 // State is a member's state as this member sees it.
@@ -167,6 +169,26 @@ func (t *members) live() []string {
 // peers returns the live members other than self, sorted.
 func (t *members) peers() []string {
 	return slices.DeleteFunc(t.live(), func(n string) bool { return n == t.self })
+}
+
+// view is the membership the dissemination trees are built over: the live
+// peers, and those that died (not those that left) within forget, down
+// (fanout.View says why a dead member keeps its place).
+func (t *members) view() fanout.View {
+	now := t.now()
+	t.mu.Lock()
+	var up, dead []string
+	for name, i := range t.byName {
+		switch {
+		case name == t.self:
+		case i.state == StateAlive:
+			up = append(up, name)
+		case i.state == StateDead && now.Sub(i.since) <= t.forget:
+			dead = append(dead, name)
+		}
+	}
+	t.mu.Unlock()
+	return fanout.NewView(up).WithDown(dead...)
 }
 
 // lookup returns the node to send to when name is alive.

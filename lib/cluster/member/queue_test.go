@@ -15,7 +15,7 @@ import (
 // A peer's queue keeps one record per object: a newer write replaces the
 // queued older one in place, so a hot object is sent once per batch.
 func TestPeerQueueCoalescesByKey(t *testing.T) {
-	q := &peerQueue{pos: map[Key]int{}}
+	q := newPeerQueue()
 	s := &senders{byPeer: map[string]*peerQueue{"p": q}, running: 1, idle: make(chan struct{})}
 	rec := func(name string, hlc uint64) store.Record {
 		v := types.Version{HLC: hlc, Node: "n1"}
@@ -23,17 +23,17 @@ func TestPeerQueueCoalescesByKey(t *testing.T) {
 			Facets: []store.FacetRecord{{Name: "spec", Version: v, Data: []byte(`{}`)}}}
 	}
 	for i := uint64(1); i <= 100; i++ {
-		q.add(rec("hot", i))
-		q.add(rec(fmt.Sprintf("c%d", i%3), i))
+		q.Add(rec("hot", i))
+		q.Add(rec(fmt.Sprintf("c%d", i%3), i))
 	}
 	got := s.next(context.Background(), "p", q)
 	require.Len(t, got, 4, "hot, c1, c2, c0: one each")
 	assert.Equal(t, "hot", got[0].Name, "in the order first queued")
 	assert.Equal(t, uint64(100), got[0].Version.HLC, "the newest write")
-	q.add(rec("hot", 101))
-	q.add(rec("hot", 102))
+	q.Add(rec("hot", 101))
+	q.Add(rec("hot", 102))
 	got = s.next(context.Background(), "p", q)
 	require.Len(t, got, 1, "a write after the batch was taken is queued again, once")
 	assert.Equal(t, uint64(102), got[0].Version.HLC)
-	assert.Zero(t, q.bytes)
+	assert.Zero(t, q.Bytes())
 }

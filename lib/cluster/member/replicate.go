@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hf-fleet/hf/lib/cluster/member/internal/fanout"
 	"github.com/hf-fleet/hf/lib/store"
 )
 
@@ -104,10 +105,7 @@ func (m *Member) pushLoop(ctx context.Context, events <-chan store.Event) {
 // broadcast queues batch, this node's own writes, for its children in its
 // own dissemination tree (every live peer when Fanout is negative).
 func (m *Member) broadcast(batch []store.Record) {
-	peers := m.table.peers()
-	if m.cfg.Fanout > 0 {
-		peers = treeChildren(peers, m.cfg.Name, m.cfg.Name, m.cfg.Fanout)
-	}
+	peers := m.table.view().Broadcast(m.cfg.Name, m.cfg.Fanout)
 	for _, p := range peers {
 		m.senders.enqueue(p, batch)
 	}
@@ -115,50 +113,27 @@ func (m *Member) broadcast(batch []store.Record) {
 }
 
 // bypass queues records that could not be sent to peer for peer's children
-// in each record's writer's tree, so that one unreachable member does not cut
-// its subtree off until anti-entropy (which repairs peer itself). A child
-// that fails in turn is bypassed the same way, down to the leaves.
+// in each record's writer's tree (fanout.Bypass), so that one unreachable
+// member does not cut its subtree off until anti-entropy.
 func (m *Member) bypass(peer string, recs []store.Record) {
 	if m.cfg.Fanout <= 0 || len(recs) == 0 {
 		return
 	}
-	live := m.table.peers()
-	for root, group := range groupByWriter(recs) {
-		for _, c := range treeChildren(live, root, peer, m.cfg.Fanout) {
-			if c != m.cfg.Name && c != root {
-				m.senders.enqueue(c, group)
-			}
-		}
+	for _, s := range fanout.Bypass(m.table.view(), m.cfg.Name, peer, m.cfg.Fanout, recs, writerOf) {
+		m.senders.enqueue(s.Peer, s.Recs)
 	}
-}
-
-// groupByWriter groups records by their writer (Version.Node): the root of
-// their dissemination tree.
-func groupByWriter(recs []store.Record) map[string][]store.Record {
-	out := map[string][]store.Record{}
-	for _, r := range recs {
-		out[r.Version.Node] = append(out[r.Version.Node], r)
-	}
-	return out
 }
 
 // relay queues the pushed records that were new here for this node's
-// children in each one's writer's tree. A record that was not new here is
-// not relayed: this node had it already, from another path or an older
-// round, and relayed it then. The sender and the writer are never sent to.
+// children in each one's writer's tree (fanout.Relay). A record that was not
+// new here is not relayed: this node had it already and relayed it then.
 func (m *Member) relay(from string, recs []store.Record) {
 	if m.cfg.Fanout <= 0 || len(recs) == 0 {
 		return
 	}
-	live := m.table.peers()
-	for root, group := range groupByWriter(recs) {
-		for _, c := range treeChildren(live, root, m.cfg.Name, m.cfg.Fanout) {
-			if c == from || c == root {
-				continue
-			}
-			m.senders.enqueue(c, group)
-			m.metrics.relayed.Add(float64(len(group)))
-		}
+	for _, s := range fanout.Relay(m.table.view(), m.cfg.Name, from, m.cfg.Fanout, recs, writerOf) {
+		m.senders.enqueue(s.Peer, s.Recs)
+		m.metrics.relayed.Add(float64(len(s.Recs)))
 	}
 }
 
@@ -173,37 +148,6 @@ type senders struct {
 	byPeer  map[string]*peerQueue
 	running int
 	idle    chan struct{} // closed while running == 0
-}
-
-// peerQueue is what waits to be sent to one peer, coalesced by key: a newer
-// record of an object replaces the queued older one in place (a record is
-// the object's whole current state, so the newer one carries everything the
-// older did), and a hot object is sent once per batch, not once per write.
-type peerQueue struct {
-	recs  []store.Record // elements share Data with the other peers' queues: read-only
-	bytes int
-	// pos is the index of each queued key, counted from the first record
-	// ever queued; taken is how many have been taken off the front.
-	pos   map[Key]int
-	taken int
-}
-
-func (q *peerQueue) reset() {
-	q.recs, q.bytes, q.pos, q.taken = nil, 0, map[Key]int{}, 0
-}
-
-// add queues r, replacing a queued record of the same object.
-func (q *peerQueue) add(r store.Record) {
-	k := Key{Kind: r.Kind, Name: r.Name}
-	if i, ok := q.pos[k]; ok {
-		j := i - q.taken
-		q.bytes += recordSize(&r) - recordSize(&q.recs[j])
-		q.recs[j] = r
-		return
-	}
-	q.pos[k] = q.taken + len(q.recs)
-	q.recs = append(q.recs, r)
-	q.bytes += recordSize(&r)
 }
 
 func newSenders(m *Member) *senders {
@@ -222,7 +166,7 @@ func (s *senders) enqueue(peer string, recs []store.Record) {
 	defer s.mu.Unlock()
 	q, ok := s.byPeer[peer]
 	if !ok {
-		q = &peerQueue{pos: map[Key]int{}}
+		q = newPeerQueue()
 		if !s.m.spawnIO(func(ctx context.Context) { s.run(ctx, peer, q) }) {
 			return
 		}
@@ -232,16 +176,16 @@ func (s *senders) enqueue(peer string, recs []store.Record) {
 		}
 		s.running++
 	}
-	if q.bytes+size > maxPendingBytes {
-		s.m.log.Warn("replication queue overflow, peer left to anti-entropy", "peer", peer, "bytes", q.bytes)
-		q.reset()
+	if q.Bytes()+size > maxPendingBytes {
+		s.m.log.Warn("replication queue overflow, peer left to anti-entropy", "peer", peer, "bytes", q.Bytes())
+		q.Reset()
 		s.m.ae.want(peer)
 	}
-	before := len(q.recs)
+	before := q.Len()
 	for _, r := range recs {
-		q.add(r)
+		q.Add(r)
 	}
-	s.m.metrics.coalesced.Add(float64(len(recs) - (len(q.recs) - before)))
+	s.m.metrics.coalesced.Add(float64(len(recs) - (q.Len() - before)))
 }
 
 // next takes up to batchBytes of q's records; nil when q is empty or ctx is
@@ -249,8 +193,8 @@ func (s *senders) enqueue(peer string, recs []store.Record) {
 func (s *senders) next(ctx context.Context, peer string, q *peerQueue) []store.Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(q.recs) == 0 || ctx.Err() != nil {
-		q.reset()
+	if q.Len() == 0 || ctx.Err() != nil {
+		q.Reset()
 		delete(s.byPeer, peer)
 		s.running--
 		if s.running == 0 {
@@ -258,22 +202,7 @@ func (s *senders) next(ctx context.Context, peer string, q *peerQueue) []store.R
 		}
 		return nil
 	}
-	n, size := 0, 0
-	for n < len(q.recs) && (n == 0 || size+recordSize(&q.recs[n]) <= batchBytes) {
-		size += recordSize(&q.recs[n])
-		n++
-	}
-	batch := q.recs[:n:n]
-	for i := range batch {
-		delete(q.pos, Key{Kind: batch[i].Kind, Name: batch[i].Name})
-	}
-	q.recs = q.recs[n:]
-	q.taken += n
-	q.bytes -= size
-	if len(q.recs) == 0 {
-		q.recs = nil // let the backing array go
-	}
-	return batch
+	return q.Take(batchBytes)
 }
 
 // run sends peer's queue until it is empty, then exits. On a failed send it
@@ -293,8 +222,7 @@ func (s *senders) run(ctx context.Context, peer string, q *peerQueue) {
 		}
 		s.m.metrics.pushFailed.Inc()
 		s.mu.Lock()
-		lost := append(batch, q.recs...)
-		q.reset()
+		lost := append(batch, q.Drain()...)
 		s.mu.Unlock()
 		s.m.log.Debug("push failed, peer left to anti-entropy", "peer", peer, "dropped", len(lost), "err", err)
 		if !errors.Is(err, ErrNotMember) {

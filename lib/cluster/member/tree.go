@@ -1,6 +1,9 @@
 package member
 
-import "slices"
+import (
+	"github.com/hf-fleet/hf/lib/cluster/member/internal/fanout"
+	"github.com/hf-fleet/hf/lib/store"
+)
 
 // DefaultFanout is how many peers a write is sent to by its writer and by
 // each member that relays it: at most 3 sends per write per member, and a
@@ -8,33 +11,20 @@ import "slices"
 const DefaultFanout = 3
 
 // treeChildren returns the members self sends a write of root's to: its
-// children in the k-ary tree over live, rooted at root. The tree is the
-// members in name order, rotated so that root is at position 0, and the
-// member at position p has the children at k*p+1 .. k*p+k. Every member
-// computes the same tree from the same membership, so a write reaches each
-// live member exactly once and no member sends it more than k times; where
-// views differ for a moment (a join, a death) a member may be skipped or
-// reached twice: anti-entropy repairs the first, the version check drops the
-// second. live need not be sorted; root and self need not be in it.
+// children in the k-ary tree over live, rooted at root (fanout.View.Children,
+// which package member/sim drives too). live need not be sorted; root and
+// self need not be in it.
 func treeChildren(live []string, root, self string, k int) []string {
-	members := slices.Clone(live)
-	for _, n := range []string{root, self} {
-		if !slices.Contains(members, n) {
-			members = append(members, n)
-		}
-	}
-	slices.Sort(members)
-	members = slices.Compact(members)
-	n := len(members)
-	r, _ := slices.BinarySearch(members, root)
-	s, _ := slices.BinarySearch(members, self)
-	pos := (s - r + n) % n
-	var out []string
-	for c := k*pos + 1; c <= k*pos+k && c < n; c++ {
-		if c <= pos { // k < 1 would loop back up the tree
-			break
-		}
-		out = append(out, members[(c+r)%n])
-	}
-	return out
+	return fanout.NewView(live).Children(root, self, k)
+}
+
+// writerOf is a record's writer: the root of its dissemination tree.
+func writerOf(r *store.Record) string { return r.Version.Node }
+
+// peerQueue is what waits to be sent to one peer, coalesced by key
+// (fanout.Queue).
+type peerQueue = fanout.Queue[Key, store.Record]
+
+func newPeerQueue() *peerQueue {
+	return fanout.NewQueue(func(r *store.Record) Key { return Key{Kind: r.Kind, Name: r.Name} }, recordSize)
 }

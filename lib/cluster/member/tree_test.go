@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -64,4 +65,29 @@ func TestTreeChildrenViews(t *testing.T) {
 	assert.Equal(t, []string{"a", "b"}, kids, "root not in the list")
 	assert.True(t, slices.IsSorted(kids))
 	assert.Empty(t, treeChildren(live, "a", "b", 0))
+}
+
+// The trees are built over the live peers and the dead ones, down, so that
+// a death changes nobody's place; a member that left, or died longer ago
+// than ForgetAfter, is out.
+func TestTableView(t *testing.T) {
+	tbl, _, _, now := testTable()
+	d := &eventDelegate{t: tbl}
+	for i, n := range []string{"self", "a", "b", "c", "d"} {
+		d.NotifyJoin(node(n, uint16(i+1)))
+	}
+	d.NotifyLeave(node("b", 3)) // died
+	tbl.leavingNote("c")
+	d.NotifyLeave(node("c", 4)) // left
+	v := tbl.view()
+	assert.Equal(t, []string{"a", "b", "d"}, v.Names())
+	assert.True(t, v.Up("a"))
+	assert.False(t, v.Up("b"), "dead: down")
+	assert.Equal(t, []string{"a", "d"}, v.Broadcast("self", -1), "direct: the live peers")
+	// self's tree over a, b, d, self: a, b, d are its children; b's place
+	// stays its own
+	assert.Equal(t, []string{"a", "d"}, v.Broadcast("self", 3))
+
+	*now = now.Add(2 * time.Hour)
+	assert.Equal(t, []string{"a", "d"}, tbl.view().Names(), "forgotten")
 }
