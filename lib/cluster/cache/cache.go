@@ -11,6 +11,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 
 	"github.com/hf-fleet/hf/lib/store"
@@ -29,8 +30,78 @@ type Handler func(kind, name string, old, new types.Object)
 type index struct {
 	kind  string
 	fn    IndexFunc
-	byKey map[string]map[string]types.Object // key -> name -> object
-	keys  map[string][]string                // name -> keys it is under
+	byKey map[string]*bucket   // key -> the objects under it
+	keys  map[string][]string // name -> keys it is under
+}
+
+// fewMax is how many objects a bucket holds in a slice before it needs a
+// map. Most keys hold one object (a claim's machine, a template's claims):
+// a map each would cost ~300 bytes more per key than a one-element slice.
+const fewMax = 8
+
+// bucket is the objects under one key of an index.
+type bucket struct {
+	few  []named
+	many map[string]types.Object
+}
+
+type named struct {
+	name string
+	obj  types.Object
+}
+
+func (b *bucket) put(name string, obj types.Object) {
+	if b.many != nil {
+		b.many[name] = obj
+		return
+	}
+	for i := range b.few {
+		if b.few[i].name == name {
+			b.few[i].obj = obj
+			return
+		}
+	}
+	if len(b.few) < fewMax {
+		b.few = append(b.few, named{name, obj})
+		return
+	}
+	b.many = make(map[string]types.Object, 2*fewMax)
+	for _, n := range b.few {
+		b.many[n.name] = n.obj
+	}
+	b.few = nil
+	b.many[name] = obj
+}
+
+func (b *bucket) del(name string) {
+	if b.many != nil {
+		delete(b.many, name)
+		return
+	}
+	for i := range b.few {
+		if b.few[i].name == name {
+			b.few = slices.Delete(b.few, i, i+1)
+			return
+		}
+	}
+}
+
+func (b *bucket) len() int {
+	if b.many != nil {
+		return len(b.many)
+	}
+	return len(b.few)
+}
+
+func (b *bucket) objects() []types.Object {
+	out := make([]types.Object, 0, b.len())
+	for _, n := range b.few {
+		out = append(out, n.obj)
+	}
+	for _, o := range b.many {
+		out = append(out, o)
+	}
+	return out
 }
 
 // Cache is the indexed copy. Configure it (Index, OnChange) before Start.
@@ -54,7 +125,7 @@ func New(st *store.Store, log *slog.Logger) *Cache {
 
 // Index adds an index named name over the objects of kind.
 func (c *Cache) Index(name, kind string, fn IndexFunc) {
-	ix := &index{kind: kind, fn: fn, byKey: map[string]map[string]types.Object{}, keys: map[string][]string{}}
+	ix := &index{kind: kind, fn: fn, byKey: map[string]*bucket{}, keys: map[string][]string{}}
 	c.indexes[name] = ix
 	c.byKind[kind] = append(c.byKind[kind], ix)
 }
@@ -186,9 +257,9 @@ func sameFacets(a, b types.Object) bool {
 
 func (ix *index) remove(name string) {
 	for _, k := range ix.keys[name] {
-		if m := ix.byKey[k]; m != nil {
-			delete(m, name)
-			if len(m) == 0 {
+		if b := ix.byKey[k]; b != nil {
+			b.del(name)
+			if b.len() == 0 {
 				delete(ix.byKey, k)
 			}
 		}
@@ -203,12 +274,12 @@ func (ix *index) add(name string, obj types.Object) {
 	}
 	ix.keys[name] = keys
 	for _, k := range keys {
-		m := ix.byKey[k]
-		if m == nil {
-			m = map[string]types.Object{}
-			ix.byKey[k] = m
+		b := ix.byKey[k]
+		if b == nil {
+			b = &bucket{}
+			ix.byKey[k] = b
 		}
-		m[name] = obj
+		b.put(name, obj)
 	}
 }
 
@@ -246,12 +317,11 @@ func (c *Cache) ByIndex(name, key string) []types.Object {
 	if ix == nil {
 		return nil
 	}
-	m := ix.byKey[key]
-	out := make([]types.Object, 0, len(m))
-	for _, o := range m {
-		out = append(out, o)
+	b := ix.byKey[key]
+	if b == nil {
+		return nil
 	}
-	return out
+	return b.objects()
 }
 
 // Count is the number of objects under key in the named index.
@@ -259,7 +329,9 @@ func (c *Cache) Count(name, key string) int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if ix := c.indexes[name]; ix != nil {
-		return len(ix.byKey[key])
+		if b := ix.byKey[key]; b != nil {
+			return b.len()
+		}
 	}
 	return 0
 }
@@ -270,8 +342,8 @@ func (c *Cache) Keys(name string) map[string]int {
 	defer c.mu.RUnlock()
 	out := map[string]int{}
 	if ix := c.indexes[name]; ix != nil {
-		for k, m := range ix.byKey {
-			out[k] = len(m)
+		for k, b := range ix.byKey {
+			out[k] = b.len()
 		}
 	}
 	return out
