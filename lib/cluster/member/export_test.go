@@ -21,3 +21,9 @@ func (m *Member) TreeDigest() Digest {
 	root, n := t.root()
 	return Digest{Records: n, Root: root}
 }
+
+// RunPeriodicRound runs one round with peer as the periodic loop does:
+// full, leaving writes younger than inFlightGrace alone.
+func (m *Member) RunPeriodicRound(ctx context.Context, peer string) {
+	m.ae.run(ctx, target{peer: peer, push: true, periodic: true})
+}
