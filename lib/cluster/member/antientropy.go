@@ -60,8 +60,9 @@ type antiEntropy struct {
 	all     bool            // every live peer needs a full round
 	rounds  map[uint64]*round
 	roundID uint64
-	// streaming marks the peers an msgRecords stream (sendKeys) goes to.
-	streaming map[string]bool
+	// streaming holds, per peer an msgRecords stream (sendKeys) goes to,
+	// the round it belongs to and how many of its streams run.
+	streaming map[string]stream
 }
 
 // round is an initiator's state while it waits for the answer to one level.
@@ -91,32 +92,53 @@ func newAntiEntropy(m *Member, k *keeper) *antiEntropy {
 		full:   map[string]bool{},
 		rounds: map[uint64]*round{},
 
-		streaming: map[string]bool{},
+		streaming: map[string]stream{},
 	}
 }
 
-// beginStream claims the one unasked-for record stream (msgRecords) to
-// peer; false when one is under way. Pull answers are never held back: the
-// peer asked for those keys, and a round after a join must finish at once.
-// Rounds come every interval from both sides, and a new member's
+// roundKey names a round across members: its initiator and its number there.
+type roundKey struct {
+	initiator string
+	id        uint64
+}
+
+// stream is the round that owns the record streams to one peer.
+type stream struct {
+	round roundKey
+	n     int
+}
+
+// beginStream claims the unasked-for record stream (msgRecords) to peer for
+// round; false when another round's is under way. Streams of one round may
+// run side by side: each level of its descent sends the subtrees it found
+// empty on the peer, which are disjoint. Pull answers are never held back:
+// the peer asked for those keys, and a round after a join must finish at
+// once. Rounds come every interval from both sides, and a new member's
 // catch-up takes several: without this each of them would send the same
 // records again while the first stream is still going (measured: 100,000
 // objects took six times their size). What a skipped stream would have
 // carried, the next round finds still missing.
-func (a *antiEntropy) beginStream(peer string) bool {
+func (a *antiEntropy) beginStream(peer string, round roundKey) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.streaming[peer] {
+	s, ok := a.streaming[peer]
+	if ok && s.round != round {
 		return false
 	}
-	a.streaming[peer] = true
+	a.streaming[peer] = stream{round: round, n: s.n + 1}
 	return true
 }
 
 func (a *antiEntropy) endStream(peer string) {
 	a.mu.Lock()
-	delete(a.streaming, peer)
-	a.mu.Unlock()
+	defer a.mu.Unlock()
+	s := a.streaming[peer]
+	if s.n <= 1 {
+		delete(a.streaming, peer)
+		return
+	}
+	s.n--
+	a.streaming[peer] = s
 }
 
 func (a *antiEntropy) wake() {
@@ -277,7 +299,7 @@ func (a *antiEntropy) run(ctx context.Context, t target) {
 			push = append(push, tree.under(s.level, s.index, inFlight)...)
 		}
 		var err error
-		if pushed, err = a.sendKeys(ctx, t.peer, msgRecords, tree, push); err != nil {
+		if pushed, err = a.sendKeys(ctx, t.peer, roundKey{m.cfg.Name, id}, msgRecords, tree, push); err != nil {
 			m.log.Debug("anti-entropy push failed", "peer", t.peer, "err", err)
 		}
 	}
@@ -393,7 +415,7 @@ func (a *antiEntropy) answer(ctx context.Context, buf []byte) {
 		if req, err = decodePullReq(body); err == nil {
 			if tree := a.keeper.current(ctx); tree != nil {
 				var n int
-				n, err = a.sendKeys(ctx, req.From, msgPullResp, tree, req.Keys)
+				n, err = a.sendKeys(ctx, req.From, roundKey{req.From, req.Round}, msgPullResp, tree, req.Keys)
 				m.log.Debug("pull answered", "peer", req.From, "asked", len(req.Keys), "sent", n)
 			}
 		}
@@ -435,25 +457,25 @@ func (a *antiEntropy) answerTree(ctx context.Context, req treeReq) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	n, err := a.sendKeys(ctx, req.From, msgRecords, tree, missing)
+	n, err := a.sendKeys(ctx, req.From, roundKey{req.From, req.Round}, msgRecords, tree, missing)
 	m.log.Debug("records sent for empty subtrees", "peer", req.From, "records", n)
 	return err
 }
 
 // sendKeys sends the records of keys to peer as t messages of at most
 // batchBytes, one after the other (the stream's pace bounds the memory), and
-// returns how many it sent; msgRecords are not sent while another such
+// returns how many it sent; msgRecords are not sent while another round's
 // stream to peer is under way (beginStream). A live record is read from the
 // store (it may have changed since the tree saw it: then the newer version
 // goes); a tombstone comes from the tree unless a live record replaced it. A
 // key gone from both is skipped.
-func (a *antiEntropy) sendKeys(ctx context.Context, peer string, t msgType, tree *hashTree, keys []Key) (int, error) {
+func (a *antiEntropy) sendKeys(ctx context.Context, peer string, round roundKey, t msgType, tree *hashTree, keys []Key) (int, error) {
 	m := a.m
 	if len(keys) == 0 {
 		return 0, nil
 	}
 	if t == msgRecords {
-		if !a.beginStream(peer) {
+		if !a.beginStream(peer, round) {
 			m.log.Debug("records not sent, a stream to the peer is under way", "peer", peer, "records", len(keys))
 			return 0, nil
 		}
