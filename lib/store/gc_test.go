@@ -54,12 +54,15 @@ func TestCollectTombstones(t *testing.T) {
 		{"again is a no-op", t0.Add(30 * time.Minute), 0, []string{"b"}},
 		{"the rest", t0.Add(2 * time.Hour), 1, nil},
 	}
+	collected := s.Collected()
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
 			n, err := s.CollectTombstones(st.olderThan)
 			require.NoError(t, err)
 			assert.Equal(t, st.want, n)
 			assert.Equal(t, st.left, tombstones(t, s))
+			collected += uint64(n)
+			assert.Equal(t, collected, s.Collected(), "Collected counts every collection")
 		})
 	}
 	list, err := s.List(types.KindMachineClaim)

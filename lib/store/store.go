@@ -181,10 +181,12 @@ type Store struct {
 
 	// wmu serialises writes, so Seq order is commit order, and guards watchers
 	// and gcSeq.
-	wmu      sync.Mutex
-	seq      atomic.Uint64
-	gcSeq    uint64
-	watchers map[*watcher]struct{}
+	wmu   sync.Mutex
+	seq   atomic.Uint64
+	gcSeq uint64
+	// collected counts the tombstones collected since Open (Collected).
+	collected atomic.Uint64
+	watchers  map[*watcher]struct{}
 
 	// life guards closed and the count of calls inside the badger DB, so Close
 	// never closes badger under a running call.

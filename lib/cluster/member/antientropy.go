@@ -10,7 +10,7 @@ import (
 	"github.com/hf-fleet/hf/lib/store"
 )
 
-// roundTimeout bounds an initiator's wait for the digest response.
+// roundTimeout bounds an initiator's wait for the answers of one round.
 const roundTimeout = 10 * time.Second
 
 // inFlightGrace is how old a write must be before a periodic round moves it:
@@ -23,19 +23,26 @@ const inFlightGrace = time.Second
 // once leads to one round.
 const joinSettle = 50 * time.Millisecond
 
-// maxAnswering bounds the digest and pull requests answered at once.
+// maxAnswering bounds the tree and pull requests answered at once.
 const maxAnswering = 4
 
 // antiEntropy repairs what replication missed. A round, initiator A with
-// responder B:
+// responder B, descends both hash trees (hashtree.go) from the root to the
+// leaves that differ:
 //
-//	A -> B  digest request: A's NumBuckets bucket hashes
-//	B -> A  digest response pages: the differing buckets and B's entries in
-//	        them (buckets where A is empty are left out: B sends A those
-//	        records at once)
+//	A -> B  tree request, level 1: A's 16 hashes under the root
+//	B -> A  the level-1 nodes that differ (and those where either side
+//	        holds nothing: where A has nothing, B sends the records at once)
+//	A -> B  level 2: A's 16 hashes under each node that differs
+//	B -> A  the level-2 nodes that differ
+//	A -> B  level 3 (the leaves): A's 16 hashes under each of those
+//	B -> A  answer pages: the differing leaves and B's entries in them
 //	A -> B  the records B lacks or holds older   (full rounds only)
 //	A -> B  pull requests: the keys where B is newer or A has nothing
 //	B -> A  pull responses: those records
+//
+// An in-sync round stops after the first answer. The responder keeps no
+// state between the steps: each request carries what it needs.
 //
 // Periodic rounds (a random live peer every AntiEntropyInterval) and rounds
 // asked for after lost pushes are full. A round after a join pulls only, from
@@ -44,6 +51,7 @@ const maxAnswering = 4
 // partition without each pair sending everything twice.
 type antiEntropy struct {
 	m      *Member
+	keeper *keeper
 	signal chan struct{}
 
 	mu      sync.Mutex
@@ -52,18 +60,16 @@ type antiEntropy struct {
 	all     bool            // every live peer needs a full round
 	rounds  map[uint64]*round
 	roundID uint64
-	// streaming marks the peers an msgRecords stream (sendKeys) goes to.
-	streaming map[string]bool
-
-	snapMu sync.Mutex
-	snap   *snapshot
-	snapAt time.Time
+	// streaming holds, per peer an msgRecords stream (sendKeys) goes to,
+	// the round it belongs to and how many of its streams run.
+	streaming map[string]stream
 }
 
-// round is an initiator's state while it waits for the digest response.
+// round is an initiator's state while it waits for the answer to one level.
 type round struct {
 	peer     string
-	pages    map[int]digestResp
+	level    int
+	pages    map[int]treeResp
 	done     chan struct{}
 	complete bool
 }
@@ -77,40 +83,62 @@ type target struct {
 	periodic bool
 }
 
-func newAntiEntropy(m *Member) *antiEntropy {
+func newAntiEntropy(m *Member, k *keeper) *antiEntropy {
 	return &antiEntropy{
 		m:      m,
+		keeper: k,
 		signal: make(chan struct{}, 1),
 		joins:  map[string]bool{},
 		full:   map[string]bool{},
 		rounds: map[uint64]*round{},
 
-		streaming: map[string]bool{},
+		streaming: map[string]stream{},
 	}
 }
 
-// beginStream claims the one unasked-for record stream (msgRecords) to
-// peer; false when one is under way. Pull answers are never held back: the
-// peer asked for those keys, and a round after a join must finish at once.
-// Rounds come every interval from both sides, and a new member's
+// roundKey names a round across members: its initiator and its number there.
+type roundKey struct {
+	initiator string
+	id        uint64
+}
+
+// stream is the round that owns the record streams to one peer.
+type stream struct {
+	round roundKey
+	n     int
+}
+
+// beginStream claims the unasked-for record stream (msgRecords) to peer for
+// round; false when another round's is under way. Streams of one round may
+// run side by side: each level of its descent sends the subtrees it found
+// empty on the peer, which are disjoint. Pull answers are never held back:
+// the peer asked for those keys, and a round after a join must finish at
+// once. Rounds come every interval from both sides, and a new member's
 // catch-up takes several: without this each of them would send the same
 // records again while the first stream is still going (measured: 100,000
 // objects took six times their size). What a skipped stream would have
 // carried, the next round finds still missing.
-func (a *antiEntropy) beginStream(peer string) bool {
+func (a *antiEntropy) beginStream(peer string, round roundKey) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.streaming[peer] {
+	s, ok := a.streaming[peer]
+	if ok && s.round != round {
 		return false
 	}
-	a.streaming[peer] = true
+	a.streaming[peer] = stream{round: round, n: s.n + 1}
 	return true
 }
 
 func (a *antiEntropy) endStream(peer string) {
 	a.mu.Lock()
-	delete(a.streaming, peer)
-	a.mu.Unlock()
+	defer a.mu.Unlock()
+	s := a.streaming[peer]
+	if s.n <= 1 {
+		delete(a.streaming, peer)
+		return
+	}
+	s.n--
+	a.streaming[peer] = s
 }
 
 func (a *antiEntropy) wake() {
@@ -205,48 +233,73 @@ func (a *antiEntropy) loop(ctx context.Context) {
 	}
 }
 
+// subtree names one node of the tree.
+type subtree struct{ level, index int }
+
 // run is one round as initiator.
 func (a *antiEntropy) run(ctx context.Context, t target) {
 	m := a.m
 	start := time.Now()
-	snap, err := a.snapshot()
-	if err != nil {
-		m.log.Warn("anti-entropy digest", "err", err)
+	// The timeout bounds the descent, not the records sent after it.
+	wait, cancel := context.WithTimeout(ctx, roundTimeout)
+	defer cancel()
+	tree := a.keeper.current(wait)
+	if tree == nil {
 		return
 	}
-	id, r := a.open(t.peer)
+	id := a.open(t.peer)
 	defer a.close(id)
-	req := digestReq{Round: id, From: m.cfg.Name, Hashes: snap.digest.Hashes[:]}
+	var inFlight uint64
 	if t.periodic {
-		req.InFlight = store.HLCFromTime(time.Now().Add(-inFlightGrace))
+		inFlight = store.HLCFromTime(time.Now().Add(-inFlightGrace))
 	}
-	if err := m.sendNow(t.peer, classAntiEntropy, encodeDigestReq(req)); err != nil {
-		m.metrics.rounds.WithLabelValues("failed").Inc()
-		m.log.Debug("anti-entropy round failed", "peer", t.peer, "err", err)
-		return
+	var (
+		parents = []int{0}
+		empty   []subtree // the peer holds nothing there
+		sent    int       // nodes the peer sends all of
+		leaves  []int     // the leaves that differ
+		theirs  []leafEntry
+	)
+	for level := 1; level <= treeDepth && len(parents) > 0; level++ {
+		req := treeReq{Round: id, From: m.cfg.Name, InFlight: inFlight, Level: level, Parents: parents, Hashes: tree.children(level, parents)}
+		done := a.expect(id, level)
+		if err := m.sendNow(t.peer, classAntiEntropy, encodeTreeReq(req)); err != nil {
+			m.metrics.rounds.WithLabelValues("failed").Inc()
+			m.log.Debug("anti-entropy round failed", "peer", t.peer, "level", level, "err", err)
+			return
+		}
+		select {
+		case <-done:
+		case <-wait.Done():
+			if ctx.Err() == nil {
+				m.metrics.rounds.WithLabelValues("failed").Inc()
+				m.log.Debug("anti-entropy round timed out", "peer", t.peer, "level", level)
+			}
+			return
+		}
+		resp, entries := a.result(id)
+		for _, i := range resp.Empty {
+			empty = append(empty, subtree{level, i})
+		}
+		sent += len(resp.Sent)
+		parents = resp.Differ
+		if level == treeDepth {
+			leaves, theirs = resp.Differ, entries
+		}
 	}
-	timer := time.NewTimer(roundTimeout)
-	defer timer.Stop()
-	select {
-	case <-r.done:
-	case <-ctx.Done():
-		return
-	case <-timer.C:
-		m.metrics.rounds.WithLabelValues("failed").Inc()
-		m.log.Debug("anti-entropy round timed out", "peer", t.peer)
-		return
-	}
-	buckets, theirs := a.result(id)
-	if len(buckets) == 0 {
+	if len(leaves) == 0 && len(empty) == 0 && sent == 0 {
 		m.metrics.rounds.WithLabelValues("in_sync").Inc()
-		m.log.Debug("anti-entropy round", "peer", t.peer, "buckets", 0, "took", time.Since(start))
+		m.log.Debug("anti-entropy round", "peer", t.peer, "leaves", 0, "took", time.Since(start))
 		return
 	}
-	push, pull := reconcile(snap, buckets, theirs, req.InFlight)
+	push, pull := reconcile(tree.entries(leaves), leaves, theirs, inFlight)
 	pushed := 0
-	if t.push && len(push) > 0 {
-		pushed, err = a.sendKeys(ctx, t.peer, msgRecords, snap, push)
-		if err != nil {
+	if t.push {
+		for _, s := range empty {
+			push = append(push, tree.under(s.level, s.index, inFlight)...)
+		}
+		var err error
+		if pushed, err = a.sendKeys(ctx, t.peer, roundKey{m.cfg.Name, id}, msgRecords, tree, push); err != nil {
 			m.log.Debug("anti-entropy push failed", "peer", t.peer, "err", err)
 		}
 	}
@@ -258,18 +311,17 @@ func (a *antiEntropy) run(ctx context.Context, t target) {
 	}
 	m.metrics.rounds.WithLabelValues("repaired").Inc()
 	m.metrics.repaired.WithLabelValues("requested").Add(float64(len(pull)))
-	m.log.Debug("anti-entropy round", "peer", t.peer, "buckets", len(buckets),
+	m.log.Debug("anti-entropy round", "peer", t.peer, "leaves", len(leaves), "empty", len(empty), "sent", sent,
 		"pushed", pushed, "pulled", len(pull), "took", time.Since(start))
 }
 
-// open registers a round waiting for peer's digest response.
-func (a *antiEntropy) open(peer string) (uint64, *round) {
+// open registers a round with peer.
+func (a *antiEntropy) open(peer string) uint64 {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.roundID++
-	r := &round{peer: peer, pages: map[int]digestResp{}, done: make(chan struct{})}
-	a.rounds[a.roundID] = r
-	return a.roundID, r
+	a.rounds[a.roundID] = &round{peer: peer}
+	return a.roundID
 }
 
 func (a *antiEntropy) close(id uint64) {
@@ -278,29 +330,41 @@ func (a *antiEntropy) close(id uint64) {
 	a.mu.Unlock()
 }
 
-// result returns a complete round's differing buckets and the peer's entries.
-func (a *antiEntropy) result(id uint64) ([]int, []Entry) {
+// expect readies round id for the answer to level and returns the channel
+// closed once every page of it has arrived.
+func (a *antiEntropy) expect(id uint64, level int) <-chan struct{} {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	r := a.rounds[id]
-	if r == nil {
-		return nil, nil
-	}
-	var buckets []int
-	var entries []Entry
-	for _, p := range r.pages {
-		buckets = p.Buckets
-		entries = append(entries, p.Entries...)
-	}
-	return buckets, entries
+	r.level, r.pages, r.complete = level, map[int]treeResp{}, false
+	r.done = make(chan struct{})
+	return r.done
 }
 
-// deliver files one digest response page. It never blocks.
-func (a *antiEntropy) deliver(resp digestResp) {
+// result returns a complete answer: its lists (from any page) and the
+// entries of all its pages.
+func (a *antiEntropy) result(id uint64) (treeResp, []leafEntry) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var resp treeResp
+	var entries []leafEntry
+	r := a.rounds[id]
+	if r == nil {
+		return resp, nil
+	}
+	for _, p := range r.pages {
+		resp = p
+		entries = append(entries, p.Entries...)
+	}
+	return resp, entries
+}
+
+// deliver files one answer page. It never blocks.
+func (a *antiEntropy) deliver(resp treeResp) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	r := a.rounds[resp.Round]
-	if r == nil || r.peer != resp.From || r.complete {
+	if r == nil || r.peer != resp.From || r.level != resp.Level || r.complete {
 		return
 	}
 	r.pages[resp.Page] = resp
@@ -310,24 +374,7 @@ func (a *antiEntropy) deliver(resp digestResp) {
 	}
 }
 
-// snapshot returns the store's digest and entries, reusing the last scan
-// while the store has not changed and it is younger than the interval
-// (tombstone collection changes the store without moving its seq).
-func (a *antiEntropy) snapshot() (*snapshot, error) {
-	a.snapMu.Lock()
-	defer a.snapMu.Unlock()
-	if a.snap != nil && a.snap.seq == a.m.st.Seq() && time.Since(a.snapAt) < a.m.cfg.AntiEntropyInterval {
-		return a.snap, nil
-	}
-	s, err := scanSnapshot(a.m.st)
-	if err != nil {
-		return nil, err
-	}
-	a.snap, a.snapAt = s, time.Now()
-	return s, nil
-}
-
-// serve answers digest and pull requests, a few at a time.
+// serve answers tree and pull requests, a few at a time.
 func (a *antiEntropy) serve(ctx context.Context) {
 	sem := make(chan struct{}, maxAnswering)
 	for {
@@ -358,18 +405,17 @@ func (a *antiEntropy) answer(ctx context.Context, buf []byte) {
 	t, body, _ := splitType(buf)
 	var err error
 	switch t {
-	case msgDigestReq:
-		var req digestReq
-		if req, err = decodeDigestReq(body); err == nil {
-			err = a.answerDigest(ctx, req)
+	case msgTreeReq:
+		var req treeReq
+		if req, err = decodeTreeReq(body); err == nil {
+			err = a.answerTree(ctx, req)
 		}
 	case msgPullReq:
 		var req pullReq
 		if req, err = decodePullReq(body); err == nil {
-			var snap *snapshot
-			if snap, err = a.snapshot(); err == nil {
+			if tree := a.keeper.current(ctx); tree != nil {
 				var n int
-				n, err = a.sendKeys(ctx, req.From, msgPullResp, snap, req.Keys)
+				n, err = a.sendKeys(ctx, req.From, roundKey{req.From, req.Round}, msgPullResp, tree, req.Keys)
 				m.log.Debug("pull answered", "peer", req.From, "asked", len(req.Keys), "sent", n)
 			}
 		}
@@ -379,57 +425,57 @@ func (a *antiEntropy) answer(ctx context.Context, buf []byte) {
 	}
 }
 
-// answerDigest sends the differing buckets and this node's entries in them,
-// paged, then the records of the buckets where the initiator has nothing.
-func (a *antiEntropy) answerDigest(ctx context.Context, req digestReq) error {
+// answerTree compares one level of the initiator's tree with this node's and
+// says which nodes differ; at the leaves it adds this node's entries in the
+// differing ones, paged. Then it sends the records under the nodes where the
+// initiator holds nothing.
+func (a *antiEntropy) answerTree(ctx context.Context, req treeReq) error {
 	m := a.m
-	snap, err := a.snapshot()
-	if err != nil {
-		return err
+	tree := a.keeper.current(ctx)
+	if tree == nil {
+		return ctx.Err()
 	}
-	buckets := differing(snap.digest.Hashes[:], req.Hashes)
-	var entries []Entry
-	var missing []Key // in the buckets where the initiator has nothing
-	for _, b := range buckets {
-		if req.Hashes[b] == 0 {
-			for _, e := range snap.entries[b] {
-				if req.InFlight == 0 || e.Version.HLC < req.InFlight {
-					missing = append(missing, e.Key)
-				}
-			}
-			continue
+	d := tree.compare(req.Level, req.Parents, req.Hashes)
+	var entries []leafEntry
+	if req.Level == treeDepth {
+		for _, e := range tree.entries(d.Differ) {
+			entries = append(entries, leafEntry{Key: e.Key, Hash: e.hash, Settled: settled(e.Version, req.InFlight)})
 		}
-		entries = append(entries, snap.entries[b]...)
 	}
 	pages := pageEntries(entries, batchBytes)
 	for i, p := range pages {
-		resp := digestResp{Round: req.Round, From: m.cfg.Name, Page: i, Pages: len(pages), Buckets: buckets, Entries: p}
-		if err := m.sendNow(req.From, classAntiEntropy, encodeDigestResp(resp)); err != nil {
+		resp := treeResp{Round: req.Round, From: m.cfg.Name, Level: req.Level, Page: i, Pages: len(pages),
+			Differ: d.Differ, Empty: d.Empty, Sent: d.Missing, Entries: p}
+		if err := m.sendNow(req.From, classAntiEntropy, encodeTreeResp(resp)); err != nil {
 			return err
 		}
+	}
+	var missing []Key
+	for _, i := range d.Missing {
+		missing = append(missing, tree.under(req.Level, i, req.InFlight)...)
 	}
 	if len(missing) == 0 {
 		return nil
 	}
-	n, err := a.sendKeys(ctx, req.From, msgRecords, snap, missing)
-	m.log.Debug("records sent for empty buckets", "peer", req.From, "records", n)
+	n, err := a.sendKeys(ctx, req.From, roundKey{req.From, req.Round}, msgRecords, tree, missing)
+	m.log.Debug("records sent for empty subtrees", "peer", req.From, "records", n)
 	return err
 }
 
 // sendKeys sends the records of keys to peer as t messages of at most
 // batchBytes, one after the other (the stream's pace bounds the memory), and
-// returns how many it sent; msgRecords are not sent while another such
-// stream to peer is under way (beginStream). A live record is read back from the store (it may
-// have changed since snap: then the newer version goes); a tombstone comes
-// from snap unless a live record replaced it. A key deleted since snap is
-// skipped: its tombstone is newer than snap and travels on its own.
-func (a *antiEntropy) sendKeys(ctx context.Context, peer string, t msgType, snap *snapshot, keys []Key) (int, error) {
+// returns how many it sent; msgRecords are not sent while another round's
+// stream to peer is under way (beginStream). A live record is read from the
+// store (it may have changed since the tree saw it: then the newer version
+// goes); a tombstone comes from the tree unless a live record replaced it. A
+// key gone from both is skipped.
+func (a *antiEntropy) sendKeys(ctx context.Context, peer string, round roundKey, t msgType, tree *hashTree, keys []Key) (int, error) {
 	m := a.m
 	if len(keys) == 0 {
 		return 0, nil
 	}
 	if t == msgRecords {
-		if !a.beginStream(peer) {
+		if !a.beginStream(peer, round) {
 			m.log.Debug("records not sent, a stream to the peer is under way", "peer", peer, "records", len(keys))
 			return 0, nil
 		}
@@ -460,7 +506,7 @@ func (a *antiEntropy) sendKeys(ctx context.Context, peer string, t msgType, snap
 		switch {
 		case err == nil:
 		case errors.Is(err, store.ErrNotFound):
-			tomb, ok := snap.tombs[k]
+			tomb, ok := tree.tomb(k)
 			if !ok {
 				continue
 			}

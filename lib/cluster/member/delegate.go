@@ -16,7 +16,7 @@ import (
 //
 // Records never ride on UDP gossip (1,400-byte packets, ~99% reach): they go
 // by reliable send, and anti-entropy uses its own paged messages rather than
-// memberlist's push/pull state, which would carry the whole digest on every
+// memberlist's push/pull state, which would carry a digest on every
 // membership sync.
 type delegate struct{ m *Member }
 
@@ -57,10 +57,10 @@ func (m *Member) dispatch(buf []byte) {
 		m.inbox.Push(msg)
 	case msgRecords, msgPush, msgPullResp:
 		m.applyQ.Push(append([]byte(nil), buf...))
-	case msgDigestReq, msgPullReq:
+	case msgTreeReq, msgPullReq:
 		m.aeQ.Push(append([]byte(nil), buf...))
-	case msgDigestResp:
-		resp, err := decodeDigestResp(body)
+	case msgTreeResp:
+		resp, err := decodeTreeResp(body)
 		if err != nil {
 			m.log.Debug("message dropped", "type", t, "err", err)
 			return

@@ -47,18 +47,30 @@
 // skipped: anti-entropy repairs it.
 //
 // Anti-entropy repairs what pushes missed (a peer down or partitioned, a
-// dropped queue). A digest buckets every record, tombstones included, by
-// hash(kind/name) into NumBuckets buckets, each with a hash over its sorted
-// (kind, name, version) entries:
+// dropped queue). Every member keeps a hash tree over its records,
+// tombstones included: hash(kind/name) picks one of NumLeaves (4,096) leaf
+// buckets, and above them three levels of 16 children up to the root. A
+// node's hash is the sum of its records' hashes (kind, name, version,
+// fingerprint), so each commit, seen through the store's watch, updates one
+// leaf and its three ancestors (keeper.go); nothing is recomputed for a
+// round. A round descends both trees to the leaves that differ:
 //
-//	A                                           B
-//	|--msgDigestReq: 1024 bucket hashes (8 KB)-->|
-//	|<--msgDigestResp pages (< 256 KB): the -----|  and for buckets where A
-//	|   differing buckets, B's entries in them   |  has nothing, B sends the
-//	|                                            |  records at once (msgRecords)
-//	|--msgRecords: what B lacks or has older---->|  (full rounds only)
-//	|--msgPullReq pages: keys where B is newer-->|
-//	|<--msgPullResp: those records---------------|
+//	A                                            B
+//	|--msgTreeReq level 1: A's 16 hashes -------->|  in sync: ~150 B, done
+//	|<--msgTreeResp: the nodes that differ -------|  where A has nothing, B
+//	|   (and those where B has nothing)           |  sends the records at once
+//	|--msgTreeReq level 2: 16 under each -------->|  (msgRecords)
+//	|<--msgTreeResp: the nodes that differ -------|
+//	|--msgTreeReq level 3: 16 leaves under each ->|
+//	|<--msgTreeResp pages (< 256 KB): the --------|
+//	|   differing leaves, B's entries in them     |
+//	|   (key, entry hash, settled)                |
+//	|--msgRecords: what B lacks or has older----->|  (full rounds only; also
+//	|--msgPullReq pages: keys where B is newer--->|   everything where B has
+//	|<--msgPullResp: those records----------------|   nothing)
+//
+// One record's difference costs about 1.2 KB (three levels of 16 hashes,
+// a leaf's entries, the record), whatever the store holds.
 //
 // A full round runs with a random live peer every AntiEntropyInterval (it
 // leaves writes younger than a second alone: they are still on their way by

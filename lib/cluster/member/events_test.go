@@ -114,7 +114,7 @@ func TestTakeRounds(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := newAntiEntropy(&Member{})
+			a := newAntiEntropy(&Member{}, nil)
 			tt.setup(a)
 			tt.want(t, a.take(tt.live))
 			assert.Empty(t, a.take(tt.live), "requests are cleared")

@@ -109,7 +109,7 @@ func New(cfg Config, log *slog.Logger, st *store.Store) (*Member, error) {
 		aeQ:     queue.New[[]byte](),
 	}
 	m.metrics = newMetrics()
-	m.ae = newAntiEntropy(m)
+	m.ae = newAntiEntropy(m, newKeeper(st, m.log, cfg.AntiEntropyInterval))
 	m.senders = newSenders(m)
 	m.table = newMembers(cfg.Name, cfg.ForgetAfter, m.signalChanged, m.ae.joined)
 	return m, nil
@@ -159,6 +159,7 @@ func (m *Member) Start(ctx context.Context) error {
 	// anti-entropy round's after the join.
 	events := m.st.Watch(m.loopCtx, m.st.Seq())
 	m.spawnLoop(func(ctx context.Context) { m.pushLoop(ctx, events) })
+	m.spawnLoop(m.ae.keeper.run)
 	m.spawnLoop(m.ae.loop)
 	m.spawnLoop(m.membershipLoop)
 	m.spawnLoop(m.rejoinLoop)

@@ -19,7 +19,10 @@ type msgType byte
 
 // Message types. Numbers are part of the wire format: never reuse one. 2, 4
 // and 6 carried whole objects with one version each (before facets); a node
-// of that release and one of this do not understand each other's records.
+// of that release and one of this do not understand each other's records. 3
+// and 9 carried the flat digest of 1,024 bucket hashes (before the hash
+// tree): a node of that release and one of this replicate by push but do not
+// repair each other.
 const (
 	// msgElection carries a wire.Message (JSON: small and rare).
 	msgElection msgType = 1
@@ -30,11 +33,13 @@ const (
 	// pushed by their writer or relayed by a member on the way. The receiver
 	// relays what was new to it to its own children in each writer's tree.
 	msgPush msgType = 11
-	// msgDigestReq opens an anti-entropy round: the initiator's bucket hashes.
-	msgDigestReq msgType = 3
-	// msgDigestResp is one page of the responder's entries in the buckets
-	// that differ.
-	msgDigestResp msgType = 9
+	// msgTreeReq is one step of an anti-entropy round's descent: the
+	// initiator's hashes of one level of its hash tree under the nodes that
+	// differ.
+	msgTreeReq msgType = 12
+	// msgTreeResp answers a msgTreeReq: which of those nodes differ and, at
+	// the leaves, one page of the responder's entries in the differing ones.
+	msgTreeResp msgType = 13
 	// msgPullReq asks for records by key.
 	msgPullReq msgType = 5
 	// msgPullResp answers a pull request with records.
@@ -52,10 +57,10 @@ func (t msgType) String() string {
 		return "records"
 	case msgPush:
 		return "push"
-	case msgDigestReq:
-		return "digest-request"
-	case msgDigestResp:
-		return "digest-response"
+	case msgTreeReq:
+		return "tree-request"
+	case msgTreeResp:
+		return "tree-response"
 	case msgPullReq:
 		return "pull-request"
 	case msgPullResp:
@@ -79,42 +84,56 @@ type Key struct {
 	Kind, Name string
 }
 
-// Entry is one record as a digest sees it: its key, its version (the newest
-// of its facets) and its fingerprint (store.Record.Fingerprint: all its facet
-// versions), so two copies that differ in an older facet differ here too.
-type Entry struct {
-	Key
-	Version types.Version
-	Sum     uint64
-}
-
 // recordsMsg is a batch of records (msgRecords, msgPush and msgPullResp).
 type recordsMsg struct {
 	From    string
 	Records []store.Record
 }
 
-// digestReq opens an anti-entropy round.
-type digestReq struct {
+// treeReq is one level of an initiator's hash tree: for each of Parents
+// (nodes of level Level-1, ascending; the root, 0, for level 1) the hashes
+// of its treeFanout children.
+type treeReq struct {
 	Round uint64
 	From  string
 	// InFlight, when not 0, is an HLC value: records with versions at or
 	// above it may still be on their way by push and are left out of the
 	// transfers of this round (they still count in the hashes).
 	InFlight uint64
-	Hashes   []uint64 // NumBuckets of them
+	Level    int
+	Parents  []int
+	Hashes   []uint64 // treeFanout per parent
 }
 
-// digestResp is one page of an answer to a digestReq. Every page carries the
-// differing buckets, so pages can arrive in any order (each reliable send is
-// its own TCP stream).
-type digestResp struct {
-	Round   uint64
-	From    string
-	Page    int
-	Pages   int
-	Buckets []int
-	Entries []Entry
+// treeResp is one page of the answer to a treeReq. Every page carries the
+// three lists, so pages can arrive in any order (each reliable send is its
+// own TCP stream); only answers at the leaves have more than one.
+type treeResp struct {
+	Round uint64
+	From  string
+	Level int
+	Page  int
+	Pages int
+	// Differ are the nodes of Level that both sides hold records under,
+	// not the same ones: the initiator descends into them, and at the
+	// leaves Entries are the responder's entries in them.
+	Differ []int
+	// Empty are the nodes the responder holds nothing under: in a full
+	// round the initiator sends it everything there.
+	Empty []int
+	// Sent are the nodes the initiator holds nothing under: the responder
+	// sends it their records (msgRecords) right after its answer.
+	Sent    []int
+	Entries []leafEntry
+}
+
+// leafEntry is one of the responder's records in a differing leaf: its key,
+// its entry hash (version and fingerprint, as the tree sums them) and
+// whether its version is older than the request's InFlight.
+type leafEntry struct {
+	Key
+	Hash    uint64
+	Settled bool
 }
 
 // pullReq asks the receiver for the records of Keys.
@@ -293,9 +312,10 @@ func recordSize(r *store.Record) int {
 	return n
 }
 
-// entrySize estimates an entry's encoded size, for paging.
-func entrySize(e *Entry) int {
-	return len(e.Kind) + len(e.Name) + len(e.Version.Node) + 2*binary.MaxVarintLen64 + 8
+// leafEntrySize bounds a leaf entry's encoded size (its kind aside, which
+// a page carries once), for paging.
+func leafEntrySize(e *leafEntry) int {
+	return len(e.Name) + 2*binary.MaxVarintLen64 + 8
 }
 
 // encodeRecords writes a batch of records, facet by facet (the receiver
@@ -367,82 +387,143 @@ func decodeRecords(t msgType, body []byte) (recordsMsg, error) {
 	return m, d.done(t)
 }
 
-func encodeDigestReq(m digestReq) []byte {
-	e := newEncoder(msgDigestReq, 4*binary.MaxVarintLen64+len(m.From)+8*len(m.Hashes))
+func encodeTreeReq(m treeReq) []byte {
+	e := newEncoder(msgTreeReq, (5+len(m.Parents))*binary.MaxVarintLen64+len(m.From)+8*len(m.Hashes))
 	e.uint(m.Round)
 	e.str(m.From)
 	e.uint(m.InFlight)
-	e.uint(uint64(len(m.Hashes)))
+	e.uint(uint64(m.Level))
+	e.uint(uint64(len(m.Parents)))
+	for _, p := range m.Parents {
+		e.uint(uint64(p))
+	}
 	for _, h := range m.Hashes {
 		e.fixed64(h)
 	}
 	return e.b
 }
 
-func decodeDigestReq(body []byte) (digestReq, error) {
+// decodeTreeReq reads a treeReq and checks it against the tree's shape: a
+// level below the root, parents ascending on the level above, and
+// treeFanout hashes for each.
+func decodeTreeReq(body []byte) (treeReq, error) {
 	d := &decoder{b: body}
-	m := digestReq{Round: d.uint(), From: d.str()}
-	m.InFlight = d.uint()
-	n := d.count(8)
-	if d.err == nil {
-		m.Hashes = make([]uint64, n)
+	m := treeReq{Round: d.uint(), From: d.str(), InFlight: d.uint(), Level: d.smallInt()}
+	if d.err == nil && (m.Level < 1 || m.Level > treeDepth) {
+		d.fail(fmt.Errorf("level %d out of range", m.Level))
 	}
-	for i := 0; i < n && d.err == nil; i++ {
+	np := d.count(1 + 8*treeFanout)
+	m.Parents = d.indexes(np, levelWidth(min(max(m.Level-1, 0), treeDepth)))
+	if d.err == nil {
+		m.Hashes = make([]uint64, np*treeFanout)
+	}
+	for i := 0; i < len(m.Hashes) && d.err == nil; i++ {
 		m.Hashes[i] = d.fixed64()
 	}
-	if d.err == nil && n != NumBuckets {
-		d.fail(fmt.Errorf("%d buckets, want %d", n, NumBuckets))
-	}
-	return m, d.done(msgDigestReq)
+	return m, d.done(msgTreeReq)
 }
 
-func encodeDigestResp(m digestResp) []byte {
-	size := 5*binary.MaxVarintLen64 + len(m.From) + 3*len(m.Buckets)
-	for i := range m.Entries {
-		size += entrySize(&m.Entries[i])
+// indexes reads n ascending node indexes below width.
+func (d *decoder) indexes(n, width int) []int {
+	var out []int
+	for i := 0; i < n && d.err == nil; i++ {
+		v := d.smallInt()
+		switch {
+		case v >= width:
+			d.fail(fmt.Errorf("node %d out of range", v))
+		case i > 0 && v <= out[i-1]:
+			d.fail(fmt.Errorf("nodes not ascending at %d", v))
+		}
+		out = append(out, v)
 	}
-	e := newEncoder(msgDigestResp, size)
+	return out
+}
+
+func (e *encoder) indexes(xs []int) {
+	e.uint(uint64(len(xs)))
+	for _, x := range xs {
+		e.uint(uint64(x))
+	}
+}
+
+// encodeTreeResp writes the entries' kinds once, in a table, and each
+// entry's kind as an index into it (shifted left by one, the low bit set
+// when the entry is settled):
+//
+//	type round from level page pages differ empty sent
+//	     uvarint(k) k x kind uvarint(n) n x [uvarint(kind<<1|settled) name fixed64(hash)]
+func encodeTreeResp(m treeResp) []byte {
+	size := 8*binary.MaxVarintLen64 + len(m.From) + 3*(len(m.Differ)+len(m.Empty)+len(m.Sent))
+	var kinds []string
+	index := map[string]int{}
+	for i := range m.Entries {
+		size += leafEntrySize(&m.Entries[i])
+		if _, ok := index[m.Entries[i].Kind]; !ok {
+			index[m.Entries[i].Kind] = len(kinds)
+			kinds = append(kinds, m.Entries[i].Kind)
+			size += len(m.Entries[i].Kind) + binary.MaxVarintLen64
+		}
+	}
+	e := newEncoder(msgTreeResp, size)
 	e.uint(m.Round)
 	e.str(m.From)
+	e.uint(uint64(m.Level))
 	e.uint(uint64(m.Page))
 	e.uint(uint64(m.Pages))
-	e.uint(uint64(len(m.Buckets)))
-	for _, b := range m.Buckets {
-		e.uint(uint64(b))
+	e.indexes(m.Differ)
+	e.indexes(m.Empty)
+	e.indexes(m.Sent)
+	e.uint(uint64(len(kinds)))
+	for _, k := range kinds {
+		e.str(k)
 	}
 	e.uint(uint64(len(m.Entries)))
 	for i := range m.Entries {
-		e.key(m.Entries[i].Key)
-		e.version(m.Entries[i].Version)
-		e.fixed64(m.Entries[i].Sum)
+		x := &m.Entries[i]
+		tag := uint64(index[x.Kind]) << 1
+		if x.Settled {
+			tag |= 1
+		}
+		e.uint(tag)
+		e.str(x.Name)
+		e.fixed64(x.Hash)
 	}
 	return e.b
 }
 
-func decodeDigestResp(body []byte) (digestResp, error) {
+func decodeTreeResp(body []byte) (treeResp, error) {
 	d := &decoder{b: body}
-	m := digestResp{Round: d.uint(), From: d.str(), Page: d.smallInt(), Pages: d.smallInt()}
-	nb := d.count(1)
-	for i := 0; i < nb && d.err == nil; i++ {
-		b := d.smallInt()
-		if b >= NumBuckets {
-			d.fail(fmt.Errorf("bucket %d out of range", b))
-		}
-		m.Buckets = append(m.Buckets, b)
-	}
-	ne := d.count(4)
-	if d.err == nil {
-		m.Entries = make([]Entry, 0, ne)
-	}
-	for i := 0; i < ne && d.err == nil; i++ {
-		k := d.key()
-		v := d.version()
-		m.Entries = append(m.Entries, Entry{Key: k, Version: v, Sum: d.fixed64()})
+	m := treeResp{Round: d.uint(), From: d.str(), Level: d.smallInt(), Page: d.smallInt(), Pages: d.smallInt()}
+	if d.err == nil && (m.Level < 1 || m.Level > treeDepth) {
+		d.fail(fmt.Errorf("level %d out of range", m.Level))
 	}
 	if d.err == nil && (m.Pages < 1 || m.Page >= m.Pages) {
 		d.fail(fmt.Errorf("page %d of %d", m.Page, m.Pages))
 	}
-	return m, d.done(msgDigestResp)
+	width := levelWidth(min(max(m.Level, 0), treeDepth))
+	m.Differ = d.indexes(d.count(1), width)
+	m.Empty = d.indexes(d.count(1), width)
+	m.Sent = d.indexes(d.count(1), width)
+	nk := d.count(1)
+	kinds := make([]string, 0, nk)
+	for i := 0; i < nk && d.err == nil; i++ {
+		kinds = append(kinds, d.str())
+	}
+	ne := d.count(10)
+	if d.err == nil && ne > 0 {
+		m.Entries = make([]leafEntry, 0, ne)
+	}
+	for i := 0; i < ne && d.err == nil; i++ {
+		tag := d.uint()
+		name := d.str()
+		h := d.fixed64()
+		if d.err == nil && tag>>1 >= uint64(len(kinds)) {
+			d.fail(fmt.Errorf("kind %d out of range", tag>>1))
+			break
+		}
+		m.Entries = append(m.Entries, leafEntry{Key: Key{Kind: kinds[tag>>1], Name: name}, Hash: h, Settled: tag&1 == 1})
+	}
+	return m, d.done(msgTreeResp)
 }
 
 func encodePullReq(m pullReq) []byte {
@@ -503,11 +584,11 @@ func decodeElection(body []byte) (wire.Message, error) {
 
 // pageEntries splits entries into pages whose encoded size stays under limit
 // bytes (at least one entry per page, and at least one page).
-func pageEntries(entries []Entry, limit int) [][]Entry {
-	var pages [][]Entry
+func pageEntries(entries []leafEntry, limit int) [][]leafEntry {
+	var pages [][]leafEntry
 	start, size := 0, 0
 	for i := range entries {
-		s := entrySize(&entries[i])
+		s := leafEntrySize(&entries[i]) + len(entries[i].Kind)
 		if i > start && size+s > limit {
 			pages = append(pages, entries[start:i])
 			start, size = i, 0

@@ -55,23 +55,27 @@ func TestRecordsDropSeq(t *testing.T) {
 	assert.Zero(t, got.Records[0].Seq, "seq is local to each store")
 }
 
-func TestDigestMessagesRoundTrip(t *testing.T) {
-	hashes := make([]uint64, NumBuckets)
+func TestTreeMessagesRoundTrip(t *testing.T) {
+	hashes := make([]uint64, 2*treeFanout)
 	for i := range hashes {
 		hashes[i] = uint64(i) * 0x9e3779b97f4a7c15
 	}
-	req := digestReq{Round: 7, From: "n1", InFlight: 123 << 16, Hashes: hashes}
-	buf := encodeDigestReq(req)
-	assert.Less(t, len(buf), 8*NumBuckets+64)
-	gotReq, err := decodeDigestReq(buf[1:])
+	req := treeReq{Round: 7, From: "n1", InFlight: 123 << 16, Level: 2, Parents: []int{3, 15}, Hashes: hashes}
+	buf := encodeTreeReq(req)
+	assert.Less(t, len(buf), 8*len(hashes)+32)
+	gotReq, err := decodeTreeReq(buf[1:])
 	require.NoError(t, err)
 	assert.Equal(t, req, gotReq)
 
-	resp := digestResp{Round: 7, From: "n2", Page: 1, Pages: 3, Buckets: []int{0, 5, 1023},
-		Entries: []Entry{{Key: Key{"Node", "n1"}, Version: types.Version{HLC: 5, Node: "n1"}, Sum: 1 << 63}}}
-	gotResp, err := decodeDigestResp(encodeDigestResp(resp)[1:])
+	resp := treeResp{Round: 7, From: "n2", Level: treeDepth, Page: 1, Pages: 3, Differ: []int{0, 5, NumLeaves - 1}, Empty: []int{7}, Sent: []int{9},
+		Entries: []leafEntry{{Key: Key{"Node", "n1"}, Hash: 1 << 63, Settled: true}, {Key: Key{"MachineClaim", "c"}, Hash: 5}, {Key: Key{"Node", "n2"}, Hash: 6}}}
+	buf = encodeTreeResp(resp)
+	gotResp, err := decodeTreeResp(buf[1:])
 	require.NoError(t, err)
 	assert.Equal(t, resp, gotResp)
+
+	inSync := encodeTreeResp(treeResp{Round: 7, From: "n2", Level: 1, Pages: 1})
+	assert.Less(t, len(inSync), 16, "an in-sync answer is a few bytes")
 
 	pull := pullReq{Round: 7, From: "n1", Keys: []Key{{"Node", "a"}, {"MachineClaim", "b"}}}
 	gotPull, err := decodePullReq(encodePullReq(pull)[1:])
@@ -95,7 +99,13 @@ func TestElectionRoundTrip(t *testing.T) {
 }
 
 func TestDecodeRejectsBadInput(t *testing.T) {
-	good := encodeDigestResp(digestResp{Round: 1, From: "n", Pages: 1, Buckets: []int{3}})
+	good := encodeTreeResp(treeResp{Round: 1, From: "n", Level: 1, Pages: 1, Differ: []int{3}})
+	req := func(level int, parents []int, hashes int) []byte {
+		return encodeTreeReq(treeReq{From: "n", Level: level, Parents: parents, Hashes: make([]uint64, hashes)})[1:]
+	}
+	resp := func(m treeResp) []byte { m.From = "n"; return encodeTreeResp(m)[1:] }
+	decReq := func(b []byte) error { _, err := decodeTreeReq(b); return err }
+	decResp := func(b []byte) error { _, err := decodeTreeResp(b); return err }
 	tests := []struct {
 		name   string
 		decode func([]byte) error
@@ -104,10 +114,18 @@ func TestDecodeRejectsBadInput(t *testing.T) {
 	}{
 		{"records short", func(b []byte) error { _, err := decodeRecords(msgRecords, b); return err }, []byte{}, "too short"},
 		{"records huge count", func(b []byte) error { _, err := decodeRecords(msgRecords, b); return err }, []byte{1, 'n', 0xff, 0xff, 0xff, 0x0f}, "exceeds"},
-		{"digest wrong bucket count", func(b []byte) error { _, err := decodeDigestReq(b); return err }, encodeDigestReq(digestReq{From: "n", Hashes: []uint64{1}})[1:], "buckets"},
-		{"response page out of range", func(b []byte) error { _, err := decodeDigestResp(b); return err }, encodeDigestResp(digestResp{From: "n", Page: 2, Pages: 2})[1:], "page"},
-		{"response bucket out of range", func(b []byte) error { _, err := decodeDigestResp(b); return err }, encodeDigestResp(digestResp{From: "n", Pages: 1, Buckets: []int{NumBuckets}})[1:], "out of range"},
-		{"trailing bytes", func(b []byte) error { _, err := decodeDigestResp(b); return err }, append(good[1:], 0), "trailing"},
+		{"request level 0", decReq, req(0, nil, 0), "level"},
+		{"request level below the leaves", decReq, req(treeDepth+1, nil, 0), "level"},
+		{"request too few hashes", decReq, req(1, []int{0}, treeFanout-1), "exceeds"},
+		{"request too many hashes", decReq, req(1, []int{0}, treeFanout+1), "trailing"},
+		{"request parent out of range", decReq, req(2, []int{treeFanout}, treeFanout), "out of range"},
+		{"request parents repeat", decReq, req(3, []int{4, 4}, 2*treeFanout), "ascending"},
+		{"response page out of range", decResp, resp(treeResp{Level: 1, Page: 2, Pages: 2}), "page"},
+		{"response level out of range", decResp, resp(treeResp{Level: 9, Pages: 1}), "level"},
+		{"response node out of range", decResp, resp(treeResp{Level: 1, Pages: 1, Differ: []int{treeFanout}}), "out of range"},
+		{"response leaf out of range", decResp, resp(treeResp{Level: treeDepth, Pages: 1, Sent: []int{NumLeaves}}), "out of range"},
+		{"response kind out of range", decResp, badKind(), "kind"},
+		{"trailing bytes", decResp, append(good[1:], 0), "trailing"},
 		{"election not json", func(b []byte) error { _, err := decodeElection(b); return err }, []byte("{"), "election"},
 	}
 	for _, tt := range tests {
@@ -121,10 +139,32 @@ func TestDecodeRejectsBadInput(t *testing.T) {
 	assert.Error(t, err)
 }
 
+// badKind is a tree response whose one entry names a kind its table lacks.
+func badKind() []byte {
+	e := newEncoder(msgTreeResp, 64)
+	e.uint(1) // round
+	e.str("n")
+	e.uint(1) // level
+	e.uint(0) // page
+	e.uint(1) // pages
+	e.indexes(nil)
+	e.indexes(nil)
+	e.indexes(nil)
+	e.uint(0) // no kinds
+	e.uint(1) // one entry
+	e.uint(2) // kind 1
+	e.str("x")
+	e.fixed64(0)
+	return e.b[1:]
+}
+
 func FuzzDecode(f *testing.F) {
 	f.Add(encodeRecords(msgRecords, "n1", []store.Record{{Kind: "K", Name: "a", Version: types.Version{HLC: 1, Node: "n1"}, Data: []byte("{}")}}))
-	f.Add(encodeDigestReq(digestReq{From: "n", Hashes: make([]uint64, NumBuckets)}))
-	f.Add(encodeDigestResp(digestResp{From: "n", Pages: 1, Buckets: []int{1}, Entries: []Entry{{Key: Key{"K", "a"}}}}))
+	f.Add(encodeTreeReq(treeReq{From: "n", Level: 1, Parents: []int{0}, Hashes: make([]uint64, treeFanout)}))
+	f.Add(encodeTreeReq(treeReq{From: "n", InFlight: 1 << 40, Level: treeDepth, Parents: []int{1, 200}, Hashes: make([]uint64, 2*treeFanout)}))
+	f.Add(encodeTreeResp(treeResp{From: "n", Level: 1, Pages: 1, Differ: []int{1}, Empty: []int{2}, Sent: []int{3}}))
+	f.Add(encodeTreeResp(treeResp{From: "n", Level: treeDepth, Pages: 2, Page: 1, Differ: []int{1, 4000},
+		Entries: []leafEntry{{Key: Key{"K", "a"}, Hash: 3, Settled: true}, {Key: Key{"L", "b"}}}}))
 	f.Add(encodePullReq(pullReq{From: "n", Keys: []Key{{"K", "a"}}}))
 	f.Add(encodeLeaving(leavingMsg{From: "n"}))
 	f.Fuzz(func(t *testing.T, buf []byte) {
@@ -141,13 +181,15 @@ func FuzzDecode(f *testing.F) {
 				require.NoError(t, err)
 				assert.Equal(t, len(m.Records), len(again.Records))
 			}
-		case msgDigestReq:
-			if m, err := decodeDigestReq(body); err == nil {
-				assert.Equal(t, buf, encodeDigestReq(m))
+		case msgTreeReq:
+			if m, err := decodeTreeReq(body); err == nil {
+				again, err := decodeTreeReq(encodeTreeReq(m)[1:])
+				require.NoError(t, err)
+				assert.Equal(t, m, again)
 			}
-		case msgDigestResp:
-			if m, err := decodeDigestResp(body); err == nil {
-				again, err := decodeDigestResp(encodeDigestResp(m)[1:])
+		case msgTreeResp:
+			if m, err := decodeTreeResp(body); err == nil {
+				again, err := decodeTreeResp(encodeTreeResp(m)[1:])
 				require.NoError(t, err)
 				assert.Equal(t, m, again)
 			}
@@ -164,9 +206,9 @@ func FuzzDecode(f *testing.F) {
 }
 
 func TestPaging(t *testing.T) {
-	var entries []Entry
+	var entries []leafEntry
 	for i := range 1000 {
-		entries = append(entries, Entry{Key: Key{"MachineClaim", strings.Repeat("x", i%50)}, Version: types.Version{HLC: uint64(i), Node: "n1"}})
+		entries = append(entries, leafEntry{Key: Key{"MachineClaim", strings.Repeat("x", i%50)}, Hash: uint64(i)})
 	}
 	pages := pageEntries(entries, 4096)
 	require.Greater(t, len(pages), 1)
@@ -174,7 +216,7 @@ func TestPaging(t *testing.T) {
 	for _, p := range pages {
 		size := 0
 		for i := range p {
-			size += entrySize(&p[i])
+			size += leafEntrySize(&p[i]) + len(p[i].Kind)
 		}
 		assert.LessOrEqual(t, size, 4096)
 		total += len(p)

@@ -3,6 +3,7 @@ package scaletest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -293,6 +294,10 @@ func CatchUp(tb testing.TB, objects int, opts Options) CatchUpResult {
 // RepairResult is what OneRecordRepair measured.
 type RepairResult struct {
 	Objects int
+	// InSyncBytesPerRound is what anti-entropy sent (both members) per
+	// round while the two held the same records, before the difference.
+	InSyncBytesPerRound float64
+	InSyncRounds        float64
 	// Took is from the difference until the second member holds the record.
 	Took time.Duration
 	// Bytes and Rounds are what anti-entropy sent (both members) and the
@@ -303,13 +308,15 @@ type RepairResult struct {
 
 // String is the result as one log line.
 func (r RepairResult) String() string {
-	return fmt.Sprintf("objects=%d took=%.0fms ae=%.0f B in %.0f rounds", r.Objects, ms(r.Took), r.Bytes, r.Rounds)
+	return fmt.Sprintf("objects=%d in sync: %.0f B/round (%.0f rounds); repair: took=%.0fms ae=%.0f B in %.0f rounds",
+		r.Objects, r.InSyncBytesPerRound, r.InSyncRounds, ms(r.Took), r.Bytes, r.Rounds)
 }
 
 // OneRecordRepair starts two members holding the same objects objects,
-// gives the first one record the second lacks (applied as if received from
-// a third member, so it is neither pushed nor relayed) and measures what
-// anti-entropy sends until the second holds it.
+// measures what their periodic anti-entropy rounds send while in sync (over
+// at least three rounds), then gives the first one record the second lacks
+// (applied as if received from a third member, so it is neither pushed nor
+// relayed) and measures what anti-entropy sends until the second holds it.
 func OneRecordRepair(tb testing.TB, objects int, opts Options) RepairResult {
 	tb.Helper()
 	opts = opts.withDefaults()
@@ -320,7 +327,28 @@ func OneRecordRepair(tb testing.TB, objects int, opts Options) RepairResult {
 		_, err := c.Nodes[i%2].Store.Put(object(fmt.Sprintf("obj-%06d", i), payload), store.PutOptions{})
 		require.NoError(tb, err)
 	}
-	c.WaitConverged(time.Minute)
+	c.WaitConverged(5 * time.Minute)
+
+	res := RepairResult{Objects: objects}
+	idle := readAll(tb, c.Nodes)
+	rounds := func(cs []counters) (n float64) {
+		for _, x := range cs {
+			n += x.aeRounds
+		}
+		return n
+	}
+	require.Eventually(tb, func() bool { return rounds(readAll(tb, c.Nodes))-rounds(idle) >= 3 },
+		time.Minute, 10*time.Millisecond, "no anti-entropy rounds")
+	synced := readAll(tb, c.Nodes)
+	res.InSyncRounds = rounds(synced) - rounds(idle)
+	for i := range synced {
+		res.InSyncBytesPerRound += (synced[i].aeBytes - idle[i].aeBytes) / res.InSyncRounds
+	}
+
+	// Real differences come at any moment between two rounds: one that
+	// comes less than the in-flight grace (1 s) before a round costs that
+	// round's descent too, without a repair.
+	time.Sleep(rand.N(opts.Config.AntiEntropyInterval)) // a random phase, not a wait for a condition
 
 	ghost, err := store.Open(store.Config{InMemory: true, NodeID: "ghost", GCInterval: -1}, nil)
 	require.NoError(tb, err)
@@ -337,7 +365,7 @@ func OneRecordRepair(tb testing.TB, objects int, opts Options) RepairResult {
 		_, err := c.Nodes[1].Store.Get(rec.Kind, rec.Name)
 		return err == nil
 	}, time.Minute, time.Millisecond)
-	res := RepairResult{Objects: objects, Took: time.Since(start)}
+	res.Took = time.Since(start)
 	after := readAll(tb, c.Nodes)
 	for i := range after {
 		res.Bytes += after[i].aeBytes - before[i].aeBytes

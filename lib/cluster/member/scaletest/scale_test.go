@@ -72,9 +72,11 @@ var modes = []struct {
 }{{"direct", -1}, {"tree", 0}}
 
 // BenchmarkScale is the long run: writes on fleets of 10, 50 and 200
-// members in both dissemination modes, then a new member catching up with
-// 100,000 objects. One iteration is one whole measurement; run it with
-// -benchtime=1x (README.md, Scale).
+// members in both dissemination modes, a one-record repair between two
+// members holding 1,000, 10,000 and 100,000 objects (in-sync rounds
+// measured first), then a new member catching up with 100,000 objects. One
+// iteration is one whole measurement; run it with -benchtime=1x (README.md,
+// Scale).
 func BenchmarkScale(b *testing.B) {
 	for _, mode := range modes {
 		for _, n := range sizes(b) {
@@ -117,16 +119,19 @@ func BenchmarkScale(b *testing.B) {
 			})
 		}
 	}
-	b.Run("repair/objects=10000", func(b *testing.B) {
-		var r scaletest.RepairResult
-		for range b.N {
-			r = scaletest.OneRecordRepair(b, 10000, scaletest.Options{})
-		}
-		b.Log(r)
-		b.ReportMetric(r.Bytes, "ae-B")
-		b.ReportMetric(r.Rounds, "rounds")
-		b.ReportMetric(r.Took.Seconds()*1000, "repair-ms")
-	})
+	for _, objects := range []int{1000, 10000, 100000} {
+		b.Run(fmt.Sprintf("repair/objects=%d", objects), func(b *testing.B) {
+			var r scaletest.RepairResult
+			for range b.N {
+				r = scaletest.OneRecordRepair(b, objects, scaletest.Options{})
+			}
+			b.Log(r)
+			b.ReportMetric(r.InSyncBytesPerRound, "insync-ae-B/round")
+			b.ReportMetric(r.Bytes, "ae-B")
+			b.ReportMetric(r.Rounds, "rounds")
+			b.ReportMetric(r.Took.Seconds()*1000, "repair-ms")
+		})
+	}
 	b.Run("catch-up/objects=100000", func(b *testing.B) {
 		var r scaletest.CatchUpResult
 		for range b.N {
