@@ -69,12 +69,12 @@ func trimMemoryWhenIdle(ctx context.Context, log *slog.Logger) {
 }
 
 // heapFigures reads the bytes allocated since the start and the heap memory
-// the runtime holds that no object uses and that it has not yet returned.
+// that is wholly free and not yet returned to the OS (what a trim can give
+// back; the unused space inside spans that still hold objects it cannot).
 func heapFigures() (allocs, free uint64) {
 	s := []metrics.Sample{
 		{Name: "/gc/heap/allocs:bytes"},
 		{Name: "/memory/classes/heap/free:bytes"},
-		{Name: "/memory/classes/heap/unused:bytes"},
 	}
 	metrics.Read(s)
 	v := func(i int) uint64 {
@@ -83,5 +83,5 @@ func heapFigures() (allocs, free uint64) {
 		}
 		return 0
 	}
-	return v(0), v(1) + v(2)
+	return v(0), v(1)
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -276,10 +277,11 @@ func (a *acceptor) ofClaim(claim string) []entry {
 }
 
 // all returns copies of every entry.
-func (a *acceptor) all() []entry {
+// appendAll appends a copy of every entry to out.
+func (a *acceptor) appendAll(out []entry) []entry {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	out := make([]entry, 0, len(a.entries))
+	out = slices.Grow(out, len(a.entries))
 	for _, e := range a.entries {
 		out = append(out, *e)
 	}

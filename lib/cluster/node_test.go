@@ -151,7 +151,7 @@ func TestDeadMachineIsReportedAndRebound(t *testing.T) {
 	require.NoError(t, err)
 	// The machine dies behind the node's back.
 	require.NoError(t, tn.drv.Deallocate(context.Background(), m.Status.Resource))
-	tn.node.acc.checkHealth(context.Background(), tn.node.acc.all())
+	tn.node.acc.checkHealth(context.Background(), tn.node.acc.appendAll(nil))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		got, err := store.Get[types.MachineClaim](tn.st, types.KindMachineClaim, "c")
 		require.NoError(c, err)
@@ -189,7 +189,7 @@ func TestRebindsAreCapped(t *testing.T) {
 		require.NoError(t, err)
 		// The machine dies behind the node's back.
 		require.NoError(t, tn.drv.Deallocate(context.Background(), m.Status.Resource))
-		tn.node.acc.checkHealth(context.Background(), tn.node.acc.all())
+		tn.node.acc.checkHealth(context.Background(), tn.node.acc.appendAll(nil))
 	}
 	c := tn.waitPhase("c", types.ClaimFailed)
 	assert.Contains(t, c.Status.Reason, "bound again 2 times after its machine died, hf gives up (scheduler.max_rebinds)")
