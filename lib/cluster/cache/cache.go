@@ -30,7 +30,7 @@ type Handler func(kind, name string, old, new types.Object)
 type index struct {
 	kind  string
 	fn    IndexFunc
-	byKey map[string]*bucket   // key -> the objects under it
+	byKey map[string]*bucket  // key -> the objects under it
 	keys  map[string][]string // name -> keys it is under
 }
 
