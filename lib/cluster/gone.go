@@ -79,7 +79,7 @@ func (d *duties) markDown(node *types.Node, gone time.Duration) {
 			return store.ErrNoChange
 		}
 		o.Status.Down = &types.NodeVerdict{Reason: "gone for " + gone.Round(time.Second).String(), At: n.cfg.Now(), By: n.cfg.Name,
-			Report: o.Metadata.Facets[types.FacetReport], Was: o.Status.Phase}
+			Report: o.Metadata.Facets.Get(types.FacetReport), Was: o.Status.Phase}
 		return nil
 	})
 	if err != nil && !isNotFound(err) {
@@ -97,7 +97,7 @@ func (d *duties) markLost(m *types.Machine, reason string) {
 			return store.ErrNoChange
 		}
 		o.Status.Lost = &types.MachineVerdict{Reason: reason, At: n.cfg.Now(), By: n.cfg.Name,
-			Owner: o.Metadata.Facets[types.FacetOwner], Was: o.Status.Phase, WasReason: o.Status.Reason}
+			Owner: o.Metadata.Facets.Get(types.FacetOwner), Was: o.Status.Phase, WasReason: o.Status.Reason}
 		return nil
 	})
 	if err != nil && !isNotFound(err) {

@@ -46,7 +46,7 @@ func TestLostVerdictRebindsAndLeaksNothing(t *testing.T) {
 	require.NoError(t, err)
 
 	verdict := *m
-	verdict.Status.Lost = &types.MachineVerdict{Reason: "node n1 is gone for 30s", By: "n9", Owner: m.Metadata.Facets[types.FacetOwner], Was: m.Status.Phase}
+	verdict.Status.Lost = &types.MachineVerdict{Reason: "node n1 is gone for 30s", By: "n9", Owner: m.Metadata.Facets.Get(types.FacetOwner), Was: m.Status.Phase}
 	tn.applyRemote(&verdict, types.FacetLost, "n9")
 
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
@@ -83,7 +83,7 @@ func TestDownVerdictKeepsTheReport(t *testing.T) {
 	}, 5*time.Second, 5*time.Millisecond)
 
 	verdict := *fresh
-	verdict.Status.Down = &types.NodeVerdict{Reason: "gone for 2s", By: "n9", Report: fresh.Metadata.Facets[types.FacetReport], Was: types.NodeUp}
+	verdict.Status.Down = &types.NodeVerdict{Reason: "gone for 2s", By: "n9", Report: fresh.Metadata.Facets.Get(types.FacetReport), Was: types.NodeUp}
 	tn.applyRemote(&verdict, types.FacetLiveness, "n9")
 	got, err := store.Get[types.Node](tn.st, types.KindNode, "n1")
 	require.NoError(t, err)

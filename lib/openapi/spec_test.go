@@ -74,6 +74,9 @@ func goFields(t reflect.Type, path string, out map[string]bool) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if t == reflect.TypeFor[types.FacetVersions]() {
+		t = reflect.TypeFor[map[string]types.Version]() // its JSON form
+	}
 	if path != "" {
 		out[path] = true
 	}
@@ -168,7 +171,7 @@ func fullObjects(t testing.TB) []types.Object {
 	ep := []types.Endpoint{{Protocol: "ssh", Address: "10.0.0.1:22"}}
 	meta := func(name string) types.ObjectMeta {
 		return types.ObjectMeta{Name: name, Labels: map[string]string{"team": "ci"}, Annotations: map[string]string{"note": "x"},
-			Facets: map[string]types.Version{"spec": {HLC: 1, Node: "n1"}}}
+			Facets: types.FacetVersions{{Name: "spec", Version: types.Version{HLC: 1, Node: "n1"}}}}
 	}
 	pt := types.PhaseTimes{"Requested": ts}
 	conds := types.Conditions{{Type: "Ready", Status: types.ConditionTrue, LastUpdateTime: ts, LastTransitionTime: ts, Reason: "r", Message: "m"}}

@@ -86,8 +86,8 @@ func TestDrainDuringReportKeepsBoth(t *testing.T) {
 		assert.True(t, got.Spec.Maintenance, "%s: the drain is kept", st.NodeID())
 		assert.Equal(t, n.clk.Now(), got.Status.Heartbeat, "%s: and the later report", st.NodeID())
 		assert.Len(t, got.Spec.Drivers, 1)
-		assert.Equal(t, got.Metadata.Facets[types.FacetMaintenance].Node, "b", "the drain's facet is b's write")
-		assert.Equal(t, got.Metadata.Facets[types.FacetReport].Node, "a", "the report's is a's")
+		assert.Equal(t, got.Metadata.Facets.Get(types.FacetMaintenance).Node, "b", "the drain's facet is b's write")
+		assert.Equal(t, got.Metadata.Facets.Get(types.FacetReport).Node, "a", "the report's is a's")
 	}
 }
 

@@ -119,9 +119,9 @@ func (s *Store) Put(obj types.Object, opt PutOptions) (Record, error) {
 func stamp(m *types.ObjectMeta, rec Record) {
 	m.Version = rec.Version
 	m.UpdatedAt = HLCTime(rec.Version.HLC)
-	m.Facets = make(map[string]types.Version, len(rec.Facets))
+	m.Facets = make(types.FacetVersions, 0, len(rec.Facets))
 	for _, f := range rec.Facets {
-		m.Facets[f.Name] = f.Version
+		m.Facets.Set(f.Name, f.Version)
 	}
 }
 

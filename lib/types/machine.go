@@ -1,6 +1,10 @@
 package types
 
-import "time"
+import (
+	"maps"
+	"slices"
+	"time"
+)
 
 // MachinePhase is the phase of a Machine.
 type MachinePhase string
@@ -117,7 +121,7 @@ type MachineVerdict struct {
 // LostHolds reports whether the lost verdict is current: the machine's node
 // has not written it since the verdict was passed.
 func (o *Machine) LostHolds() bool {
-	return o.Status.Lost != nil && o.Status.Lost.Owner == o.Metadata.Facets[FacetOwner]
+	return o.Status.Lost != nil && o.Status.Lost.Owner == o.Metadata.Facets.Get(FacetOwner)
 }
 
 // Machine condition types.
@@ -127,9 +131,21 @@ const (
 )
 
 // Derive shows a current lost verdict as phase Lost with its reason, and
-// the conditions that follow from phase and verdicts.
+// the conditions that follow from phase and verdicts. What the status shows
+// of its resource (machine information, addresses) shares the resource's
+// map and slice when they are equal, as they were when the node wrote them:
+// a decoded machine then holds them once (a node's cache holds every
+// machine). Writers replace these fields, never change them in place.
 func (o *Machine) Derive() {
 	st := &o.Status
+	if r := st.Resource; r != nil {
+		if len(r.Info) > 0 && maps.Equal(r.Info, st.MachineInformation) {
+			st.MachineInformation = r.Info
+		}
+		if len(r.Endpoints) > 0 && slices.Equal(r.Endpoints, st.Addresses) {
+			st.Addresses = r.Endpoints
+		}
+	}
 	if o.LostHolds() && st.Phase != MachineLost {
 		st.Phase, st.Reason = MachineLost, st.Lost.Reason
 	}

@@ -20,7 +20,7 @@ type ObjectMeta struct {
 	Version Version `json:"version,omitzero"`
 	// Facets are the versions of the object's facets (see Facet), set by
 	// the store; read-only.
-	Facets map[string]Version `json:"facets,omitempty"`
+	Facets FacetVersions `json:"facets,omitempty"`
 }
 
 // Object is implemented by every kind of the model.

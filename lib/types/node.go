@@ -91,7 +91,7 @@ type NodeVerdict struct {
 // DownHolds reports whether the down verdict is current: the node has not
 // reported since it was passed.
 func (o *Node) DownHolds() bool {
-	return o.Status.Down != nil && o.Status.Down.Report == o.Metadata.Facets[FacetReport]
+	return o.Status.Down != nil && o.Status.Down.Report == o.Metadata.Facets.Get(FacetReport)
 }
 
 // Derive sets the phase shown: Down under a current verdict, Draining for an

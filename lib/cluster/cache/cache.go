@@ -242,18 +242,7 @@ func (c *Cache) set(kind, name string, obj types.Object) {
 	}
 }
 
-func sameFacets(a, b types.Object) bool {
-	fa, fb := a.Meta().Facets, b.Meta().Facets
-	if len(fa) != len(fb) {
-		return false
-	}
-	for k, v := range fa {
-		if fb[k] != v {
-			return false
-		}
-	}
-	return true
-}
+func sameFacets(a, b types.Object) bool { return a.Meta().Facets.Equal(b.Meta().Facets) }
 
 func (ix *index) remove(name string) {
 	for _, k := range ix.keys[name] {
