@@ -153,7 +153,10 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 		GossipInterval: timings.GossipInterval, ProbeInterval: timings.ProbeInterval,
 		ProbeTimeout: timings.ProbeTimeout, SuspicionMult: timings.SuspicionMult,
 		RejoinInterval: cfg.Cluster.RejoinInterval, AntiEntropyInterval: cfg.Cluster.AntiEntropyInterval,
-		Fanout: cfg.Cluster.Fanout,
+		Fanout: cfg.Cluster.Fanout, TombstoneMinAge: cfg.Store.TombstoneMinAge,
+		// A member down for less than the TTL holds early collection back,
+		// as the TTL alone protected it before.
+		ForgetAfter: max(member.DefaultForgetAfter, cfg.Store.TombstoneTTL),
 		// node is set before Start, the first time these can be called.
 		OnMessage:    func(m cluster.Message) { node.Deliver(m) },
 		OnMembership: func() { node.MembershipChanged() },

@@ -279,6 +279,12 @@ type StoreConfig struct {
 	// TombstoneTTL is how long a delete is remembered so that every node sees it;
 	// longer than any partition you expect to heal. Default: 24h.
 	TombstoneTTL time.Duration `mapstructure:"tombstone_ttl" yaml:"tombstone_ttl"`
+	// TombstoneMinAge is how old a tombstone must be before it is collected
+	// ahead of TombstoneTTL, once anti-entropy has shown that every node
+	// (those down but not yet forgotten included) holds it; at least
+	// api.resume_window, so a resumed event stream still replays the deletes
+	// it asks for. Equal to TombstoneTTL: only the TTL collects. Default: 10m.
+	TombstoneMinAge time.Duration `mapstructure:"tombstone_min_age" yaml:"tombstone_min_age"`
 	// SyncWrites fsyncs every write before it is acknowledged. Without it a
 	// crash of the process loses nothing, but a power cut may lose the last
 	// writes, which peers repair by anti-entropy; a node without peers that
@@ -337,6 +343,7 @@ const (
 	DefaultActivityResolution  = time.Minute
 	DefaultGCInterval          = 5 * time.Minute
 	DefaultTombstoneTTL        = 24 * time.Hour
+	DefaultTombstoneMinAge     = 10 * time.Minute
 	DefaultDriver              = "test"
 )
 
@@ -377,7 +384,7 @@ func defaults(dataDir string) Config {
 			MinRAMGB:           0.05,
 			MaxRebinds:         5,
 		},
-		Store:          StoreConfig{GCInterval: DefaultGCInterval, TombstoneTTL: DefaultTombstoneTTL},
+		Store:          StoreConfig{GCInterval: DefaultGCInterval, TombstoneTTL: DefaultTombstoneTTL, TombstoneMinAge: DefaultTombstoneMinAge},
 		Drivers:        defaultDrivers(),
 		DefaultDrivers: true,
 	}

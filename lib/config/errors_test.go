@@ -87,6 +87,8 @@ func TestLoadErrors(t *testing.T) {
 		{name: "zero lost grace", content: "scheduler: {lost_grace: 0}\n", want: []string{"config: scheduler.lost_grace: must be a positive duration"}},
 		{name: "offer timeout not below bind timeout", content: "scheduler: {offer_timeout: 5m}\n", want: []string{"config: scheduler.offer_timeout: must be less than scheduler.bind_timeout"}},
 		{name: "tombstone ttl shorter than anti-entropy", content: "store: {tombstone_ttl: 10s}\n", want: []string{"config: store.tombstone_ttl: must be longer than cluster.anti_entropy_interval"}},
+		{name: "tombstone min age below the resume window", content: "store: {tombstone_min_age: 30s}\n", want: []string{"config: store.tombstone_min_age: must be at least api.resume_window"}},
+		{name: "tombstone min age past the ttl", content: "store: {tombstone_min_age: 25h}\n", want: []string{"config: store.tombstone_min_age: must not be longer than store.tombstone_ttl"}},
 		{name: "bad name", args: []string{"--name", "Node_1"}, want: []string{"config: name: must be lower-case letters", "(from --name)"}},
 		{name: "bad label key", content: "labels: {'-x': a}\n", want: []string{"config: labels.-x: bad label key", "line 1"}},
 		{name: "bad label key with brackets", content: "labels: {'x]': a, 'y[': b}\n", want: []string{"bad label key"}},

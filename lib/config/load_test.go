@@ -83,7 +83,7 @@ func wantDefaults() config.Config {
 			MinRAMGB:           0.05,
 			MaxRebinds:         5,
 		},
-		Store:          config.StoreConfig{GCInterval: 5 * time.Minute, TombstoneTTL: 24 * time.Hour},
+		Store:          config.StoreConfig{GCInterval: 5 * time.Minute, TombstoneTTL: 24 * time.Hour, TombstoneMinAge: 10 * time.Minute},
 		Drivers:        []config.DriverConfig{{Name: "test"}},
 		DefaultDrivers: true,
 	}
@@ -176,7 +176,7 @@ func TestLoadFileRoundTrip(t *testing.T) {
 			MinRAMGB:           0.25,
 			MaxRebinds:         2,
 		},
-		Store: config.StoreConfig{GCInterval: time.Hour, TombstoneTTL: 48 * time.Hour, SyncWrites: true},
+		Store: config.StoreConfig{GCInterval: time.Hour, TombstoneTTL: 48 * time.Hour, TombstoneMinAge: 10 * time.Minute, SyncWrites: true},
 		Drivers: []config.DriverConfig{
 			{Name: "test", Config: map[string]any{"cpus": 4, "ram_gb": 8}},
 			{Name: "docker", Instance: "docker/gpu", Config: map[string]any{"cpu_alter": -1, "Images_Path": "/x", "nested": map[string]any{"a.b": []any{1, "two"}}}},

@@ -76,6 +76,14 @@ func (c *Config) validate() []*types.FieldError {
 		// collected before that round would let the object come back.
 		p.addf("store.tombstone_ttl", "must be longer than cluster.anti_entropy_interval (%s)", c.Cluster.AntiEntropyInterval)
 	}
+	positive(&p, "store.tombstone_min_age", c.Store.TombstoneMinAge)
+	switch m := c.Store.TombstoneMinAge; {
+	case m > 0 && m < c.API.ResumeWindow:
+		// A stream resumed by version replays the deletes of the window.
+		p.addf("store.tombstone_min_age", "must be at least api.resume_window (%s)", c.API.ResumeWindow)
+	case m > 0 && c.Store.TombstoneTTL > 0 && m > c.Store.TombstoneTTL:
+		p.addf("store.tombstone_min_age", "must not be longer than store.tombstone_ttl (%s)", c.Store.TombstoneTTL)
+	}
 	if a := c.Debug.PprofAddress; a != "" {
 		checkHostPort(&p, "debug.pprof_address", a, true, 0)
 		if host, _, err := net.SplitHostPort(a); err == nil && !isLoopback(host) {

@@ -72,10 +72,39 @@ func (s *Store) valueLogGC() {
 	}
 }
 
-// tombstone names a tombstone found by a scan.
-type tombstone struct {
-	kind, name string
-	version    types.Version
+// Tombstone names one stored tombstone: a deleted record at its version.
+type Tombstone struct {
+	Kind, Name string
+	Version    types.Version
+}
+
+// CollectTombstoneList removes the given tombstones that are still stored at
+// their version (a key re-created or deleted again meanwhile is kept, and
+// so is a live record) and returns how many it removed. It is for a caller
+// that knows better than the TTL which deletes every replica has seen
+// (member's early collection); watchers see what they see for
+// CollectTombstones.
+func (s *Store) CollectTombstoneList(ts []Tombstone) (int, error) {
+	if err := s.enter(); err != nil {
+		return 0, err
+	}
+	defer s.leave()
+	return s.collectAll(ts)
+}
+
+// collectAll collects ts in batches; the caller has entered.
+func (s *Store) collectAll(ts []Tombstone) (int, error) {
+	total := 0
+	for len(ts) > 0 {
+		batch := ts[:min(len(ts), collectBatch)]
+		ts = ts[len(batch):]
+		n, err := s.collect(batch)
+		total += n
+		if err != nil {
+			return total, fmt.Errorf("collect tombstones: %w", err)
+		}
+	}
+	return total, nil
 }
 
 // CollectTombstones removes the tombstones deleted before olderThan and returns
@@ -88,11 +117,11 @@ func (s *Store) CollectTombstones(olderThan time.Time) (int, error) {
 	}
 	defer s.leave()
 	// Find them without the write lock; collect re-checks each one under it.
-	var found []tombstone
+	var found []Tombstone
 	err := s.db.View(func(txn *badger.Txn) error {
 		return scanRecords(txn, func(r Record) error {
 			if r.Deleted && r.DeletedAt.Before(olderThan) {
-				found = append(found, tombstone{r.Kind, r.Name, r.Version})
+				found = append(found, Tombstone{r.Kind, r.Name, r.Version})
 			}
 			return nil
 		})
@@ -100,35 +129,25 @@ func (s *Store) CollectTombstones(olderThan time.Time) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("collect tombstones: %w", err)
 	}
-	total := 0
-	for len(found) > 0 {
-		batch := found[:min(len(found), collectBatch)]
-		found = found[len(batch):]
-		n, err := s.collect(batch)
-		total += n
-		if err != nil {
-			return total, fmt.Errorf("collect tombstones: %w", err)
-		}
-	}
-	return total, nil
+	return s.collectAll(found)
 }
 
 // collect removes the tombstones of batch that are still stored as found.
-func (s *Store) collect(batch []tombstone) (int, error) {
+func (s *Store) collect(batch []Tombstone) (int, error) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 	n, gcSeq := 0, s.gcSeq
 	for _, t := range batch {
-		r, ok, err := getRecord(txn, t.kind, t.name)
+		r, ok, err := getRecord(txn, t.Kind, t.Name)
 		if err != nil {
 			return 0, err
 		}
-		if !ok || !r.Deleted || r.Version != t.version {
+		if !ok || !r.Deleted || r.Version != t.Version {
 			continue
 		}
-		if err := txn.Delete(objectKey(t.kind, t.name)); err != nil {
+		if err := txn.Delete(objectKey(t.Kind, t.Name)); err != nil {
 			return 0, err
 		}
 		if err := txn.Delete(seqKey(r.Seq)); err != nil {

@@ -79,7 +79,7 @@ func TestCollectKeepsReplacedTombstone(t *testing.T) {
 	require.NoError(t, err)
 	// Found by a scan, then re-created before the collection got the lock.
 	putClaim(t, s, "a")
-	n, err := s.collect([]tombstone{{types.KindMachineClaim, "a", tomb.Version}})
+	n, err := s.collect([]Tombstone{{types.KindMachineClaim, "a", tomb.Version}})
 	require.NoError(t, err)
 	assert.Zero(t, n)
 	_, err = s.Get(types.KindMachineClaim, "a")
@@ -151,4 +151,44 @@ func TestGCLoopCollectsTombstonesAndRunsValueLogGC(t *testing.T) {
 	// Value-log GC ran on every round and found nothing to rewrite, which is
 	// not worth a warning.
 	assert.Zero(t, warns.n.Load())
+}
+
+func TestCollectTombstoneList(t *testing.T) {
+	s, _ := newMemStore(t)
+	for _, n := range []string{"gone", "recreated", "live"} {
+		putClaim(t, s, n)
+	}
+	var list []Tombstone
+	for _, n := range []string{"gone", "recreated"} {
+		rec, err := s.Delete(types.KindMachineClaim, n, types.Version{})
+		require.NoError(t, err)
+		list = append(list, Tombstone{Kind: rec.Kind, Name: rec.Name, Version: rec.Version})
+	}
+	live, err := s.Get(types.KindMachineClaim, "live")
+	require.NoError(t, err)
+	list = append(list, Tombstone{Kind: live.Kind, Name: live.Name, Version: live.Version})
+	putClaim(t, s, "recreated") // after the list was made: kept
+
+	n, err := s.CollectTombstoneList(list)
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "only the tombstone still stored at its version")
+	assert.Equal(t, uint64(1), s.Collected())
+	assert.Empty(t, tombstones(t, s))
+	_, err = s.Get(types.KindMachineClaim, "recreated")
+	assert.NoError(t, err)
+	_, err = s.Get(types.KindMachineClaim, "live")
+	assert.NoError(t, err)
+}
+
+func TestMeta(t *testing.T) {
+	s, _ := newMemStore(t)
+	_, err := s.Meta("peers")
+	assert.ErrorIs(t, err, ErrNotFound)
+	require.NoError(t, s.PutMeta("peers", []byte(`["a"]`)))
+	v, err := s.Meta("peers")
+	require.NoError(t, err)
+	assert.Equal(t, `["a"]`, string(v))
+	var n int
+	require.NoError(t, s.Scan(func(Record) error { n++; return nil }))
+	assert.Zero(t, n, "meta is no record")
 }

@@ -13,6 +13,7 @@
 //	m/seq            -> last local commit sequence
 //	m/hlc            -> clock high-water mark
 //	m/gcseq          -> highest seq of a collected tombstone
+//	m/x/<name>       -> a component's own data for this node (PutMeta)
 package store
 
 import (

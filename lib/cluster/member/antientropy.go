@@ -53,6 +53,8 @@ type antiEntropy struct {
 	m      *Member
 	keeper *keeper
 	signal chan struct{}
+	// proofs is what the rounds showed each peer to hold (tombstones.go).
+	proofs *proofs
 
 	mu      sync.Mutex
 	joins   map[string]bool // joined since the last round
@@ -88,6 +90,7 @@ func newAntiEntropy(m *Member, k *keeper) *antiEntropy {
 		m:      m,
 		keeper: k,
 		signal: make(chan struct{}, 1),
+		proofs: newProofs(),
 		joins:  map[string]bool{},
 		full:   map[string]bool{},
 		rounds: map[uint64]*round{},
@@ -148,8 +151,10 @@ func (a *antiEntropy) wake() {
 	}
 }
 
-// joined asks for a pull round after name joined. It never blocks.
+// joined asks for a pull round after name joined, and forgets what name was
+// shown to hold (it may come back with another data dir). It never blocks.
 func (a *antiEntropy) joined(name string) {
+	a.proofs.forget(name)
 	a.mu.Lock()
 	a.joins[name] = true
 	a.mu.Unlock()
@@ -261,6 +266,8 @@ func (a *antiEntropy) run(ctx context.Context, t target) {
 		theirs  []leafEntry
 	)
 	for level := 1; level <= treeDepth && len(parents) > 0; level++ {
+		// Read before the hashes: what the tree held at seq, they hold.
+		seq := tree.lastSeq()
 		req := treeReq{Round: id, From: m.cfg.Name, InFlight: inFlight, Level: level, Parents: parents, Hashes: tree.children(level, parents)}
 		done := a.expect(id, level)
 		if err := m.sendNow(t.peer, classAntiEntropy, encodeTreeReq(req)); err != nil {
@@ -278,6 +285,9 @@ func (a *antiEntropy) run(ctx context.Context, t target) {
 			return
 		}
 		resp, entries := a.result(id)
+		// Equal nodes, and those where this tree holds nothing: the peer
+		// holds what this tree held at seq.
+		a.proofs.proveLevel(t.peer, level, parents, seq, resp.Differ, resp.Empty)
 		for _, i := range resp.Empty {
 			empty = append(empty, subtree{level, i})
 		}
@@ -435,7 +445,11 @@ func (a *antiEntropy) answerTree(ctx context.Context, req treeReq) error {
 	if tree == nil {
 		return ctx.Err()
 	}
+	seq := tree.lastSeq()
 	d := tree.compare(req.Level, req.Parents, req.Hashes)
+	// The initiator held, when it read its tree, what this one holds at
+	// seq under the equal nodes and those where this one holds nothing.
+	a.proofs.proveLevel(req.From, req.Level, req.Parents, seq, d.Differ, d.Missing)
 	var entries []leafEntry
 	if req.Level == treeDepth {
 		for _, e := range tree.entries(d.Differ) {
@@ -508,6 +522,10 @@ func (a *antiEntropy) sendKeys(ctx context.Context, peer string, round roundKey,
 		case errors.Is(err, store.ErrNotFound):
 			tomb, ok := tree.tomb(k)
 			if !ok {
+				continue
+			}
+			if a.proofs.covers(peer, leafOf(k), tomb.Seq) {
+				// The peer held it: it lacks it because it collected it.
 				continue
 			}
 			rec = tomb

@@ -34,6 +34,7 @@ const (
 	DefaultAntiEntropyInterval = 30 * time.Second
 	DefaultReclaimAfter        = 10 * time.Second
 	DefaultForgetAfter         = 24 * time.Hour
+	DefaultTombstoneMinAge     = 10 * time.Minute
 )
 
 // Config configures a Member.
@@ -91,6 +92,12 @@ type Config struct {
 	// ForgetAfter is how long a dead or left member is still reported by
 	// MemberStates and rejoined (default 24h).
 	ForgetAfter time.Duration
+	// TombstoneMinAge is how old a tombstone must be before it is collected
+	// ahead of the store's TombstoneTTL, once anti-entropy has shown that
+	// every member counted holds it (tombstones.go); default 10m, which
+	// covers a resumed event stream's replay window. Negative: only the TTL
+	// collects.
+	TombstoneMinAge time.Duration
 	// Compress compresses every message (memberlist's LZW). Off by default:
 	// on a LAN it costs more than it saves (measured on loopback, fan-out of
 	// one write to 49 peers: p99 ~30 ms without, ~70 ms with); consider it
@@ -147,6 +154,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.ForgetAfter <= 0 {
 		cfg.ForgetAfter = DefaultForgetAfter
+	}
+	if cfg.TombstoneMinAge == 0 {
+		cfg.TombstoneMinAge = DefaultTombstoneMinAge
 	}
 	return cfg
 }

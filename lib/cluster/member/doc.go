@@ -87,8 +87,26 @@
 //
 // # Tombstones
 //
-// A delete is a tombstone kept for the store's TombstoneTTL (24 h by default).
-// A member that was down for longer than that may still hold objects whose
-// tombstones the others have collected, and anti-entropy would bring them
-// back: wipe its data dir before it rejoins.
+// A delete is a tombstone, kept until every member has been shown to hold
+// it and then at least TombstoneMinAge (10 min by default), and never longer
+// than the store's TombstoneTTL (24 h by default), whatever happens
+// (tombstones.go):
+//
+//	round A -> B, one level:  A reads its tree's seq S, then its hashes
+//	  B: equal node  => A held what B holds now    (B's proof of A, at B's seq)
+//	  A: equal node  => B held what A held at S    (A's proof of B, per leaf)
+//	keeper, every interval: a tombstone whose local Seq every counted
+//	  member's proof covers, in its leaf, and older than TombstoneMinAge
+//	  -> store.CollectTombstoneList, and out of the tree (no rebuild)
+//	a round finding B without a tombstone A's proof of B covers: not sent
+//	  (B collected it; sending it back would start it all again)
+//
+// Counted: every member in MemberStates (dead and left ones until
+// ForgetAfter: one that comes back with its data dir gets its deletes) and
+// the members remembered in the store's meta for ForgetAfter after they were
+// last seen (a restarted member hears of the live ones only). A member that
+// counts nobody keeps the TTL. A member that was down for longer than
+// ForgetAfter (or the TTL) may still hold objects whose tombstones the others
+// have collected, and anti-entropy would bring them back: wipe its data dir
+// before it rejoins. A peer's proofs are dropped when it joins again.
 package member

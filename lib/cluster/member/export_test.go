@@ -27,3 +27,11 @@ func (m *Member) TreeDigest() Digest {
 func (m *Member) RunPeriodicRound(ctx context.Context, peer string) {
 	m.ae.run(ctx, target{peer: peer, push: true, periodic: true})
 }
+
+// CollectNow runs the tombstone collection on the keeper's goroutine now
+// and returns how many tombstones it collected; false when the tree is
+// being built.
+func (m *Member) CollectNow(ctx context.Context) (int, bool, error) {
+	c, ok := m.ae.keeper.checkNow(ctx)
+	return c.n, ok, c.err
+}

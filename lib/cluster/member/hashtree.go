@@ -150,6 +150,26 @@ func (t *hashTree) apply(rec *store.Record) {
 	t.seq = max(t.seq, rec.Seq)
 }
 
+// remove drops the entry of k when it is at v: a tombstone the collector
+// removed from the store, which sends no event for it.
+func (t *hashTree) remove(k Key, v types.Version) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := leafOf(k)
+	es := t.leaves[b]
+	i, found := slices.BinarySearchFunc(es, k, func(x entry, k Key) int { return compareKeys(x.Key, k) })
+	if !found || es[i].Version != v {
+		return
+	}
+	delta := es[i].hash
+	t.leaves[b] = slices.Delete(es, i, i+1)
+	for l, n := treeDepth, b; l >= 0; l, n = l-1, n/treeFanout {
+		t.sums[l][n] -= delta
+		t.counts[l][n]--
+	}
+	delete(t.tombs, k)
+}
+
 // hashLocked is node i of level l as the wire carries it: its sum, except
 // that a node with entries never reads 0, which means empty. t.mu is held.
 func (t *hashTree) hashLocked(l, i int) uint64 {

@@ -2,6 +2,7 @@ package member
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -18,12 +19,21 @@ import (
 // keeper compares the store's Collected count every check interval and,
 // when it moved, builds a new tree while rounds go on with the old one.
 //
+// Every check interval the published tree also hands the collector the
+// tombstones every member has been shown to hold (tombstones.go): those it
+// removes from the store it removes from the tree too, and counts into the
+// tree's collected, so they cost no rebuild.
+//
 // Rounds read the published tree (ready waits for the first); only run
 // writes to it.
 type keeper struct {
 	st       *store.Store
 	log      *slog.Logger
 	interval time.Duration
+	// collect, when set, is run with the published tree every interval.
+	collect func(*hashTree) (int, error)
+	// checks asks for a check now (tests); the answer is the collect's.
+	checks chan chan collected
 
 	mu    sync.Mutex
 	tree  *hashTree
@@ -31,7 +41,30 @@ type keeper struct {
 }
 
 func newKeeper(st *store.Store, log *slog.Logger, interval time.Duration) *keeper {
-	return &keeper{st: st, log: log, interval: interval, ready: make(chan struct{})}
+	return &keeper{st: st, log: log, interval: interval, ready: make(chan struct{}), checks: make(chan chan collected)}
+}
+
+// collected is what one check's collection did.
+type collected struct {
+	n   int
+	err error
+}
+
+// checkNow runs a check on the keeper's goroutine at once and returns what
+// its collection did; false when ctx ended or the tree is being built.
+func (k *keeper) checkNow(ctx context.Context) (collected, bool) {
+	reply := make(chan collected, 1)
+	select {
+	case k.checks <- reply:
+	case <-ctx.Done():
+		return collected{}, false
+	}
+	select {
+	case c, ok := <-reply:
+		return c, ok
+	case <-ctx.Done():
+		return collected{}, false
+	}
 }
 
 // current waits for the published tree; nil when ctx ends first.
@@ -54,6 +87,22 @@ func (k *keeper) publish(t *hashTree) {
 	if first {
 		close(k.ready)
 	}
+}
+
+// collectFrom runs the collection on the published tree t.
+func (k *keeper) collectFrom(t *hashTree, published bool) collected {
+	if !published || k.collect == nil {
+		return collected{}
+	}
+	n, err := k.collect(t)
+	switch {
+	case errors.Is(err, store.ErrClosed):
+	case err != nil:
+		k.log.Warn("collect tombstones", "err", err)
+	case n > 0:
+		k.log.Debug("tombstones collected every member has", "count", n)
+	}
+	return collected{n, err}
 }
 
 // outcome is why follow returned.
@@ -110,6 +159,17 @@ func (k *keeper) follow(ctx context.Context, t *hashTree, events <-chan store.Ev
 		case <-check:
 			if k.st.Collected() != t.collected {
 				return rebuild
+			}
+			k.collectFrom(t, *published)
+		case reply := <-k.checks:
+			switch {
+			case k.st.Collected() != t.collected:
+				close(reply)
+				return rebuild
+			case !*published:
+				close(reply)
+			default:
+				reply <- k.collectFrom(t, true)
 			}
 		case ev, ok := <-events:
 			if !ok {

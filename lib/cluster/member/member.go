@@ -112,6 +112,9 @@ func New(cfg Config, log *slog.Logger, st *store.Store) (*Member, error) {
 	m.ae = newAntiEntropy(m, newKeeper(st, m.log, cfg.AntiEntropyInterval))
 	m.senders = newSenders(m)
 	m.table = newMembers(cfg.Name, cfg.ForgetAfter, m.signalChanged, m.ae.joined)
+	col := &tombCollector{st: st, log: m.log, self: cfg.Name, proofs: m.ae.proofs, known: m.table.states,
+		forget: cfg.ForgetAfter, minAge: cfg.TombstoneMinAge}
+	m.ae.keeper.collect = col.run
 	return m, nil
 }
 

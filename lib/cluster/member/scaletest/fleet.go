@@ -459,3 +459,89 @@ func pollUntil(within time.Duration, cond func() bool) bool {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// TombstoneResult is what Tombstones measured.
+type TombstoneResult struct {
+	Nodes, Deletes int
+	// Spread is from the last delete until every member holds every
+	// tombstone; Half and All until the members hold half of them, and
+	// none, in all.
+	Spread, Half, All time.Duration
+	// Held samples the tombstones held by all members together, once a
+	// second from the last delete.
+	Held []int
+	// Bytes is what anti-entropy sent, all members summed, from the last
+	// delete until none was held.
+	Bytes float64
+}
+
+// String is the result as one log line.
+func (r TombstoneResult) String() string {
+	return fmt.Sprintf("nodes=%d deletes=%d spread=%.1fs half=%.1fs all=%.1fs ae=%.1fMB held/s=%v",
+		r.Nodes, r.Deletes, r.Spread.Seconds(), r.Half.Seconds(), r.All.Seconds(), r.Bytes/1e6, r.Held)
+}
+
+// Tombstones writes deletes objects spread over the members, deletes them
+// all, and measures how long the members hold their tombstones: they are
+// collected as soon as rounds have shown every member holds them
+// (TombstoneMinAge 1 ns here; the stores' TTL is 24 h and their GC loop
+// off, so any collection is the early one).
+func Tombstones(tb testing.TB, deletes int, opts Options) TombstoneResult {
+	tb.Helper()
+	opts = opts.withDefaults()
+	opts.Config.TombstoneMinAge = time.Nanosecond
+	c := Start(tb, opts)
+	payload := strings.Repeat("x", opts.Payload)
+	for i := range deletes {
+		_, err := c.Nodes[i%len(c.Nodes)].Store.Put(object(fmt.Sprintf("obj-%06d", i), payload), store.PutOptions{})
+		require.NoError(tb, err)
+	}
+	c.WaitConverged(5 * time.Minute)
+	for i := range deletes {
+		_, err := c.Nodes[i%len(c.Nodes)].Store.Delete(types.KindMachineClaim, fmt.Sprintf("obj-%06d", i), types.Version{})
+		require.NoError(tb, err)
+	}
+	start := time.Now()
+	before := readAll(tb, c.Nodes)
+	held := func() (total int, everywhere bool) {
+		everywhere = true
+		for _, n := range c.Nodes {
+			k := 0
+			require.NoError(tb, n.Store.Scan(func(r store.Record) error {
+				if r.Deleted {
+					k++
+				}
+				return nil
+			}))
+			total += k
+			everywhere = everywhere && k == deletes
+		}
+		return total, everywhere
+	}
+	res := TombstoneResult{Nodes: len(c.Nodes), Deletes: deletes}
+	next := start
+	for time.Since(start) < 10*time.Minute {
+		total, everywhere := held()
+		if everywhere && res.Spread == 0 {
+			res.Spread = time.Since(start)
+		}
+		if res.Half == 0 && total <= deletes*len(c.Nodes)/2 {
+			res.Half = time.Since(start)
+		}
+		if time.Now().After(next) {
+			res.Held = append(res.Held, total)
+			next = next.Add(time.Second)
+		}
+		if total == 0 {
+			res.All = time.Since(start)
+			res.Held = append(res.Held, 0)
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // a sampling period, not a wait for a condition
+	}
+	after := readAll(tb, c.Nodes)
+	for i := range after {
+		res.Bytes += after[i].aeBytes - before[i].aeBytes
+	}
+	return res
+}

@@ -132,6 +132,17 @@ func BenchmarkScale(b *testing.B) {
 			b.ReportMetric(r.Took.Seconds()*1000, "repair-ms")
 		})
 	}
+	b.Run("tombstones/nodes=10/deletes=10000", func(b *testing.B) {
+		var r scaletest.TombstoneResult
+		for range b.N {
+			r = scaletest.Tombstones(b, 10000, scaletest.Options{Nodes: 10})
+		}
+		b.Log(r)
+		b.ReportMetric(r.Spread.Seconds(), "spread-s")
+		b.ReportMetric(r.Half.Seconds(), "half-collected-s")
+		b.ReportMetric(r.All.Seconds(), "all-collected-s")
+		b.ReportMetric(r.Bytes, "ae-B")
+	})
 	b.Run("catch-up/objects=100000", func(b *testing.B) {
 		var r scaletest.CatchUpResult
 		for range b.N {
