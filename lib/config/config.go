@@ -194,8 +194,8 @@ type ClusterConfig struct {
 	// node that relays it (a tree over the live members rooted at the
 	// writer), so a write costs each node at most Fanout sends whatever the
 	// cluster's size; -1 sends every write from its writer to every peer.
-	// Default: -1 (the tree is opt-in until its outlier after a member's
-	// death is understood; see README "Scale").
+	// Default: 3 (see README "Scale": 200 members, p99 147-165 ms to all,
+	// 3 sends per write per node).
 	Fanout int `mapstructure:"fanout" yaml:"fanout"`
 }
 
@@ -332,7 +332,7 @@ const (
 	DefaultProfile             = ProfileLAN
 	DefaultRejoinInterval      = 10 * time.Second
 	DefaultAntiEntropyInterval = 30 * time.Second
-	DefaultFanout              = -1
+	DefaultFanout              = 3
 	DefaultPlacement           = PlacementPack
 	DefaultBindTimeout         = 5 * time.Minute
 	DefaultOfferTimeout        = 2 * time.Second

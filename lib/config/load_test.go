@@ -69,7 +69,7 @@ func wantDefaults() config.Config {
 			SuspicionMult:       4,
 			RejoinInterval:      10 * time.Second,
 			AntiEntropyInterval: 30 * time.Second,
-			Fanout:              -1,
+			Fanout:              3,
 		},
 		Scheduler: config.SchedulerConfig{
 			Placement:          config.PlacementPack,
