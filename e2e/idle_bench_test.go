@@ -157,17 +157,20 @@ func cpuPercent(tb testing.TB, pid int, d time.Duration) float64 {
 }
 
 // rssMB is a process's resident set in MB.
-func rssMB(tb testing.TB, pid int) float64 {
+func rssMB(tb testing.TB, pid int) float64 { return statusMB(tb, pid, "VmRSS:") }
+
+// statusMB reads a kB field of /proc/<pid>/status (VmRSS:, VmHWM:) in MB.
+func statusMB(tb testing.TB, pid int, field string) float64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field); ok {
 			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
 			return kb / 1024
 		}
 	}
-	tb.Fatal("no VmRSS")
+	tb.Fatalf("no %s in /proc/%d/status", field, pid)
 	return 0
 }

@@ -69,19 +69,20 @@ func BenchmarkManyObjects(b *testing.B) {
 		}
 		loaded := time.Since(start)
 		pid := cmd.Process.Pid
-		peak := rssMB(b, pid)
+		atStart := rssMB(b, pid)
 		time.Sleep(40 * time.Second) // quiet: the node returns what the load left free
-		rss := rssMB(b, pid)
+		rss, peak := rssMB(b, pid), statusMB(b, pid, "VmHWM:")
 		_ = cmd.Process.Signal(os.Interrupt)
 		_ = cmd.Wait()
 		stopped = true
 		disk := dirMB(b, dir)
 		b.ReportMetric(loaded.Seconds(), "start-s")
 		b.ReportMetric(rss, "rss-MB")
+		b.ReportMetric(peak, "peak-rss-MB")
 		b.ReportMetric(disk, "disk-MB")
 		b.ReportMetric(1e6*rss/float64(n), "rss-B/object")
-		b.Logf("%d objects: started in %s, RSS %.0f MB at start, %.0f MB idle (%.0f B per object), data dir %.0f MB",
-			n, loaded.Round(100*time.Millisecond), peak, rss, 1e6*rss/float64(n), disk)
+		b.Logf("%d objects: started in %s, RSS %.0f MB at start, %.0f MB at most, %.0f MB idle (%.0f B per object), data dir %.0f MB",
+			n, loaded.Round(100*time.Millisecond), atStart, peak, rss, 1e6*rss/float64(n), disk)
 	}
 }
 
