@@ -7,13 +7,13 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/internal/testclock"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -92,32 +92,14 @@ func readErr(t *testing.T, res *http.Response) Error {
 	return b.Error
 }
 
-// fakeClock is a wall clock the test moves.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 func TestStreamTickets(t *testing.T) {
-	clock := &fakeClock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
-	e := newTestEnvOn(t, openStoreAt(t, clock.now))
+	clock := testclock.New(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	e := newTestEnvOn(t, openStoreAt(t, clock.Now))
 	ticket := func(tok string) string {
 		r := e.do("POST", "/api/v1/stream-tickets", tok, nil)
 		require.Equal(t, http.StatusCreated, r.code, "%s", r.body)
 		m := r.obj(t)
-		assert.Equal(t, clock.now().Add(StreamTicketTTL).Format(time.RFC3339), m["expiresAt"])
+		assert.Equal(t, clock.Now().Add(StreamTicketTTL).Format(time.RFC3339), m["expiresAt"])
 		return m["ticket"].(string)
 	}
 	require.Equal(t, 201, e.do("POST", path(types.KindMachineClaim), aliceTok, minimal(types.KindMachineClaim, "mine")).code)
@@ -152,7 +134,7 @@ func TestStreamTickets(t *testing.T) {
 	})
 	t.Run("expired", func(t *testing.T) {
 		tk := ticket(aliceTok)
-		clock.add(StreamTicketTTL)
+		clock.Add(StreamTicketTTL)
 		r := e.do("GET", "/api/v1/events?ticket="+tk, "", nil)
 		assert.Equal(t, http.StatusUnauthorized, r.code)
 	})
@@ -234,9 +216,9 @@ func joinNames(names []string) string { return strings.Join(names, ",") }
 // Last-Event-ID node 2 sent: the ids are the same on both, and a change
 // node 2 had not received yet when the client left still arrives.
 func TestStreamResumesThroughAnotherNode(t *testing.T) {
-	clock := &fakeClock{t: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)}
-	st1 := openStoreAt(t, clock.now)
-	st2, err := store.Open(store.Config{InMemory: true, NodeID: "n2", GCInterval: -1, Now: clock.now}, slog.New(slog.DiscardHandler))
+	clock := testclock.New(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	st1 := openStoreAt(t, clock.Now)
+	st2, err := store.Open(store.Config{InMemory: true, NodeID: "n2", GCInterval: -1, Now: clock.Now}, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st2.Close() })
 	n1, n2 := newTestEnvOn(t, st1), newTestEnvOn(t, st2)
@@ -249,7 +231,7 @@ func TestStreamResumesThroughAnotherNode(t *testing.T) {
 	for _, name := range []string{"old", "a", "b"} {
 		require.Equal(t, 201, n1.do("POST", path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, name)).code)
 		if name == "old" {
-			clock.add(10 * time.Minute) // far before the others: outside the resume window
+			clock.Add(10 * time.Minute) // far before the others: outside the resume window
 		}
 	}
 	replicate("old")

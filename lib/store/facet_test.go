@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/internal/testclock"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -14,7 +15,7 @@ import (
 // each other their copy of an object, as replication does.
 type twoNodes struct {
 	a, b *Store
-	clk  *fakeClock
+	clk  *testclock.Clock
 }
 
 func newTwoNodes(t *testing.T) *twoNodes {

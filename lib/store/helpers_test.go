@@ -3,41 +3,23 @@ package store
 import (
 	"io"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/internal/testclock"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
-// fakeClock is a wall clock tests move by hand, backwards too.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
+func newFakeClock() *testclock.Clock {
+	return testclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 }
 
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // memConfig is an in-memory store config with GC off and a fake clock.
-func memConfig(clk *fakeClock) Config {
+func memConfig(clk *testclock.Clock) Config {
 	return Config{InMemory: true, NodeID: "n1", GCInterval: -1, Now: clk.Now}
 }
 
@@ -50,7 +32,7 @@ func openStore(t testing.TB, cfg Config) *Store {
 	return s
 }
 
-func newMemStore(t testing.TB) (*Store, *fakeClock) {
+func newMemStore(t testing.TB) (*Store, *testclock.Clock) {
 	clk := newFakeClock()
 	return openStore(t, memConfig(clk)), clk
 }

@@ -3,34 +3,16 @@ package member
 import (
 	"io"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/internal/testclock"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
-
-// testClock is a wall clock the test moves.
-type testClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *testClock) add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 func TestProofs(t *testing.T) {
 	p := newProofs()
@@ -68,7 +50,7 @@ func TestProofs(t *testing.T) {
 // (a member down longer than ForgetAfter must come back on a fresh data
 // dir, as one down longer than the TTL always had to).
 func TestCollectorRemembersMembers(t *testing.T) {
-	clk := &testClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clk := testclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	st, err := store.Open(store.Config{InMemory: true, NodeID: "self", GCInterval: -1, Now: clk.Now}, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
@@ -80,7 +62,7 @@ func TestCollectorRemembersMembers(t *testing.T) {
 	require.NoError(t, err)
 	tree := newHashTree()
 	require.NoError(t, st.Scan(func(r store.Record) error { tree.apply(&r); return nil }))
-	clk.add(time.Minute)
+	clk.Add(time.Minute)
 
 	const forget = 24 * time.Hour
 	went := clk.Now()
@@ -107,7 +89,7 @@ func TestCollectorRemembersMembers(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n, "remembered across the restart")
 
-	clk.add(forget + time.Minute)
+	clk.Add(forget + time.Minute)
 	c := newCollector()
 	n, err = c.run(tree)
 	require.NoError(t, err)

@@ -2,7 +2,6 @@ package cloud
 
 import (
 	"encoding/json"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,31 +10,14 @@ import (
 
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/drivers/cloud/ec2test"
+	"github.com/hf-fleet/hf/lib/internal/testclock"
 	"github.com/hf-fleet/hf/lib/types"
 )
-
-// fakeClock is a settable clock for the driver.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Set(t time.Time) {
-	c.mu.Lock()
-	c.t = t
-	c.mu.Unlock()
-}
 
 // cloudWatchOn is the aws driver config that meters use from CloudWatch.
 var cloudWatchOn = map[string]any{"activity": map[string]any{"cloudwatch": true, "cpu_percent": 5, "period": "5m", "delay": "10m"}}
 
-func clockedDriver(t *testing.T, f *fixture, clock *fakeClock, extra map[string]any) *Driver {
+func clockedDriver(t *testing.T, f *fixture, clock *testclock.Clock, extra map[string]any) *Driver {
 	d := f.newDriver(t, "node-a", f.kind)
 	d.now = clock.Now
 	require.NoError(t, d.Prepare(t.Context(), f.config(extra)))
@@ -60,7 +42,7 @@ func activity(t *testing.T, d *Driver, r *types.Resource) uint64 {
 func TestActivityFromCloudWatch(t *testing.T) {
 	t.Parallel()
 	f := newAWSFixture(t)
-	clock := &fakeClock{t: time.Now()}
+	clock := testclock.New(time.Now())
 	d := clockedDriver(t, f, clock, cloudWatchOn)
 	r, err := d.Allocate(t.Context(), f.template("small", nil), testMeta)
 	require.NoError(t, err)
@@ -109,7 +91,7 @@ func TestActivityOff(t *testing.T) {
 		_, err = d.Activity(t.Context(), r)
 		assert.ErrorIs(t, err, errNoMeter)
 		if f.kind == TypeAWS {
-			clock := &fakeClock{t: time.Now().Add(time.Hour)}
+			clock := testclock.New(time.Now().Add(time.Hour))
 			on := clockedDriver(t, f, clock, cloudWatchOn)
 			f.ec2.Update(func(x *ec2test.Faults) { x.MetricsDenied = true })
 			_, err = on.Activity(t.Context(), r)
