@@ -51,17 +51,7 @@ func TestProofs(t *testing.T) {
 // dir, as one down longer than the TTL always had to).
 func TestCollectorRemembersMembers(t *testing.T) {
 	clk := testclock.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	st, err := store.Open(store.Config{InMemory: true, NodeID: "self", GCInterval: -1, Now: clk.Now}, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	obj := &types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim}, Metadata: types.ObjectMeta{Name: "gone"},
-		Spec: types.MachineClaimSpec{MachineTemplate: "ubuntu", User: "alice"}}
-	_, err = st.Put(obj, store.PutOptions{})
-	require.NoError(t, err)
-	_, err = st.Delete(types.KindMachineClaim, "gone", types.Version{})
-	require.NoError(t, err)
-	tree := newHashTree()
-	require.NoError(t, st.Scan(func(r store.Record) error { tree.apply(&r); return nil }))
+	st, tree := oneTombstone(t, clk.Now)
 	clk.Add(time.Minute)
 
 	const forget = 24 * time.Hour
@@ -100,8 +90,11 @@ func TestCollectorRemembersMembers(t *testing.T) {
 	assert.NotContains(t, c.remembered, "down")
 }
 
-func TestCollectorAloneKeepsTheTTL(t *testing.T) {
-	st, err := store.Open(store.Config{InMemory: true, NodeID: "self", GCInterval: -1}, nil)
+// oneTombstone is a store (on the wall clock now, or the real one when nil)
+// holding the tombstone of one claim, and its hash tree.
+func oneTombstone(t *testing.T, now func() time.Time) (*store.Store, *hashTree) {
+	t.Helper()
+	st, err := store.Open(store.Config{InMemory: true, NodeID: "self", GCInterval: -1, Now: now}, nil)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	obj := &types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim}, Metadata: types.ObjectMeta{Name: "gone"},
@@ -112,6 +105,11 @@ func TestCollectorAloneKeepsTheTTL(t *testing.T) {
 	require.NoError(t, err)
 	tree := newHashTree()
 	require.NoError(t, st.Scan(func(r store.Record) error { tree.apply(&r); return nil }))
+	return st, tree
+}
+
+func TestCollectorAloneKeepsTheTTL(t *testing.T) {
+	st, tree := oneTombstone(t, nil)
 	c := &tombCollector{st: st, log: slog.New(slog.NewTextHandler(io.Discard, nil)), self: "self", proofs: newProofs(),
 		known: func() []MemberState { return []MemberState{{Name: "self", State: StateAlive}} }, forget: time.Hour, minAge: time.Nanosecond}
 	n, err := c.run(tree)

@@ -10,14 +10,6 @@ import (
 // write reaches 200 members in 5 hops.
 const DefaultFanout = 3
 
-// treeChildren returns the members self sends a write of root's to: its
-// children in the k-ary tree over live, rooted at root (fanout.View.Children,
-// which package member/sim drives too). live need not be sorted; root and
-// self need not be in it.
-func treeChildren(live []string, root, self string, k int) []string {
-	return fanout.NewView(live).Children(root, self, k)
-}
-
 // writerOf is a record's writer: the root of its dissemination tree.
 func writerOf(r *store.Record) string { return r.Version.Node }
 

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/hf-fleet/hf/lib/cluster/member/internal/fanout"
 )
 
 // TestTreeChildren: from any root, the tree reaches every member exactly
@@ -90,4 +92,12 @@ func TestTableView(t *testing.T) {
 
 	*now = now.Add(2 * time.Hour)
 	assert.Equal(t, []string{"a", "d"}, tbl.view().Names(), "forgotten")
+}
+
+// treeChildren returns the members self sends a write of root's to: its
+// children in the k-ary tree over live, rooted at root (fanout.View.Children,
+// which package member/sim drives too). live need not be sorted; root and
+// self need not be in it.
+func treeChildren(live []string, root, self string, k int) []string {
+	return fanout.NewView(live).Children(root, self, k)
 }

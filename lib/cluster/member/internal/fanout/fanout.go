@@ -138,22 +138,7 @@ type Send[R any] struct {
 // another path or an older round, and relayed it then. writer names a
 // record's writer, the root of its tree. Nothing is relayed when k <= 0.
 func Relay[R any](v View, self, from string, k int, recs []R, writer func(*R) string) []Send[R] {
-	if k <= 0 {
-		return nil
-	}
-	var out []Send[R]
-	for _, g := range groupBy(recs, writer) {
-		var to []string
-		for _, c := range v.Children(g.Peer, self, k) {
-			to = v.targets(to, g.Peer, c, k)
-		}
-		for _, c := range to {
-			if c != from && c != g.Peer {
-				out = append(out, Send[R]{Peer: c, Recs: g.Recs})
-			}
-		}
-	}
-	return out
+	return forward(v, self, from, k, recs, writer)
 }
 
 // Bypass returns where self sends recs that it could not send to peer:
@@ -163,17 +148,23 @@ func Relay[R any](v View, self, from string, k int, recs []R, writer func(*R) st
 // leaves. Nothing is bypassed when k <= 0 (direct: every member got its
 // writer's send).
 func Bypass[R any](v View, self, peer string, k int, recs []R, writer func(*R) string) []Send[R] {
+	return forward(v, peer, self, k, recs, writer)
+}
+
+// forward returns the sends of recs to the children of at in each record's
+// writer's tree (around those down), leaving out skip and the writer.
+func forward[R any](v View, at, skip string, k int, recs []R, writer func(*R) string) []Send[R] {
 	if k <= 0 {
 		return nil
 	}
 	var out []Send[R]
 	for _, g := range groupBy(recs, writer) {
 		var to []string
-		for _, c := range v.Children(g.Peer, peer, k) {
+		for _, c := range v.Children(g.Peer, at, k) {
 			to = v.targets(to, g.Peer, c, k)
 		}
 		for _, c := range to {
-			if c != self && c != g.Peer {
+			if c != skip && c != g.Peer {
 				out = append(out, Send[R]{Peer: c, Recs: g.Recs})
 			}
 		}
