@@ -61,7 +61,7 @@ type meterReading struct {
 // cost a driver a call per machine (docker's stats, /proc for native).
 // readings carries the counters from one call to the next.
 func (a *acceptor) meterActivity(ctx context.Context, entries []entry, readings map[string]meterReading) {
-	var seen map[string]bool
+	seen := map[string]bool{}
 	for _, e := range entries {
 		if e.Phase != types.MachineRunning || e.Resource == nil || e.Claim == "" || e.Busy {
 			continue
@@ -74,11 +74,9 @@ func (a *acceptor) meterActivity(ctx context.Context, entries []entry, readings 
 		if !ok {
 			continue
 		}
-		if m, ok := a.n.machine(e.Machine); !ok || m.Spec.MachineSet == "" {
+		m, ok := a.n.machine(e.Machine)
+		if !ok || m.Spec.MachineSet == "" {
 			continue
-		}
-		if seen == nil {
-			seen = map[string]bool{}
 		}
 		count, err := meter.Activity(ctx, e.Resource)
 		if ctx.Err() != nil {
@@ -100,8 +98,7 @@ func (a *acceptor) meterActivity(ctx context.Context, entries []entry, readings 
 		if r.active.IsZero() {
 			continue
 		}
-		m, ok := a.n.machine(e.Machine)
-		if !ok || r.active.Sub(m.Status.LastActivity) < a.n.cfg.ActivityResolution {
+		if r.active.Sub(m.Status.LastActivity) < a.n.cfg.ActivityResolution {
 			continue
 		}
 		if err := a.setMachine(e.Machine, func(m *types.Machine) {
