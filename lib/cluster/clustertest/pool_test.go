@@ -42,6 +42,15 @@ func poolCounts(h *Host, set string) (provisioned, available int) {
 	return provisioned, available
 }
 
+// waitAvailable waits until set has n unclaimed Running machines on h.
+func waitAvailable(t *testing.T, h *Host, set string, n int) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		_, avail := poolCounts(h, set)
+		assert.Equal(c, n, avail, "available machines of set %s", set)
+	}, 20*time.Second, 20*time.Millisecond)
+}
+
 // Issue 7, acceptance 1: an AutoScale set (min 3, max 5) on 3 nodes keeps 3
 // ready; claims bind at once to ready machines (no provisioning); the set
 // refills as far as max allows and never passes it.
@@ -191,10 +200,7 @@ func TestSetOwnerDiesPoolRecovers(t *testing.T) {
 	f := Start(t, 3, Options{Driver: `{"cpus": 100, "ram_gb": 1000}`, LostGrace: 2 * time.Second})
 	f.Put(0, Template("one", 1, 1))
 	f.Put(0, machineSet("pool", "one", 3, 6))
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		_, avail := poolCounts(f.Hosts[0], "pool")
-		assert.Equal(c, 3, avail)
-	}, 20*time.Second, 20*time.Millisecond)
+	waitAvailable(t, f.Hosts[0], "pool", 3)
 	// Kill the owner of the set's reconcile.
 	owner := -1
 	for i, h := range f.Hosts {
@@ -321,10 +327,7 @@ func TestPoolIdleReaping(t *testing.T) {
 	set := machineSet("pool", "one", 3, 10)
 	set.Spec.MaxIdle = types.D(2 * time.Second)
 	f.Put(0, set)
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		_, avail := poolCounts(f.Hosts[0], "pool")
-		assert.Equal(c, 3, avail)
-	}, 20*time.Second, 20*time.Millisecond)
+	waitAvailable(t, f.Hosts[0], "pool", 3)
 	f.Put(0, Claim("idle", "one", time.Minute))
 	f.Put(1, Claim("used", "one", time.Minute))
 	f.Put(0, session("busy", time.Hour, ""))
@@ -369,10 +372,7 @@ func TestPoolIdleReaping(t *testing.T) {
 	if m := f.Hosts[0].Machines()[used.Status.Machine]; assert.NotNil(t, m) {
 		assert.WithinDuration(t, time.Now(), m.Status.LastActivity, 2*time.Second, "the machine's last activity")
 	}
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		_, avail := poolCounts(f.Hosts[0], "pool")
-		assert.Equal(c, 3, avail, "refilled to min")
-	}, 20*time.Second, 50*time.Millisecond)
+	waitAvailable(t, f.Hosts[0], "pool", 3)
 }
 
 // An OnDemand set's maxProvisioned holds cluster-wide when claims for it race
@@ -494,10 +494,7 @@ func TestActivityIsMeteredForSetMachinesOnly(t *testing.T) {
 	set := machineSet("pool", "one", 1, 2)
 	set.Spec.MaxIdle = types.D(time.Hour)
 	f.Put(0, set)
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		_, avail := poolCounts(f.Hosts[0], "pool")
-		assert.Equal(c, 1, avail)
-	}, 20*time.Second, 20*time.Millisecond)
+	waitAvailable(t, f.Hosts[0], "pool", 1)
 	f.Put(0, Claim("pooled", "one", time.Minute))
 	pooled := waitClaim(t, f.Hosts[0], "pooled", types.ClaimBound)
 	f.Put(0, Template("two", 1, 1)) // no set serves it
