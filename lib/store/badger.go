@@ -29,7 +29,7 @@ func badgerOptions(cfg Config, log *slog.Logger) badger.Options {
 		blocks = min(blocks, max(1<<20, b/16))
 		index = min(index, max(1<<20, b/32))
 	}
-	return opt.
+	return compactOptions(opt.
 		WithLogger(badgerLogger{log: log.With("component", "badger")}).
 		WithSyncWrites(cfg.SyncWrites).
 		WithMetricsEnabled(false).
@@ -38,10 +38,7 @@ func badgerOptions(cfg Config, log *slog.Logger) badger.Options {
 		WithBlockCacheSize(blocks).
 		WithIndexCacheSize(index).
 		WithValueLogFileSize(64 << 20).
-		WithNumLevelZeroTables(2).
-		WithNumLevelZeroTablesStall(4).
-		WithNumCompactors(2).
-		WithValueThreshold(threshold)
+		WithValueThreshold(threshold))
 }
 
 // badgerLogger routes badger's log into slog: errors and warnings at Warn

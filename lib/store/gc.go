@@ -167,6 +167,7 @@ func (s *Store) collect(batch []Tombstone) (int, error) {
 	}
 	s.gcSeq = gcSeq
 	s.collected.Add(uint64(n))
+	s.wrote()
 	return n, nil
 }
 

@@ -200,8 +200,11 @@ type Store struct {
 	keysMu sync.Mutex
 	keys   map[string]*keyLock
 
-	done chan struct{}  // closed by Close: stops GC and watchers
-	wg   sync.WaitGroup // GC loop and watcher goroutines
+	// kick wakes compactLoop after a write (see compact.go).
+	kick chan struct{}
+
+	done chan struct{}  // closed by Close: stops GC, compaction and watchers
+	wg   sync.WaitGroup // GC and compaction loops and watcher goroutines
 }
 
 // Open opens (or creates) the store. It fails with a wrapped ErrLocked when
@@ -229,6 +232,7 @@ func Open(cfg Config, log *slog.Logger) (*Store, error) {
 		log:      log,
 		db:       db,
 		watchers: map[*watcher]struct{}{},
+		kick:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 	}
 	s.idle = sync.NewCond(&s.life)
@@ -245,6 +249,10 @@ func Open(cfg Config, log *slog.Logger) (*Store, error) {
 		s.wg.Add(1)
 		go s.gcLoop()
 	}
+	// A store left with level-0 tables by a crash is merged soon after Open.
+	s.wg.Add(1)
+	go s.compactLoop()
+	s.wrote()
 	return s, nil
 }
 

@@ -321,5 +321,6 @@ func (s *Store) write(kind, name string, next func(prev Record, exists bool) (Re
 	}
 	s.seq.Store(rec.Seq)
 	s.notify(rec)
+	s.wrote()
 	return rec, nil
 }

@@ -1,0 +1,84 @@
+package store
+
+import (
+	"errors"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Badger's own compactors wake every 50 ms to ask whether there is work,
+// whether or not anything was written: on an idle node those wakeups were
+// most of its CPU (two compactors, 1 % of a core on a small VM). The store
+// runs none of them (NumCompactors 0) and compacts only after writes: a write
+// kicks compactLoop, which waits compactPause for the burst to go on, then
+// merges level 0 into the tree once it holds compactL0 tables. Idle, nothing
+// wakes.
+//
+// The merge is badger's Flatten, which leaves one level: it rewrites the
+// store's tables, not only the new ones. That is cheap while the tree is a
+// few hundred MB (a million small objects take ~70 MB) and writes fill a
+// memtable no faster than every few seconds.
+const (
+	compactPause = time.Second
+	compactL0    = 2
+)
+
+// l0Stall is how many level-0 tables make badger stop flushing memtables
+// until a compaction removes some; compactLoop merges at compactL0, so
+// writes stall only when memtables fill faster than a merge runs.
+const l0Stall = 12
+
+// compactOptions turns badger's compactors off; see compactLoop. L0 counts
+// as due from its second table (score = tables / NumLevelZeroTables > 1),
+// which Flatten needs to merge a tree that has nothing below level 0 yet.
+func compactOptions(opt badger.Options) badger.Options {
+	return opt.
+		WithNumCompactors(0).
+		WithNumLevelZeroTables(1).
+		WithNumLevelZeroTablesStall(l0Stall)
+}
+
+// wrote tells compactLoop that something was written. It never blocks.
+func (s *Store) wrote() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// compactLoop compacts after writes until the store closes.
+func (s *Store) compactLoop() {
+	defer s.wg.Done()
+	pause := time.NewTimer(compactPause)
+	pause.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.kick:
+		}
+		pause.Reset(compactPause)
+		select {
+		case <-s.done:
+			pause.Stop()
+			return
+		case <-pause.C:
+		}
+		s.compact()
+	}
+}
+
+// compact merges level 0 into the tree when it holds compactL0 tables or more.
+func (s *Store) compact() {
+	if err := s.enter(); err != nil {
+		return
+	}
+	defer s.leave()
+	if s.db.Levels()[0].NumTables < compactL0 {
+		return
+	}
+	if err := s.db.Flatten(1); err != nil && !errors.Is(err, badger.ErrDBClosed) {
+		s.log.Warn("compact", "err", err)
+	}
+}
