@@ -63,7 +63,7 @@ func wantDefaults() config.Config {
 			Bind:                "127.0.0.1:7701",
 			Join:                []string{},
 			Profile:             config.ProfileLAN,
-			GossipInterval:      20 * time.Millisecond,
+			GossipInterval:      200 * time.Millisecond,
 			ProbeInterval:       250 * time.Millisecond,
 			ProbeTimeout:        200 * time.Millisecond,
 			SuspicionMult:       4,

@@ -127,7 +127,7 @@ func profileBase(profile string) (*memberlist.Config, timings, error) {
 	case ProfileLocal:
 		return memberlist.DefaultLocalConfig(), timings{20 * time.Millisecond, 200 * time.Millisecond, 100 * time.Millisecond, 3}, nil
 	case ProfileLAN:
-		return memberlist.DefaultLANConfig(), timings{20 * time.Millisecond, 250 * time.Millisecond, 200 * time.Millisecond, 4}, nil
+		return memberlist.DefaultLANConfig(), timings{200 * time.Millisecond, 250 * time.Millisecond, 200 * time.Millisecond, 4}, nil
 	case ProfileWAN:
 		c := memberlist.DefaultWANConfig()
 		return c, timings{c.GossipInterval, c.ProbeInterval, c.ProbeTimeout, c.SuspicionMult}, nil
