@@ -115,7 +115,12 @@ func (el *elector) changed(kind, name string, old, obj types.Object) {
 			}
 		}
 	case types.KindMachineTemplate:
-		el.q.Add(keyTemplate + name)
+		// Only claims already here can route differently; one that comes
+		// later queues itself. (A node loading a million templates queues
+		// none for the few with claims.)
+		if el.n.cache.Count(idxClaimTemplate, name) > 0 {
+			el.q.Add(keyTemplate + name)
+		}
 	case types.KindMachineSet:
 		for _, o := range []types.Object{old, obj} {
 			if s, ok := o.(*types.MachineSet); ok {

@@ -46,9 +46,18 @@ func one(k string) []string {
 // capKey names the machines an environment cap counts.
 func capKey(env, template string) string { return env + "/" + template }
 
+// packedHot is how many objects of each packed kind stay decoded: the
+// templates a burst of claims reads, over and over.
+const packedHot = 1024
+
 // newCache builds the node's cache with its indexes.
 func newCache(st *store.Store, log *slog.Logger) *cache.Cache {
 	c := cache.New(st, log)
+	// Read one at a time by name, and in a big fleet the most numerous after
+	// claims and machines: kept packed (see cache.Compact).
+	for _, kind := range []string{types.KindMachineTemplate, types.KindProvider, types.KindUser, types.KindToken} {
+		c.Compact(kind, packedHot)
+	}
 	claim := func(o types.Object) *types.MachineClaim { return o.(*types.MachineClaim) }
 	machine := func(o types.Object) *types.Machine { return o.(*types.Machine) }
 	c.Index(idxClaimPhase, types.KindMachineClaim, func(o types.Object) []string {

@@ -75,10 +75,14 @@ func (s *Store) compact() {
 		return
 	}
 	defer s.leave()
-	if s.db.Levels()[0].NumTables < compactL0 {
+	l0 := s.db.Levels()[0].NumTables
+	if l0 < compactL0 {
 		return
 	}
+	start := time.Now()
 	if err := s.db.Flatten(1); err != nil && !errors.Is(err, badger.ErrDBClosed) {
 		s.log.Warn("compact", "err", err)
+		return
 	}
+	s.log.Debug("store compacted", "l0_tables", l0, "took", time.Since(start).Round(time.Millisecond))
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -56,14 +57,15 @@ func seqKey(seq uint64) []byte {
 
 // parseObjectKey splits o/<kind>/<name>.
 func parseObjectKey(key []byte) (kind, name string, err error) {
-	rest, ok := strings.CutPrefix(string(key), string(prefixObject))
+	rest, ok := bytes.CutPrefix(key, prefixObject)
+	var k, n []byte
 	if ok {
-		kind, name, ok = strings.Cut(rest, "/")
+		k, n, ok = bytes.Cut(rest, []byte("/"))
 	}
 	if !ok {
 		return "", "", fmt.Errorf("bad object key %q", key)
 	}
-	return kind, name, nil
+	return intern(k), string(n), nil
 }
 
 func putUint(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
@@ -151,7 +153,7 @@ func decodeRecord(kind, name string, b []byte) (Record, error) {
 	r.Seq = d.uint("seq")
 	if flags&flagTomb != 0 {
 		r.Tomb.HLC = d.uint("tomb")
-		r.Tomb.Node = string(d.bytes("tomb node"))
+		r.Tomb.Node = intern(d.bytes("tomb node"))
 		r.DeletedAt = time.Unix(0, d.int("deletedAt")).UTC()
 	}
 	n := d.uint("facets")
@@ -160,10 +162,10 @@ func decodeRecord(kind, name string, b []byte) (Record, error) {
 	}
 	r.Version = r.Tomb
 	for i := uint64(0); i < n && d.err == nil; i++ {
-		f := FacetRecord{Name: string(d.bytes("facet name"))}
+		f := FacetRecord{Name: intern(d.bytes("facet name"))}
 		f.Epoch = d.uint("facet epoch")
 		f.Version.HLC = d.uint("facet hlc")
-		f.Version.Node = string(d.bytes("facet node"))
+		f.Version.Node = intern(d.bytes("facet node"))
 		f.Data = d.bytes("facet data")
 		r.Facets = append(r.Facets, f)
 		if f.Version.Compare(r.Version) > 0 {
@@ -269,7 +271,7 @@ func decodeRecordV1(kind, name string, b []byte) (Record, error) {
 	r.Seq = d.uint("seq")
 	var v types.Version
 	v.HLC = d.uint("hlc")
-	v.Node = string(d.bytes("node"))
+	v.Node = intern(d.bytes("node"))
 	if deleted {
 		ns := d.int("deletedAt")
 		if d.err != nil {
@@ -362,3 +364,15 @@ func checkKey(kind, name string) error {
 	}
 	return nil
 }
+
+// Pack returns rec in the store's binary form (facets with their versions,
+// the deletion; not Data), in a buffer of its exact size: for holding many
+// records in little memory. Unpack reverses it.
+func Pack(rec Record) []byte {
+	b := encodeRecord(&rec)
+	return append(make([]byte, 0, len(b)), b...)
+}
+
+// Unpack decodes what Pack returned for kind/name. The record's facets
+// alias b: b must not change while the record is in use.
+func Unpack(kind, name string, b []byte) (Record, error) { return decodeRecord(kind, name, b) }

@@ -438,6 +438,25 @@ func (s *Store) list(kind string, data bool) ([]Record, error) {
 	return out, nil
 }
 
+// Each calls fn for every live record of kind, in name order, from one
+// consistent snapshot, without the assembled object JSON (Data is nil): for
+// readers that decode the facets and need not hold every record at once.
+// An error from fn stops it and is returned.
+func (s *Store) Each(kind string, fn func(Record) error) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	return s.db.View(func(txn *badger.Txn) error {
+		return scanPrefix(txn, kindPrefix(kind), func(r Record) error {
+			if r.Deleted {
+				return nil
+			}
+			return fn(r)
+		})
+	})
+}
+
 // Scan calls fn for every record of every kind, tombstones included, in
 // kind/name order, from one consistent snapshot, with versions and facets but
 // without the assembled object JSON (Data is nil). An error from fn stops the

@@ -8,6 +8,7 @@
 package cache
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -104,13 +105,27 @@ func (b *bucket) objects() []types.Object {
 	return out
 }
 
-// Cache is the indexed copy. Configure it (Index, OnChange) before Start.
+// packed holds the objects of a kind kept in the store's binary form (see
+// Compact): a quarter of a decoded object's memory or less.
+type packed struct {
+	recs map[string][]byte // name -> store.Pack of the record
+	// hot are objects decoded by reads or written lately, at most keep;
+	// dropped all at once when full. Guarded by Cache.mu held for writing,
+	// or by mu with Cache.mu held for reading.
+	mu   sync.Mutex
+	hot  map[string]types.Object
+	keep int
+}
+
+// Cache is the indexed copy. Configure it (Index, Compact, OnChange) before
+// Start.
 type Cache struct {
 	st  *store.Store
 	log *slog.Logger
 
 	mu       sync.RWMutex
 	objs     map[string]map[string]types.Object // kind -> name -> object
+	packed   map[string]*packed                 // kinds kept packed (Compact)
 	indexes  map[string]*index
 	byKind   map[string][]*index
 	handlers []Handler
@@ -120,11 +135,40 @@ type Cache struct {
 
 // New returns an empty cache of st.
 func New(st *store.Store, log *slog.Logger) *Cache {
-	return &Cache{st: st, log: log, objs: map[string]map[string]types.Object{}, indexes: map[string]*index{}, byKind: map[string][]*index{}}
+	return &Cache{st: st, log: log, objs: map[string]map[string]types.Object{}, packed: map[string]*packed{}, indexes: map[string]*index{}, byKind: map[string][]*index{}}
+}
+
+// Compact keeps the objects of kind packed, in the store's binary form, and
+// decodes one when it is read; the keep most recently read or written stay
+// decoded as well. For kinds that are many and read one at a time by name
+// (templates: a million of them take ~250 MB packed where decoded they took
+// ~750 MB). List of such a kind decodes every object; a kind with an index
+// cannot be packed.
+func (c *Cache) Compact(kind string, keep int) {
+	if len(c.byKind[kind]) > 0 {
+		panic("cache: " + kind + " has an index and cannot be packed")
+	}
+	c.packed[kind] = &packed{recs: map[string][]byte{}, hot: map[string]types.Object{}, keep: max(1, keep)}
+}
+
+// remember keeps o decoded (nil: forgets name). The caller holds c.mu for
+// writing, or p.mu with c.mu for reading.
+func (p *packed) remember(name string, o types.Object) {
+	if o == nil {
+		delete(p.hot, name)
+		return
+	}
+	if len(p.hot) >= p.keep {
+		clear(p.hot)
+	}
+	p.hot[name] = o
 }
 
 // Index adds an index named name over the objects of kind.
 func (c *Cache) Index(name, kind string, fn IndexFunc) {
+	if c.packed[kind] != nil {
+		panic("cache: " + kind + " is packed and cannot have an index")
+	}
 	ix := &index{kind: kind, fn: fn, byKey: map[string]*bucket{}, keys: map[string][]string{}}
 	c.indexes[name] = ix
 	c.byKind[kind] = append(c.byKind[kind], ix)
@@ -157,25 +201,25 @@ func (c *Cache) Wait() { c.wg.Wait() }
 // load lists every kind into the cache, telling the handlers what changed.
 func (c *Cache) load() error {
 	for _, kind := range types.Kinds() {
-		recs, err := c.st.List(kind)
+		seen := map[string]bool{}
+		err := c.st.Each(kind, func(r store.Record) error {
+			seen[r.Name] = true
+			c.put(r)
+			return nil
+		})
 		if err != nil {
 			return fmt.Errorf("cache: list %s: %w", kind, err)
 		}
-		seen := make(map[string]bool, len(recs))
-		for _, r := range recs {
-			seen[r.Name] = true
-			c.put(r)
-		}
 		c.mu.RLock()
 		var gone []string
-		for name := range c.objs[kind] {
+		for _, name := range c.namesLocked(kind) {
 			if !seen[name] {
 				gone = append(gone, name)
 			}
 		}
 		c.mu.RUnlock()
 		for _, name := range gone {
-			c.set(kind, name, nil)
+			c.set(kind, name, nil, nil)
 		}
 	}
 	return nil
@@ -189,7 +233,7 @@ func (c *Cache) apply(ev store.Event) {
 			c.log.Warn("cache reload", "err", err)
 		}
 	case store.EventDelete:
-		c.set(ev.Record.Kind, ev.Record.Name, nil)
+		c.set(ev.Record.Kind, ev.Record.Name, nil, nil)
 	case store.EventPut:
 		c.put(ev.Record)
 	}
@@ -202,11 +246,20 @@ func (c *Cache) put(r store.Record) {
 		c.log.Warn("cache: undecodable record", "kind", r.Kind, "name", r.Name, "err", err)
 		return
 	}
-	c.set(r.Kind, r.Name, obj)
+	var pack []byte
+	if c.packed[r.Kind] != nil {
+		pack = store.Pack(r)
+	}
+	c.set(r.Kind, r.Name, obj, pack)
 }
 
-// set stores obj (nil: removes) and tells the handlers.
-func (c *Cache) set(kind, name string, obj types.Object) {
+// set stores obj (nil: removes), packed as pack for a packed kind, and
+// tells the handlers.
+func (c *Cache) set(kind, name string, obj types.Object, pack []byte) {
+	if p := c.packed[kind]; p != nil {
+		c.setPacked(p, kind, name, obj, pack)
+		return
+	}
 	c.mu.Lock()
 	byName := c.objs[kind]
 	if byName == nil {
@@ -240,6 +293,84 @@ func (c *Cache) set(kind, name string, obj types.Object) {
 	for _, h := range c.handlers {
 		h(kind, name, old, obj)
 	}
+}
+
+// setPacked is set for a packed kind.
+func (c *Cache) setPacked(p *packed, kind, name string, obj types.Object, pack []byte) {
+	c.mu.Lock()
+	prev, had := p.recs[name]
+	switch {
+	case obj == nil && !had:
+		c.mu.Unlock()
+		return
+	case obj == nil:
+		delete(p.recs, name)
+	case had && bytes.Equal(prev, pack):
+		c.mu.Unlock()
+		return // a record seen twice (load and watch overlap)
+	default:
+		p.recs[name] = pack
+	}
+	p.remember(name, obj)
+	c.mu.Unlock()
+	if len(c.handlers) == 0 {
+		return
+	}
+	var old types.Object
+	if had {
+		old = c.unpack(kind, name, prev)
+	}
+	for _, h := range c.handlers {
+		h(kind, name, old, obj)
+	}
+}
+
+// unpack decodes a packed record; nil (logged) when it cannot.
+func (c *Cache) unpack(kind, name string, b []byte) types.Object {
+	r, err := store.Unpack(kind, name, b)
+	var o types.Object
+	if err == nil {
+		o, err = store.Decode(r)
+	}
+	if err != nil {
+		c.log.Warn("cache: undecodable packed record", "kind", kind, "name", name, "err", err)
+		return nil
+	}
+	return o
+}
+
+// getPacked reads kind/name of a packed kind; the caller holds c.mu for reading.
+func (c *Cache) getPackedLocked(p *packed, kind, name string) (types.Object, bool) {
+	b, ok := p.recs[name]
+	if !ok {
+		return nil, false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if o, ok := p.hot[name]; ok {
+		return o, true
+	}
+	o := c.unpack(kind, name, b)
+	if o == nil {
+		return nil, false
+	}
+	p.remember(name, o)
+	return o, true
+}
+
+// namesLocked lists the names of kind; the caller holds c.mu.
+func (c *Cache) namesLocked(kind string) []string {
+	var out []string
+	if p := c.packed[kind]; p != nil {
+		for name := range p.recs {
+			out = append(out, name)
+		}
+		return out
+	}
+	for name := range c.objs[kind] {
+		out = append(out, name)
+	}
+	return out
 }
 
 func sameFacets(a, b types.Object) bool { return a.Meta().Facets.Equal(b.Meta().Facets) }
@@ -276,14 +407,27 @@ func (ix *index) add(name string, obj types.Object) {
 func (c *Cache) Get(kind, name string) (types.Object, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
+	if p := c.packed[kind]; p != nil {
+		return c.getPackedLocked(p, kind, name)
+	}
 	o, ok := c.objs[kind][name]
 	return o, ok
 }
 
-// List returns every live object of kind, in no order.
+// List returns every live object of kind, in no order. For a packed kind it
+// decodes each one.
 func (c *Cache) List(kind string) []types.Object {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
+	if p := c.packed[kind]; p != nil {
+		out := make([]types.Object, 0, len(p.recs))
+		for name, b := range p.recs {
+			if o := c.unpack(kind, name, b); o != nil {
+				out = append(out, o)
+			}
+		}
+		return out
+	}
 	out := make([]types.Object, 0, len(c.objs[kind]))
 	for _, o := range c.objs[kind] {
 		out = append(out, o)
@@ -295,6 +439,9 @@ func (c *Cache) List(kind string) []types.Object {
 func (c *Cache) Len(kind string) int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
+	if p := c.packed[kind]; p != nil {
+		return len(p.recs)
+	}
 	return len(c.objs[kind])
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,4 +86,74 @@ func TestIndexFollowsChanges(t *testing.T) {
 	b.del("b")
 	b.del("x")
 	assert.Equal(t, []string{"a", "c"}, names(b.objects()))
+}
+
+// A packed kind reads back what was written, through loads, changes and
+// deletes, whatever its few decoded objects hold; handlers see the old and
+// the new object of each change once; it refuses an index.
+func TestPackedKind(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := store.Open(store.Config{InMemory: true, NodeID: "n1"}, log)
+	require.NoError(t, err)
+	defer st.Close()
+	put := func(name string, cpu int) {
+		t.Helper()
+		_, err := st.Put(&types.MachineTemplate{TypeMeta: types.TypeMeta{Kind: types.KindMachineTemplate},
+			Metadata: types.ObjectMeta{Name: name, Labels: map[string]string{"size": fmt.Sprint(cpu)}},
+			Spec:     types.MachineTemplateSpec{Resources: types.Resources{CPU: float64(cpu), RAMGB: 1}}}, store.PutOptions{})
+		require.NoError(t, err)
+	}
+	for i := range 5 {
+		put(fmt.Sprintf("t%d", i), i+1) // before Start: the load packs them
+	}
+	c := New(st, log)
+	c.Compact(types.KindMachineTemplate, 2)
+	assert.Panics(t, func() { c.Index("x", types.KindMachineTemplate, func(types.Object) []string { return nil }) })
+	type change struct{ name, old, new string }
+	var mu sync.Mutex
+	var changes []change
+	cpu := func(o types.Object) string {
+		if o == nil {
+			return "-"
+		}
+		return fmt.Sprint(o.(*types.MachineTemplate).Spec.Resources.CPU)
+	}
+	c.OnChange(func(kind, name string, old, new types.Object) {
+		mu.Lock()
+		defer mu.Unlock()
+		changes = append(changes, change{name, cpu(old), cpu(new)})
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); c.Wait() }()
+	require.NoError(t, c.Start(ctx))
+
+	read := func() map[string]string {
+		out := map[string]string{}
+		for i := range 6 {
+			if tm, ok := Typed[types.MachineTemplate](c, types.KindMachineTemplate, fmt.Sprintf("t%d", i)); ok {
+				out[tm.Metadata.Name] = cpu(tm) + "/" + tm.Metadata.Labels["size"]
+			}
+		}
+		return out
+	}
+	assert.Equal(t, map[string]string{"t0": "1/1", "t1": "2/2", "t2": "3/3", "t3": "4/4", "t4": "5/5"}, read())
+	assert.Equal(t, read(), read(), "reads past the decoded few decode again")
+	assert.Equal(t, 5, c.Len(types.KindMachineTemplate))
+	assert.Len(t, c.List(types.KindMachineTemplate), 5)
+
+	put("t1", 20)
+	put("t5", 6)
+	_, err = st.Delete(types.KindMachineTemplate, "t0", types.Version{})
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(col *assert.CollectT) {
+		assert.Equal(col, map[string]string{"t1": "20/20", "t2": "3/3", "t3": "4/4", "t4": "5/5", "t5": "6/6"}, read())
+	}, 5*time.Second, time.Millisecond)
+	assert.Equal(t, 5, c.Len(types.KindMachineTemplate))
+
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []change{
+		{"t0", "-", "1"}, {"t1", "-", "2"}, {"t2", "-", "3"}, {"t3", "-", "4"}, {"t4", "-", "5"},
+		{"t1", "2", "20"}, {"t5", "-", "6"}, {"t0", "1", "-"},
+	}, changes, "each change once, in commit order, with its old object")
 }
