@@ -29,13 +29,8 @@ func BenchmarkIdleNode(b *testing.B) {
 	const n = 10_000
 	for b.Loop() {
 		cfg := fmt.Sprintf("drivers:\n  - name: test\n    config: {cpus: %d, ram_gb: %d}\n", 2*n, 2*n)
-		if mb := os.Getenv("HF_BENCH_MEMORY_LIMIT_MB"); mb != "" {
-			cfg += "memory_limit_mb: " + mb + "\n"
-		}
-		prof := os.Getenv("HF_BENCH_PPROF") // host:port: the node serves pprof there, for a look at the idle node
-		if prof != "" {
-			cfg += fmt.Sprintf("debug:\n  pprof_address: %q\n", prof)
-		}
+		cfg += benchConfig()
+		prof := os.Getenv("HF_BENCH_PPROF")
 		p := startWithConfigTB(b, cfg)
 		c, err := client.New(p.API, p.Token, client.WithHTTPClient(p.httpClient()))
 		if err != nil {
@@ -98,6 +93,20 @@ func BenchmarkIdleNode(b *testing.B) {
 		}
 		p.stop()
 	}
+}
+
+// benchConfig is the node config the benchmarks' environment asks for:
+// HF_BENCH_MEMORY_LIMIT_MB=N sets memory_limit_mb, HF_BENCH_PPROF=host:port
+// serves pprof there, for a look at the node.
+func benchConfig() string {
+	var cfg string
+	if mb := os.Getenv("HF_BENCH_MEMORY_LIMIT_MB"); mb != "" {
+		cfg += "memory_limit_mb: " + mb + "\n"
+	}
+	if prof := os.Getenv("HF_BENCH_PPROF"); prof != "" {
+		cfg += fmt.Sprintf("debug:\n  pprof_address: %q\n", prof)
+	}
+	return cfg
 }
 
 // startWithConfigTB is startWithConfig for a benchmark.

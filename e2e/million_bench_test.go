@@ -21,7 +21,8 @@ import (
 // HF_BENCH_OBJECTS (default 1,000,000) small objects (MachineTemplates of
 // the test driver, written into its data dir before it starts), and reports
 // how long the node took to load them, its RSS once idle and the data dir's
-// size on disk. HF_BENCH_MEMORY_LIMIT_MB=N gives it memory_limit_mb: N.
+// size on disk. HF_BENCH_MEMORY_LIMIT_MB and HF_BENCH_PPROF as for
+// BenchmarkIdleNode.
 //
 //	go test -run x -bench ManyObjects -benchtime 1x -timeout 30m ./e2e/
 func BenchmarkManyObjects(b *testing.B) {
@@ -39,10 +40,7 @@ func BenchmarkManyObjects(b *testing.B) {
 		fill(b, filepath.Join(dir, "store"), n)
 		b.Logf("wrote %d objects into the store in %s", n, time.Since(start).Round(time.Second))
 
-		cfg := "drivers:\n  - name: test\n"
-		if mb := os.Getenv("HF_BENCH_MEMORY_LIMIT_MB"); mb != "" {
-			cfg += "memory_limit_mb: " + mb + "\n"
-		}
+		cfg := "drivers:\n  - name: test\n" + benchConfig()
 		cfgPath := filepath.Join(b.TempDir(), "hf.yml")
 		if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 			b.Fatal(err)
@@ -72,6 +70,10 @@ func BenchmarkManyObjects(b *testing.B) {
 		atStart := rssMB(b, pid)
 		time.Sleep(40 * time.Second) // quiet: the node returns what the load left free
 		rss, peak := rssMB(b, pid), statusMB(b, pid, "VmHWM:")
+		if prof := os.Getenv("HF_BENCH_PPROF"); prof != "" {
+			b.Logf("pprof at http://%s/debug/pprof/ for 60 s", prof)
+			time.Sleep(60 * time.Second)
+		}
 		_ = cmd.Process.Signal(os.Interrupt)
 		_ = cmd.Wait()
 		stopped = true
