@@ -85,6 +85,10 @@ func BenchmarkManyObjects(b *testing.B) {
 		b.ReportMetric(1e6*rss/float64(n), "rss-B/object")
 		b.Logf("%d objects: started in %s, RSS %.0f MB at start, %.0f MB at most, %.0f MB idle (%.0f B per object), data dir %.0f MB",
 			n, loaded.Round(100*time.Millisecond), atStart, peak, rss, 1e6*rss/float64(n), disk)
+		if mb, err := strconv.Atoi(os.Getenv("HF_BENCH_MEMORY_LIMIT_MB")); err == nil {
+			b.ReportMetric(peak/float64(mb), "peak/budget") // both MiB
+			b.Logf("budget %d MiB: the peak is %.0f%% of it", mb, 100*peak/float64(mb))
+		}
 	}
 }
 

@@ -85,3 +85,9 @@ func heapFigures() (allocs, free uint64) {
 	}
 	return v(0), v(1)
 }
+
+// runtimeLimit is the Go runtime's soft limit for a node's memory budget:
+// seven eighths of it. The rest is for what the runtime does not count and
+// RSS does: the store's tables and value log, which badger maps into memory
+// (70 MB for a million small objects), and the threads' own stacks.
+func runtimeLimit(budget int64) int64 { return budget - budget/8 }

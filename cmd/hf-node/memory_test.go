@@ -36,3 +36,8 @@ func TestMemoryTrimmer(t *testing.T) {
 	allocs, _ = heapFigures()
 	assert.Positive(t, allocs)
 }
+
+func TestRuntimeLimitLeavesRoomForMappedTables(t *testing.T) {
+	assert.Equal(t, int64(896<<20), runtimeLimit(1024<<20))
+	assert.Equal(t, int64(28<<20), runtimeLimit(32<<20))
+}

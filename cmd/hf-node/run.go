@@ -97,7 +97,7 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 
 	limit := int64(cfg.MemoryLimitMB) << 20
 	if limit > 0 {
-		debug.SetMemoryLimit(limit)
+		debug.SetMemoryLimit(runtimeLimit(limit))
 	}
 	st, err := store.Open(store.Config{
 		Dir: filepath.Join(cfg.DataDir, "store"), NodeID: name,

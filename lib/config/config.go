@@ -24,11 +24,12 @@ type Config struct {
 	DataDir string `mapstructure:"data_dir" yaml:"data_dir"`
 	// Labels are this node's labels, matched by environments' node selectors.
 	Labels map[string]string `mapstructure:"labels" yaml:"labels,omitempty"`
-	// MemoryLimitMB is the node's memory budget in MiB: a soft limit of the Go
-	// runtime (it collects garbage harder as the heap nears it) from which
-	// the store's caches are also sized. It bounds what the node keeps beside
-	// its objects, not the objects themselves. 0: no limit (Go's default, or
-	// GOMEMLIMIT). Default: 0.
+	// MemoryLimitMB is the node's memory budget in MiB: seven eighths of it
+	// are a soft limit of the Go runtime (it collects garbage harder as the
+	// heap nears it; the rest is for the store's memory-mapped tables), and
+	// the store's caches are sized from it. It bounds what the node keeps
+	// beside its objects, not the objects themselves. 0: no limit (Go's
+	// default, or GOMEMLIMIT). Default: 0.
 	MemoryLimitMB int `mapstructure:"memory_limit_mb" yaml:"memory_limit_mb"`
 	// Log configures the daemon's own logging.
 	Log LogConfig `mapstructure:"log" yaml:"log"`
