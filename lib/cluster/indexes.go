@@ -54,9 +54,9 @@ const packedHot = 1024
 func newCache(st *store.Store, log *slog.Logger) *cache.Cache {
 	c := cache.New(st, log)
 	// Read one at a time by name, and in a big fleet the most numerous after
-	// claims and machines: kept packed (see cache.Compact).
+	// claims and machines: kept packed (see cache.Pack).
 	for _, kind := range []string{types.KindMachineTemplate, types.KindProvider, types.KindUser, types.KindToken} {
-		c.Compact(kind, packedHot)
+		c.Pack(kind, packedHot)
 	}
 	claim := func(o types.Object) *types.MachineClaim { return o.(*types.MachineClaim) }
 	machine := func(o types.Object) *types.Machine { return o.(*types.Machine) }

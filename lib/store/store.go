@@ -413,24 +413,15 @@ func (s *Store) List(kind string) ([]Record, error) {
 
 // list is List; with data false the object JSON is not assembled.
 func (s *Store) list(kind string, data bool) ([]Record, error) {
-	if err := s.enter(); err != nil {
-		return nil, err
-	}
-	defer s.leave()
 	out := []Record{}
-	err := s.db.View(func(txn *badger.Txn) error {
-		return scanPrefix(txn, kindPrefix(kind), func(r Record) error {
-			if r.Deleted {
-				return nil
+	err := s.Each(kind, func(r Record) error {
+		if data {
+			if err := r.withData(); err != nil {
+				return err
 			}
-			if data {
-				if err := r.withData(); err != nil {
-					return err
-				}
-			}
-			out = append(out, r)
-			return nil
-		})
+		}
+		out = append(out, r)
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", kind, err)

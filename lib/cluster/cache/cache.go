@@ -106,7 +106,7 @@ func (b *bucket) objects() []types.Object {
 }
 
 // packed holds the objects of a kind kept in the store's binary form (see
-// Compact): a quarter of a decoded object's memory or less.
+// Pack): a quarter of a decoded object's memory or less.
 type packed struct {
 	recs map[string][]byte // name -> store.Pack of the record
 	// hot are objects decoded by reads or written lately, at most keep;
@@ -117,7 +117,7 @@ type packed struct {
 	keep int
 }
 
-// Cache is the indexed copy. Configure it (Index, Compact, OnChange) before
+// Cache is the indexed copy. Configure it (Index, Pack, OnChange) before
 // Start.
 type Cache struct {
 	st  *store.Store
@@ -125,7 +125,7 @@ type Cache struct {
 
 	mu       sync.RWMutex
 	objs     map[string]map[string]types.Object // kind -> name -> object
-	packed   map[string]*packed                 // kinds kept packed (Compact)
+	packed   map[string]*packed                 // kinds kept packed (Pack)
 	indexes  map[string]*index
 	byKind   map[string][]*index
 	handlers []Handler
@@ -138,13 +138,13 @@ func New(st *store.Store, log *slog.Logger) *Cache {
 	return &Cache{st: st, log: log, objs: map[string]map[string]types.Object{}, packed: map[string]*packed{}, indexes: map[string]*index{}, byKind: map[string][]*index{}}
 }
 
-// Compact keeps the objects of kind packed, in the store's binary form, and
+// Pack keeps the objects of kind packed, in the store's binary form, and
 // decodes one when it is read; the keep most recently read or written stay
 // decoded as well. For kinds that are many and read one at a time by name
 // (templates: a million of them take ~250 MB packed where decoded they took
 // ~750 MB). List of such a kind decodes every object; a kind with an index
 // cannot be packed.
-func (c *Cache) Compact(kind string, keep int) {
+func (c *Cache) Pack(kind string, keep int) {
 	if len(c.byKind[kind]) > 0 {
 		panic("cache: " + kind + " has an index and cannot be packed")
 	}
@@ -201,20 +201,37 @@ func (c *Cache) Wait() { c.wg.Wait() }
 // load lists every kind into the cache, telling the handlers what changed.
 func (c *Cache) load() error {
 	for _, kind := range types.Kinds() {
-		seen := map[string]bool{}
+		// Only a reload (after a resync) can find objects gone from the
+		// store; the first load of a kind need not remember what it saw.
+		var seen map[string]bool
+		if c.Len(kind) > 0 {
+			seen = map[string]bool{}
+		}
 		err := c.st.Each(kind, func(r store.Record) error {
-			seen[r.Name] = true
+			if seen != nil {
+				seen[r.Name] = true
+			}
 			c.put(r)
 			return nil
 		})
 		if err != nil {
 			return fmt.Errorf("cache: list %s: %w", kind, err)
 		}
+		if seen == nil {
+			continue
+		}
 		c.mu.RLock()
 		var gone []string
-		for _, name := range c.namesLocked(kind) {
+		for name := range c.objs[kind] {
 			if !seen[name] {
 				gone = append(gone, name)
+			}
+		}
+		if p := c.packed[kind]; p != nil {
+			for name := range p.recs {
+				if !seen[name] {
+					gone = append(gone, name)
+				}
 			}
 		}
 		c.mu.RUnlock()
@@ -339,7 +356,8 @@ func (c *Cache) unpack(kind, name string, b []byte) types.Object {
 	return o
 }
 
-// getPacked reads kind/name of a packed kind; the caller holds c.mu for reading.
+// getPackedLocked reads kind/name of a packed kind; the caller holds c.mu
+// for reading.
 func (c *Cache) getPackedLocked(p *packed, kind, name string) (types.Object, bool) {
 	b, ok := p.recs[name]
 	if !ok {
@@ -356,21 +374,6 @@ func (c *Cache) getPackedLocked(p *packed, kind, name string) (types.Object, boo
 	}
 	p.remember(name, o)
 	return o, true
-}
-
-// namesLocked lists the names of kind; the caller holds c.mu.
-func (c *Cache) namesLocked(kind string) []string {
-	var out []string
-	if p := c.packed[kind]; p != nil {
-		for name := range p.recs {
-			out = append(out, name)
-		}
-		return out
-	}
-	for name := range c.objs[kind] {
-		out = append(out, name)
-	}
-	return out
 }
 
 func sameFacets(a, b types.Object) bool { return a.Meta().Facets.Equal(b.Meta().Facets) }

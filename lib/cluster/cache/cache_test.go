@@ -107,7 +107,7 @@ func TestPackedKind(t *testing.T) {
 		put(fmt.Sprintf("t%d", i), i+1) // before Start: the load packs them
 	}
 	c := New(st, log)
-	c.Compact(types.KindMachineTemplate, 2)
+	c.Pack(types.KindMachineTemplate, 2)
 	assert.Panics(t, func() { c.Index("x", types.KindMachineTemplate, func(types.Object) []string { return nil }) })
 	type change struct{ name, old, new string }
 	var mu sync.Mutex
@@ -156,4 +156,41 @@ func TestPackedKind(t *testing.T) {
 		{"t0", "-", "1"}, {"t1", "-", "2"}, {"t2", "-", "3"}, {"t3", "-", "4"}, {"t4", "-", "5"},
 		{"t1", "2", "20"}, {"t5", "-", "6"}, {"t0", "1", "-"},
 	}, changes, "each change once, in commit order, with its old object")
+}
+
+// A reload (what a resync does) drops the objects the store no longer
+// holds, of decoded and of packed kinds, and tells the handlers.
+func TestReloadDropsWhatIsGone(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := store.Open(store.Config{InMemory: true, NodeID: "n1"}, log)
+	require.NoError(t, err)
+	defer st.Close()
+	for _, name := range []string{"a", "b"} {
+		_, err := st.Put(&types.MachineTemplate{TypeMeta: types.TypeMeta{Kind: types.KindMachineTemplate}, Metadata: types.ObjectMeta{Name: name}}, store.PutOptions{})
+		require.NoError(t, err)
+		_, err = st.Put(&types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim}, Metadata: types.ObjectMeta{Name: name}}, store.PutOptions{})
+		require.NoError(t, err)
+	}
+	c := New(st, log)
+	c.Pack(types.KindMachineTemplate, 8)
+	var gone []string
+	c.OnChange(func(kind, name string, old, new types.Object) {
+		if new == nil {
+			gone = append(gone, kind+"/"+name)
+		}
+	})
+	require.NoError(t, c.load()) // not started: the cache follows no watch
+	for _, kind := range []string{types.KindMachineTemplate, types.KindMachineClaim} {
+		_, err := st.Delete(kind, "a", types.Version{})
+		require.NoError(t, err)
+	}
+	require.NoError(t, c.load())
+	assert.ElementsMatch(t, []string{"MachineTemplate/a", "MachineClaim/a"}, gone)
+	for _, kind := range []string{types.KindMachineTemplate, types.KindMachineClaim} {
+		assert.Equal(t, 1, c.Len(kind), kind)
+		_, ok := c.Get(kind, "b")
+		assert.True(t, ok, kind)
+		_, ok = c.Get(kind, "a")
+		assert.False(t, ok, kind)
+	}
 }
