@@ -196,6 +196,12 @@ type Store struct {
 	closed bool
 	active int
 
+	// queue holds the writes waiting for a group commit; lead (capacity 1) is
+	// held by the writer committing them (see write).
+	qmu   sync.Mutex
+	queue []*pendingWrite
+	lead  chan struct{}
+
 	// keys serialises the read-modify-writes of Update per key.
 	keysMu sync.Mutex
 	keys   map[string]*keyLock
@@ -233,6 +239,7 @@ func Open(cfg Config, log *slog.Logger) (*Store, error) {
 		db:       db,
 		watchers: map[*watcher]struct{}{},
 		kick:     make(chan struct{}, 1),
+		lead:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 	}
 	s.idle = sync.NewCond(&s.life)

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
+
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -274,53 +276,153 @@ func (s *Store) Apply(rec Record) (bool, error) {
 	return true, nil
 }
 
-// write is the one write path. Under the write lock and in one transaction it
-// reads the stored record of kind/name, asks next for the record to store
-// (next fails to abort), gives it the next Seq, commits, then tells watchers.
+// write is the one write path. It reads the stored record of kind/name,
+// asks next for the record to store (next fails to abort), gives it the next
+// Seq, commits, then tells watchers, all under the write lock.
+//
+// Writes that arrive while another commits are committed together, in one
+// badger transaction (group commit): the first writer to take the lead
+// commits everything queued up to then, in arrival order, each write reading
+// what the ones before it in the batch wrote, and wakes the others. A write
+// is acknowledged only after the commit that holds it; next may run more than
+// once (a batch too big for one transaction is split and run again), so it
+// must not have effects outside the record it returns.
 func (s *Store) write(kind, name string, next func(prev Record, exists bool) (Record, error)) (Record, error) {
 	if err := s.enter(); err != nil {
 		return Record{}, err
 	}
 	defer s.leave()
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
+	w := &pendingWrite{kind: kind, name: name, next: next, done: make(chan struct{})}
+	s.qmu.Lock()
+	s.queue = append(s.queue, w)
+	s.qmu.Unlock()
+	for {
+		select {
+		case <-w.done:
+			return w.rec, w.err
+		case s.lead <- struct{}{}:
+			// The leader commits what is queued, oldest first: w, unless an
+			// earlier leader took it, or more than maxBatch were ahead of it
+			// (then it goes round again).
+			s.qmu.Lock()
+			n := min(len(s.queue), maxBatch)
+			batch := slices.Clone(s.queue[:n])
+			s.queue = append(s.queue[:0], s.queue[n:]...)
+			s.qmu.Unlock()
+			s.wmu.Lock()
+			s.commitBatch(batch)
+			s.wmu.Unlock()
+			<-s.lead
+		}
+	}
+}
 
+// maxBatch bounds the writes of one group commit.
+const maxBatch = 256
+
+// pendingWrite is one write waiting in the group-commit queue.
+type pendingWrite struct {
+	kind, name string
+	next       func(prev Record, exists bool) (Record, error)
+	rec        Record
+	err        error
+	stored     bool // rec is to be committed (not unchanged or failed)
+	done       chan struct{}
+}
+
+// commitBatch commits batch in one transaction and finishes each write.
+// Called with s.wmu held.
+func (s *Store) commitBatch(batch []*pendingWrite) {
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
-	prev, exists, err := getRecord(txn, kind, name)
-	if err != nil {
-		return Record{}, err
+	seq := s.seq.Load()
+	for i, w := range batch {
+		w.rec, w.err, w.stored = Record{}, nil, false
+		prev, exists, err := getRecord(txn, w.kind, w.name)
+		if err != nil {
+			w.err = err
+			continue
+		}
+		rec, err := w.next(prev, exists)
+		if errors.Is(err, errUnchanged) {
+			w.rec = prev
+			continue
+		}
+		if err != nil {
+			w.err = err
+			continue
+		}
+		rec.Seq = seq + 1
+		if err := setRecord(txn, objectKey(w.kind, w.name), &rec, prev, exists, s.clock.Last()); err != nil {
+			// The transaction may hold part of w: commit the writes before
+			// it on their own (their next runs again on what is stored),
+			// then the rest. A batch too big for one transaction is split
+			// so; a write refused alone fails alone.
+			txn.Discard()
+			if i > 0 {
+				s.commitBatch(batch[:i])
+			}
+			rest := batch[i:]
+			if !errors.Is(err, badger.ErrTxnTooBig) || i == 0 {
+				w.err = err
+				finish(batch[i : i+1])
+				rest = batch[i+1:]
+			}
+			if len(rest) > 0 {
+				s.commitBatch(rest)
+			}
+			return
+		}
+		seq = rec.Seq
+		w.rec, w.stored = rec, true
 	}
-	rec, err := next(prev, exists)
-	if errors.Is(err, errUnchanged) {
-		return prev, nil
+	if seq != s.seq.Load() {
+		if err := txn.Commit(); err != nil {
+			for _, w := range batch {
+				w.rec, w.stored = Record{}, false
+				if w.err == nil {
+					w.err = fmt.Errorf("commit: %w", err)
+				}
+			}
+			finish(batch)
+			return
+		}
+		s.seq.Store(seq)
+		for _, w := range batch {
+			if w.stored {
+				s.notify(w.rec)
+			}
+		}
+		s.wrote()
 	}
-	if err != nil {
-		return Record{}, err
+	finish(batch)
+}
+
+// finish wakes the writers of batch.
+func finish(batch []*pendingWrite) {
+	for _, w := range batch {
+		close(w.done)
 	}
-	rec.Seq = s.seq.Load() + 1
-	key := objectKey(kind, name)
+}
+
+// setRecord puts rec (its Seq set) into txn in place of prev: the record,
+// its Seq index entry and the counters.
+func setRecord(txn *badger.Txn, key []byte, rec *Record, prev Record, exists bool, hlc uint64) error {
 	ops := []struct{ k, v []byte }{
-		{key, encodeRecord(&rec)},
+		{key, encodeRecord(rec)},
 		{seqKey(rec.Seq), key},
 		{keySeq, putUint(rec.Seq)},
-		{keyHLC, putUint(s.clock.Last())},
+		{keyHLC, putUint(hlc)},
 	}
 	for _, op := range ops {
 		if err := txn.Set(op.k, op.v); err != nil {
-			return Record{}, err
+			return err
 		}
 	}
 	if exists {
 		if err := txn.Delete(seqKey(prev.Seq)); err != nil {
-			return Record{}, err
+			return err
 		}
 	}
-	if err := txn.Commit(); err != nil {
-		return Record{}, fmt.Errorf("commit: %w", err)
-	}
-	s.seq.Store(rec.Seq)
-	s.notify(rec)
-	s.wrote()
-	return rec, nil
+	return nil
 }
