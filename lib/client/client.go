@@ -14,6 +14,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	fastjson "github.com/goccy/go-json"
 )
 
 // maxErrorBody bounds how much of an error response is read.
@@ -181,7 +183,7 @@ func (c *Client) call(ctx context.Context, r request, out any) error {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return nil
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	if err := fastjson.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("%s %s: decode response: %w", strings.ToLower(r.method), r.path, err)
 	}
 	return nil

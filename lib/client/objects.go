@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 
+	fastjson "github.com/goccy/go-json"
+
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -143,21 +145,26 @@ func (c *Client) Delete(ctx context.Context, kind, name string) error {
 // DecodeObject decodes one object of the JSON shape lib/types marshals. The
 // document's own kind wins over kind, which is used when the document has none.
 func DecodeObject(kind string, raw []byte) (types.Object, error) {
-	var peek struct {
-		Kind string `json:"kind"`
-	}
-	if err := json.Unmarshal(raw, &peek); err != nil {
-		return nil, fmt.Errorf("decode object: %w", err)
-	}
-	if peek.Kind != "" {
+	if kind == "" {
+		var peek struct {
+			Kind string `json:"kind"`
+		}
+		if err := fastjson.Unmarshal(raw, &peek); err != nil {
+			return nil, fmt.Errorf("decode object: %w", err)
+		}
 		kind = peek.Kind
 	}
 	obj, err := types.New(kind)
 	if err != nil {
 		return nil, fmt.Errorf("decode object: %w", err)
 	}
-	if err := json.Unmarshal(raw, obj); err != nil {
+	if err := fastjson.Unmarshal(raw, obj); err != nil {
 		return nil, fmt.Errorf("decode %s: %w", kind, err)
+	}
+	if k := obj.GetKind(); k != "" && k != kind {
+		// The document says it is another kind than the caller thought:
+		// it is what it says.
+		return DecodeObject(k, raw)
 	}
 	types.Upgrade(obj)
 	if obj.GetKind() == "" {

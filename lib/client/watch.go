@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 
+	fastjson "github.com/goccy/go-json"
+
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -166,7 +168,7 @@ func readEvents(r io.Reader, emit func(WatchEvent) bool) error {
 // parseEvent builds a WatchEvent from an SSE event name and its data.
 func parseEvent(event, data string) (WatchEvent, error) {
 	var d sseData
-	if err := json.Unmarshal([]byte(data), &d); err != nil {
+	if err := fastjson.Unmarshal([]byte(data), &d); err != nil {
 		return WatchEvent{}, fmt.Errorf("watch: bad event data: %w", err)
 	}
 	ev := WatchEvent{Type: d.Type, Kind: d.Kind, Name: d.Name, Seq: d.Seq}

@@ -2,6 +2,7 @@ package openapi
 
 import (
 	"context"
+	"encoding/json"
 	"net"
 	"net/http"
 	"runtime"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	fastjson "github.com/goccy/go-json"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -234,4 +236,20 @@ func TestServeShutsDownWithOpenStreams(t *testing.T) {
 	assert.Equal(t, int64(0), e.srv.ActiveStreams())
 	_, err = http.Get(base + "/healthz")
 	assert.Error(t, err, "the listener is closed")
+}
+
+// TestEventEncoding: the stream's encoder writes an event as encoding/json
+// does, objects with spaces and HTML in them included.
+func TestEventEncoding(t *testing.T) {
+	for _, ev := range []WatchEvent{
+		{Type: WatchResync},
+		{Type: WatchPut, Kind: "MachineClaim", Name: "c-1", Seq: 7, Version: "12@n1", Object: json.RawMessage(`{"kind": "MachineClaim", "metadata": {"name": "c-1", "labels": {"a": "<b>&"}}}`)},
+		{Type: WatchDelete, Kind: "Machine", Name: "m-ö", Seq: 1 << 40, Version: "1@n<1>"},
+	} {
+		want, err := json.Marshal(ev)
+		require.NoError(t, err)
+		got, err := fastjson.Marshal(ev)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got))
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+
+	fastjson "github.com/goccy/go-json"
 )
 
 // FacetVersions are the versions of an object's facets by facet name, kept
@@ -43,11 +45,33 @@ func (fs FacetVersions) find(name string) (int, bool) {
 	return slices.BinarySearchFunc(fs, name, func(f FacetVersion, n string) int { return strings.Compare(f.Name, n) })
 }
 
-// MarshalJSON writes the object form.
+// MarshalJSON writes the object form. Facet names and versions are plain
+// ASCII and written as they are (every object the API sends carries them);
+// anything else goes through encoding/json.
 func (fs FacetVersions) MarshalJSON() ([]byte, error) {
 	if fs == nil {
 		return []byte("null"), nil
 	}
+	b := make([]byte, 0, 2+len(fs)*48)
+	b = append(b, '{')
+	for i, f := range fs {
+		v := f.Version.String()
+		if !plainJSON(f.Name) || !plainJSON(v) || (i > 0 && fs[i-1].Name >= f.Name) {
+			return fs.marshalMap()
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, f.Name...)
+		b = append(b, `":"`...)
+		b = append(b, v...)
+		b = append(b, '"')
+	}
+	return append(b, '}'), nil
+}
+
+func (fs FacetVersions) marshalMap() ([]byte, error) {
 	m := make(map[string]Version, len(fs))
 	for _, f := range fs {
 		m[f.Name] = f.Version
@@ -55,10 +79,22 @@ func (fs FacetVersions) MarshalJSON() ([]byte, error) {
 	return json.Marshal(m)
 }
 
+// plainJSON reports whether s is a JSON string's content as it is: printable
+// ASCII without quotes, backslashes or what encoding/json escapes for HTML.
+func plainJSON(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
+}
+
 // UnmarshalJSON reads the object form.
 func (fs *FacetVersions) UnmarshalJSON(b []byte) error {
 	var m map[string]Version
-	if err := json.Unmarshal(b, &m); err != nil {
+	if err := fastjson.Unmarshal(b, &m); err != nil {
 		return err
 	}
 	if m == nil {
