@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -142,4 +143,77 @@ func labelled(name, i string) *types.MachineClaim {
 	c := claim(name)
 	c.Metadata.Labels["i"] = i
 	return c
+}
+
+// TestGroupCommitSurvivesAPanickingWrite: a write whose next panics fails
+// alone, with an error; the writes batched with it and later ones commit.
+func TestGroupCommitSurvivesAPanickingWrite(t *testing.T) {
+	s, _ := newMemStore(t)
+	release := holdLead(t, s)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i == 1 {
+				_, errs[i] = s.write(types.KindMachineClaim, "boom", func(Record, bool) (Record, error) { panic("a bug") })
+				return
+			}
+			_, errs[i] = s.Put(claim(fmt.Sprintf("c-%d", i)), PutOptions{Create: true})
+		}()
+	}
+	release(3)
+	wg.Wait()
+	require.NoError(t, errs[0])
+	require.ErrorContains(t, errs[1], "panicked")
+	require.NoError(t, errs[2])
+	putClaim(t, s, "after")
+	require.Equal(t, uint64(3), s.Seq())
+}
+
+// TestApplyBatch: a batch's records are merged in order, as Apply would one
+// by one (a later copy of a key in the batch sees the earlier one), each with
+// its own result, and watchers see each change once, in Seq order.
+func TestApplyBatch(t *testing.T) {
+	mk := func(name string, hlc uint64, label string) Record {
+		c := labelled(name, label)
+		c.Metadata.Version = types.Version{HLC: hlc, Node: "n2"}
+		data, err := json.Marshal(c)
+		require.NoError(t, err)
+		return Record{Kind: types.KindMachineClaim, Name: name, Version: c.Metadata.Version, Data: data}
+	}
+	const base = 1 << 40
+	s, _ := newMemStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := s.Watch(ctx, 0)
+	res := s.ApplyBatch([]Record{
+		mk("a", base, "1"),
+		mk("b", base, "1"),
+		mk("a", base+2, "3"),
+		mk("a", base+1, "2"),                      // older than the copy before it in the batch
+		{Kind: types.KindMachineClaim, Name: "c"}, // no version
+		{Kind: types.KindMachineClaim, Version: types.Version{HLC: base, Node: "n2"}}, // no name
+	})
+	require.Len(t, res, 6)
+	for i, want := range []bool{true, true, true, false} {
+		require.NoError(t, res[i].Err, "record %d", i)
+		require.Equal(t, want, res[i].Changed, "record %d", i)
+	}
+	require.ErrorContains(t, res[4].Err, "version is required")
+	require.ErrorContains(t, res[5].Err, "metadata.name")
+	got, err := Get[types.MachineClaim](s, types.KindMachineClaim, "a")
+	require.NoError(t, err)
+	require.Equal(t, "3", got.Metadata.Labels["i"])
+	for want := uint64(1); want <= 3; want++ {
+		select {
+		case ev := <-events:
+			require.Equal(t, want, ev.Record.Seq)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no event")
+		}
+	}
+	require.Equal(t, uint64(3), s.Seq())
+	require.Empty(t, s.ApplyBatch(nil))
 }

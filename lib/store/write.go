@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"time"
 
@@ -221,13 +222,57 @@ var errStale = errors.New("stale")
 // fresh local Seq and tells watchers. A record that brings nothing newer is
 // (false, nil).
 func (s *Store) Apply(rec Record) (bool, error) {
-	if err := checkKey(rec.Kind, rec.Name); err != nil {
-		return false, fmt.Errorf("apply: %w", err)
+	r := s.ApplyBatch([]Record{rec})[0]
+	return r.Changed, r.Err
+}
+
+// Applied is what ApplyBatch did with one record.
+type Applied struct {
+	Changed bool
+	Err     error
+}
+
+// ApplyBatch applies recs as Apply does, one result per record, queued
+// together so that they share a commit (a replication message's records,
+// say).
+func (s *Store) ApplyBatch(recs []Record) []Applied {
+	out := make([]Applied, len(recs))
+	ws := make([]*pendingWrite, 0, len(recs))
+	at := make([]int, 0, len(recs))
+	for i, rec := range recs {
+		if err := checkKey(rec.Kind, rec.Name); err != nil {
+			out[i].Err = fmt.Errorf("apply: %w", err)
+			continue
+		}
+		if rec.Version.IsZero() {
+			out[i].Err = fmt.Errorf("apply %s/%s: version is required", rec.Kind, rec.Name)
+			continue
+		}
+		ws = append(ws, &pendingWrite{kind: rec.Kind, name: rec.Name, next: s.applyNext(rec), done: make(chan struct{})})
+		at = append(at, i)
 	}
-	if rec.Version.IsZero() {
-		return false, fmt.Errorf("apply %s/%s: version is required", rec.Kind, rec.Name)
+	if err := s.run(ws); err != nil {
+		for _, i := range at {
+			out[i].Err = fmt.Errorf("apply %s/%s: %w", recs[i].Kind, recs[i].Name, err)
+		}
+		return out
 	}
-	_, err := s.write(rec.Kind, rec.Name, func(prev Record, exists bool) (Record, error) {
+	for j, w := range ws {
+		i := at[j]
+		switch {
+		case errors.Is(w.err, errStale):
+		case w.err != nil:
+			out[i].Err = fmt.Errorf("apply %s/%s: %w", recs[i].Kind, recs[i].Name, w.err)
+		default:
+			out[i].Changed = true
+		}
+	}
+	return out
+}
+
+// applyNext is the write of Apply: merge rec into what is stored.
+func (s *Store) applyNext(rec Record) func(prev Record, exists bool) (Record, error) {
+	return func(prev Record, exists bool) (Record, error) {
 		if err := wholeToFacets(&rec); err != nil {
 			return Record{}, err
 		}
@@ -266,14 +311,7 @@ func (s *Store) Apply(rec Record) (bool, error) {
 		}
 		s.clock.Update(rec.Version.HLC)
 		return next, nil
-	})
-	if errors.Is(err, errStale) {
-		return false, nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("apply %s/%s: %w", rec.Kind, rec.Name, err)
-	}
-	return true, nil
 }
 
 // write is the one write path. It reads the stored record of kind/name,
@@ -288,33 +326,72 @@ func (s *Store) Apply(rec Record) (bool, error) {
 // once (a batch too big for one transaction is split and run again), so it
 // must not have effects outside the record it returns.
 func (s *Store) write(kind, name string, next func(prev Record, exists bool) (Record, error)) (Record, error) {
-	if err := s.enter(); err != nil {
+	w := &pendingWrite{kind: kind, name: name, next: next, done: make(chan struct{})}
+	if err := s.run([]*pendingWrite{w}); err != nil {
 		return Record{}, err
 	}
+	return w.rec, w.err
+}
+
+// run queues ws, one after the other, and returns once each is committed or
+// has failed (its rec and err say which).
+func (s *Store) run(ws []*pendingWrite) error {
+	if len(ws) == 0 {
+		return nil
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
 	defer s.leave()
-	w := &pendingWrite{kind: kind, name: name, next: next, done: make(chan struct{})}
 	s.qmu.Lock()
-	s.queue = append(s.queue, w)
+	s.queue = append(s.queue, ws...)
 	s.qmu.Unlock()
+	for _, w := range ws {
+		s.wait(w)
+	}
+	return nil
+}
+
+// wait returns when w is done, leading commits of the queue while it waits
+// and no other writer does.
+func (s *Store) wait(w *pendingWrite) {
 	for {
 		select {
 		case <-w.done:
-			return w.rec, w.err
+			return
 		case s.lead <- struct{}{}:
 			// The leader commits what is queued, oldest first: w, unless an
 			// earlier leader took it, or more than maxBatch were ahead of it
 			// (then it goes round again).
-			s.qmu.Lock()
-			n := min(len(s.queue), maxBatch)
-			batch := slices.Clone(s.queue[:n])
-			s.queue = append(s.queue[:0], s.queue[n:]...)
-			s.qmu.Unlock()
-			s.wmu.Lock()
-			s.commitBatch(batch)
-			s.wmu.Unlock()
-			<-s.lead
+			s.commitQueued()
 		}
 	}
+}
+
+// commitQueued commits the oldest maxBatch queued writes. The caller holds
+// the lead, which it gives back.
+func (s *Store) commitQueued() {
+	defer func() { <-s.lead }()
+	s.qmu.Lock()
+	n := min(len(s.queue), maxBatch)
+	batch := slices.Clone(s.queue[:n])
+	s.queue = append(s.queue[:0], s.queue[n:]...)
+	s.qmu.Unlock()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	s.commitBatch(batch)
+}
+
+// callNext runs w's next; a panic in it fails w alone (the leader runs the
+// others' next too, and must not take them down with it).
+func (s *Store) callNext(w *pendingWrite, prev Record, exists bool) (rec Record, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("store: a write panicked", "kind", w.kind, "name", w.name, "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("write panicked: %v", p)
+		}
+	}()
+	return w.next(prev, exists)
 }
 
 // maxBatch bounds the writes of one group commit.
@@ -343,7 +420,7 @@ func (s *Store) commitBatch(batch []*pendingWrite) {
 			w.err = err
 			continue
 		}
-		rec, err := w.next(prev, exists)
+		rec, err := s.callNext(w, prev, exists)
 		if errors.Is(err, errUnchanged) {
 			w.rec = prev
 			continue
