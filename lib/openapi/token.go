@@ -137,12 +137,16 @@ func WaitLocalAdminToken(ctx context.Context, st *store.Store, dataDir, node str
 			if err != nil {
 				return "", err
 			}
-			if err := writeSecretFile(dataDir, path, bearer); err != nil {
-				return "", err
-			}
-			if _, err := st.Put(tok, store.PutOptions{}); err != nil {
-				_ = os.Remove(path)
+			// The token is stored before its file is written: whoever reads
+			// the file can use it at once. A crash between the two leaves a
+			// token nobody holds, replaced at the next start.
+			rec, err := st.Put(tok, store.PutOptions{})
+			if err != nil {
 				return "", fmt.Errorf("local admin token: %w", err)
+			}
+			if err := writeSecretFile(dataDir, path, bearer); err != nil {
+				_, _ = st.Delete(types.KindToken, name, rec.Version)
+				return "", err
 			}
 			return path, nil
 		}

@@ -300,4 +300,13 @@ func TestWaitLocalAdminToken(t *testing.T) {
 	again, err := WaitLocalAdminToken(context.Background(), st, dir, "n2", 10*time.Millisecond)
 	require.NoError(t, err)
 	assert.Equal(t, path, again, "made once")
+
+	// The token is stored before its file is written; a file that cannot be
+	// written takes the token back.
+	notDir := filepath.Join(t.TempDir(), "file")
+	require.NoError(t, os.WriteFile(notDir, nil, 0o600))
+	_, err = WaitLocalAdminToken(context.Background(), st, filepath.Join(notDir, "data"), "n3", 10*time.Millisecond)
+	require.Error(t, err)
+	_, err = st.Get(types.KindToken, "local-n3")
+	require.ErrorIs(t, err, store.ErrNotFound)
 }
