@@ -14,19 +14,32 @@ import (
 	"github.com/hf-fleet/hf/lib/types"
 )
 
-// holdLead takes the group-commit lead, so that writes queue up behind it,
-// and returns a function that waits until n are queued and lets them go.
-func holdLead(t *testing.T, s *Store) (release func(n int)) {
-	s.lead <- struct{}{}
-	return func(n int) {
-		t.Helper()
-		require.Eventually(t, func() bool {
+// queueWrites takes the group-commit lead, so that writes queue up behind
+// it, starts n writers one at a time (each queued before the next starts, so
+// the queue's order is i), lets them go and returns their errors.
+func queueWrites(t *testing.T, s *Store, n int, write func(i int) error) []error {
+	t.Helper()
+	queued := func(k int) func() bool {
+		return func() bool {
 			s.qmu.Lock()
 			defer s.qmu.Unlock()
-			return len(s.queue) == n
-		}, 10*time.Second, time.Millisecond, "writes never queued")
-		<-s.lead
+			return len(s.queue) == k
+		}
 	}
+	s.lead <- struct{}{}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = write(i)
+		}()
+		require.Eventually(t, queued(i+1), 10*time.Second, time.Millisecond, "write %d never queued", i)
+	}
+	<-s.lead
+	wg.Wait()
+	return errs
 }
 
 // TestGroupCommit: writes queued while another commits go into one
@@ -40,33 +53,21 @@ func TestGroupCommit(t *testing.T) {
 	defer cancel()
 	events := s.Watch(ctx, s.Seq())
 
-	release := holdLead(t, s)
 	const n = 40
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			switch {
-			case i == 7:
-				_, errs[i] = s.Put(claim("c-0"), PutOptions{Create: true}) // exists: fails alone
-			case i%10 == 0:
-				_, errs[i] = s.Put(labelled("c-0", fmt.Sprint(i)), PutOptions{}) // the same key, several times
-			default:
-				_, errs[i] = s.Put(claim(fmt.Sprintf("c-%d", i)), PutOptions{Create: true})
-			}
-		}()
-		// One at a time, so the queue's order is known.
-		require.Eventually(t, func() bool {
-			s.qmu.Lock()
-			defer s.qmu.Unlock()
-			return len(s.queue) == i+1
-		}, 10*time.Second, time.Millisecond)
-	}
-	before := s.Seq()
-	release(n)
-	wg.Wait()
+	before, commits := s.Seq(), s.Commits()
+	errs := queueWrites(t, s, n, func(i int) error {
+		var err error
+		switch {
+		case i == 7:
+			_, err = s.Put(claim("c-0"), PutOptions{Create: true}) // exists: fails alone
+		case i%10 == 0:
+			_, err = s.Put(labelled("c-0", fmt.Sprint(i)), PutOptions{}) // the same key, several times
+		default:
+			_, err = s.Put(claim(fmt.Sprintf("c-%d", i)), PutOptions{Create: true})
+		}
+		return err
+	})
+	require.Equal(t, commits+1, s.Commits(), "the queued writes share one commit")
 	for i, err := range errs {
 		if i == 7 {
 			require.ErrorIs(t, err, ErrExists)
@@ -106,21 +107,16 @@ func TestGroupCommitSplitsWhatBadgerRefuses(t *testing.T) {
 	s, err := Open(cfg, quietLog())
 	require.NoError(t, err)
 	pad := strings.Repeat("x", 600)
-	release := holdLead(t, s)
 	const n = 250
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := labelled(fmt.Sprintf("c-%03d", i), "")
-			c.Metadata.Annotations = map[string]string{"pad": pad}
-			_, errs[i] = s.Put(c, PutOptions{Create: true})
-		}()
-	}
-	release(n)
-	wg.Wait()
+	errs := queueWrites(t, s, n, func(i int) error {
+		c := labelled(fmt.Sprintf("c-%03d", i), "")
+		c.Metadata.Annotations = map[string]string{"pad": pad}
+		_, err := s.Put(c, PutOptions{Create: true})
+		return err
+	})
+	commits := s.Commits()
+	require.Greater(t, commits, uint64(1), "split")
+	require.Less(t, commits, uint64(n/10), "in parts, not one by one")
 	for i := range n {
 		require.NoError(t, errs[i], "write %d", i)
 	}
@@ -149,22 +145,16 @@ func labelled(name, i string) *types.MachineClaim {
 // alone, with an error; the writes batched with it and later ones commit.
 func TestGroupCommitSurvivesAPanickingWrite(t *testing.T) {
 	s, _ := newMemStore(t)
-	release := holdLead(t, s)
-	errs := make([]error, 3)
-	var wg sync.WaitGroup
-	for i := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if i == 1 {
-				_, errs[i] = s.write(types.KindMachineClaim, "boom", func(Record, bool) (Record, error) { panic("a bug") })
-				return
-			}
-			_, errs[i] = s.Put(claim(fmt.Sprintf("c-%d", i)), PutOptions{Create: true})
-		}()
-	}
-	release(3)
-	wg.Wait()
+	errs := queueWrites(t, s, 3, func(i int) error {
+		var err error
+		if i == 1 {
+			_, err = s.write(types.KindMachineClaim, "boom", func(Record, bool) (Record, error) { panic("a bug") })
+		} else {
+			_, err = s.Put(claim(fmt.Sprintf("c-%d", i)), PutOptions{Create: true})
+		}
+		return err
+	})
+	require.Equal(t, uint64(1), s.Commits(), "the other two committed together")
 	require.NoError(t, errs[0])
 	require.ErrorContains(t, errs[1], "panicked")
 	require.NoError(t, errs[2])
@@ -197,6 +187,7 @@ func TestApplyBatch(t *testing.T) {
 		{Kind: types.KindMachineClaim, Version: types.Version{HLC: base, Node: "n2"}}, // no name
 	})
 	require.Len(t, res, 6)
+	require.Equal(t, uint64(1), s.Commits(), "the batch's records share a commit")
 	for i, want := range []bool{true, true, true, false} {
 		require.NoError(t, res[i].Err, "record %d", i)
 		require.Equal(t, want, res[i].Changed, "record %d", i)

@@ -187,7 +187,9 @@ type Store struct {
 	gcSeq uint64
 	// collected counts the tombstones collected since Open (Collected).
 	collected atomic.Uint64
-	watchers  map[*watcher]struct{}
+	// commits counts the group commits since Open (Commits).
+	commits  atomic.Uint64
+	watchers map[*watcher]struct{}
 
 	// life guards closed and the count of calls inside the badger DB, so Close
 	// never closes badger under a running call.

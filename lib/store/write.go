@@ -394,6 +394,10 @@ func (s *Store) callNext(w *pendingWrite, prev Record, exists bool) (rec Record,
 	return w.next(prev, exists)
 }
 
+// Commits is how many transactions of writes this store has committed since
+// it was opened; with Seq it tells how many writes shared a commit.
+func (s *Store) Commits() uint64 { return s.commits.Load() }
+
 // maxBatch bounds the writes of one group commit.
 const maxBatch = 256
 
@@ -465,6 +469,7 @@ func (s *Store) commitBatch(batch []*pendingWrite) {
 			return
 		}
 		s.seq.Store(seq)
+		s.commits.Add(1)
 		for _, w := range batch {
 			if w.stored {
 				s.notify(w.rec)
