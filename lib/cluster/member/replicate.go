@@ -273,15 +273,14 @@ func (m *Member) applyMessage(buf []byte) {
 	}
 	applied := 0
 	var fresh []store.Record // pushed records new here, to relay
-	// One batch: the message's records share a commit.
-	for i, res := range m.st.ApplyBatch(msg.Records) {
-		r := msg.Records[i]
+	for _, r := range msg.Records {
+		ok, err := m.st.Apply(r)
 		switch {
-		case errors.Is(res.Err, store.ErrClosed):
+		case errors.Is(err, store.ErrClosed):
 			return
-		case res.Err != nil:
-			m.log.Warn("apply record", "peer", msg.From, "kind", r.Kind, "name", r.Name, "err", res.Err)
-		case res.Changed:
+		case err != nil:
+			m.log.Warn("apply record", "peer", msg.From, "kind", r.Kind, "name", r.Name, "err", err)
+		case ok:
 			applied++
 			if t == msgPush {
 				fresh = append(fresh, r)
