@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -201,7 +202,7 @@ func joinedToken(t testing.TB, p *proc, args []string) string {
 	first, ok := gossipProcs.Load(args[i+1])
 	require.True(t, ok, "no node started at %s", args[i+1])
 	tok := first.(*proc).Token
-	require.Eventually(t, func() bool {
+	ok = assert.Eventually(t, func() bool {
 		req, err := http.NewRequest(http.MethodGet, p.API+"/api/v1/whoami", nil)
 		if err != nil {
 			return false
@@ -214,6 +215,9 @@ func joinedToken(t testing.TB, p *proc, args []string) string {
 		res.Body.Close()
 		return res.StatusCode == http.StatusOK
 	}, 30*time.Second, 50*time.Millisecond, "the cluster's admin token reaches the joining node")
+	if !ok {
+		t.Fatalf("the joining node's log:\n%s\nthe log of the node it joined:\n%s", p.out.String(), first.(*proc).out.String())
+	}
 	return tok
 }
 

@@ -3,6 +3,7 @@ package member
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -22,6 +23,12 @@ const inFlightGrace = time.Second
 // a round) before it acts, so that one push/pull reporting many members at
 // once leads to one round.
 const joinSettle = 50 * time.Millisecond
+
+// retryDelay is how long a requested round that failed waits to run again.
+const retryDelay = time.Second
+
+// awaitMemberPoll is how often awaitMember looks for a member not yet known.
+const awaitMemberPoll = 20 * time.Millisecond
 
 // maxAnswering bounds the tree and pull requests answered at once.
 const maxAnswering = 4
@@ -213,6 +220,16 @@ func (a *antiEntropy) loop(ctx context.Context) {
 	settle.Stop()
 	defer settle.Stop()
 	var settling <-chan time.Time
+	// A requested round that failed (its peer unreachable for a moment,
+	// or its answers lost) is asked for again after retryDelay: the next
+	// periodic round may be long, and may go to another peer.
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	defer retry.Stop()
+	var (
+		failed   []target
+		retrying <-chan time.Time
+	)
 	for {
 		select {
 		case <-ctx.Done():
@@ -226,23 +243,49 @@ func (a *antiEntropy) loop(ctx context.Context) {
 				settle.Reset(joinSettle)
 				settling = settle.C
 			}
+		case <-retrying:
+			retrying = nil
+			a.ask(failed)
+			failed = nil
 		case <-settling:
 			settling = nil
 			for _, t := range a.take(a.m.table.peers()) {
 				if ctx.Err() != nil {
 					return
 				}
-				a.run(ctx, t)
+				if !a.run(ctx, t) {
+					failed = append(failed, t)
+				}
+			}
+			if len(failed) > 0 && retrying == nil {
+				retry.Reset(retryDelay)
+				retrying = retry.C
 			}
 		}
 	}
 }
 
+// ask asks for targets again: full rounds as want does, pull rounds as
+// after a join.
+func (a *antiEntropy) ask(targets []target) {
+	a.mu.Lock()
+	for _, t := range targets {
+		if t.push {
+			a.full[t.peer] = true
+		} else {
+			a.joins[t.peer] = true
+		}
+	}
+	a.mu.Unlock()
+	a.wake()
+}
+
 // subtree names one node of the tree.
 type subtree struct{ level, index int }
 
-// run is one round as initiator.
-func (a *antiEntropy) run(ctx context.Context, t target) {
+// run is one round as initiator; false when it failed (a request could not
+// be sent, or its answer did not come).
+func (a *antiEntropy) run(ctx context.Context, t target) bool {
 	m := a.m
 	start := time.Now()
 	// The timeout bounds the descent, not the records sent after it.
@@ -250,7 +293,7 @@ func (a *antiEntropy) run(ctx context.Context, t target) {
 	defer cancel()
 	tree := a.keeper.current(wait)
 	if tree == nil {
-		return
+		return false
 	}
 	id := a.open(t.peer)
 	defer a.close(id)
@@ -273,7 +316,7 @@ func (a *antiEntropy) run(ctx context.Context, t target) {
 		if err := m.sendNow(t.peer, classAntiEntropy, encodeTreeReq(req)); err != nil {
 			m.metrics.rounds.WithLabelValues("failed").Inc()
 			m.log.Debug("anti-entropy round failed", "peer", t.peer, "level", level, "err", err)
-			return
+			return false
 		}
 		select {
 		case <-done:
@@ -282,7 +325,7 @@ func (a *antiEntropy) run(ctx context.Context, t target) {
 				m.metrics.rounds.WithLabelValues("failed").Inc()
 				m.log.Debug("anti-entropy round timed out", "peer", t.peer, "level", level)
 			}
-			return
+			return false
 		}
 		resp, entries := a.result(id)
 		// Equal nodes, and those where this tree holds nothing: the peer
@@ -300,7 +343,7 @@ func (a *antiEntropy) run(ctx context.Context, t target) {
 	if len(leaves) == 0 && len(empty) == 0 && sent == 0 {
 		m.metrics.rounds.WithLabelValues("in_sync").Inc()
 		m.log.Debug("anti-entropy round", "peer", t.peer, "leaves", 0, "took", time.Since(start))
-		return
+		return true
 	}
 	push, pull := reconcile(tree.entries(leaves), leaves, theirs, inFlight)
 	pushed := 0
@@ -323,6 +366,7 @@ func (a *antiEntropy) run(ctx context.Context, t target) {
 	m.metrics.repaired.WithLabelValues("requested").Add(float64(len(pull)))
 	m.log.Debug("anti-entropy round", "peer", t.peer, "leaves", len(leaves), "empty", len(empty), "sent", sent,
 		"pushed", pushed, "pulled", len(pull), "took", time.Since(start))
+	return true
 }
 
 // open registers a round with peer.
@@ -418,11 +462,16 @@ func (a *antiEntropy) answer(ctx context.Context, buf []byte) {
 	case msgTreeReq:
 		var req treeReq
 		if req, err = decodeTreeReq(body); err == nil {
-			err = a.answerTree(ctx, req)
+			if err = a.awaitMember(ctx, req.From); err == nil {
+				err = a.answerTree(ctx, req)
+			}
 		}
 	case msgPullReq:
 		var req pullReq
 		if req, err = decodePullReq(body); err == nil {
+			if err = a.awaitMember(ctx, req.From); err != nil {
+				break
+			}
 			if tree := a.keeper.current(ctx); tree != nil {
 				var n int
 				n, err = a.sendKeys(ctx, req.From, roundKey{req.From, req.Round}, msgPullResp, tree, req.Keys)
@@ -432,6 +481,32 @@ func (a *antiEntropy) answer(ctx context.Context, buf []byte) {
 	}
 	if err != nil {
 		m.log.Debug("anti-entropy request failed", "type", t, "err", err)
+	}
+}
+
+// awaitMember returns once peer is in the member table, so that an answer
+// can be sent to it, or after roundTimeout. A member that joined through
+// another asks for its first round at once, often before the gossip of its
+// join has reached the member it asks; an answer dropped then would leave it
+// without the cluster's records until its round times out and a periodic
+// round comes.
+func (a *antiEntropy) awaitMember(ctx context.Context, peer string) error {
+	if _, ok := a.m.table.lookup(peer); ok {
+		return nil
+	}
+	wait, cancel := context.WithTimeout(ctx, roundTimeout)
+	defer cancel()
+	tick := time.NewTicker(awaitMemberPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-wait.Done():
+			return fmt.Errorf("answer to %s: %w", peer, ErrNotMember)
+		case <-tick.C:
+			if _, ok := a.m.table.lookup(peer); ok {
+				return nil
+			}
+		}
 	}
 }
 
