@@ -187,7 +187,9 @@ type Store struct {
 	gcSeq uint64
 	// collected counts the tombstones collected since Open (Collected).
 	collected atomic.Uint64
-	watchers  map[*watcher]struct{}
+	// commits counts the group commits since Open (Commits).
+	commits  atomic.Uint64
+	watchers map[*watcher]struct{}
 
 	// life guards closed and the count of calls inside the badger DB, so Close
 	// never closes badger under a running call.
@@ -195,6 +197,12 @@ type Store struct {
 	idle   *sync.Cond
 	closed bool
 	active int
+
+	// queue holds the writes waiting for a group commit; lead (capacity 1) is
+	// held by the writer committing them (see write).
+	qmu   sync.Mutex
+	queue []*pendingWrite
+	lead  chan struct{}
 
 	// keys serialises the read-modify-writes of Update per key.
 	keysMu sync.Mutex
@@ -233,6 +241,7 @@ func Open(cfg Config, log *slog.Logger) (*Store, error) {
 		db:       db,
 		watchers: map[*watcher]struct{}{},
 		kick:     make(chan struct{}, 1),
+		lead:     make(chan struct{}, 1),
 		done:     make(chan struct{}),
 	}
 	s.idle = sync.NewCond(&s.life)

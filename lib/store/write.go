@@ -4,8 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"time"
+
+	"github.com/dgraph-io/badger/v4"
 
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -219,13 +222,57 @@ var errStale = errors.New("stale")
 // fresh local Seq and tells watchers. A record that brings nothing newer is
 // (false, nil).
 func (s *Store) Apply(rec Record) (bool, error) {
-	if err := checkKey(rec.Kind, rec.Name); err != nil {
-		return false, fmt.Errorf("apply: %w", err)
+	r := s.ApplyBatch([]Record{rec})[0]
+	return r.Changed, r.Err
+}
+
+// Applied is what ApplyBatch did with one record.
+type Applied struct {
+	Changed bool
+	Err     error
+}
+
+// ApplyBatch applies recs as Apply does, one result per record, queued
+// together so that they share a commit (a replication message's records,
+// say).
+func (s *Store) ApplyBatch(recs []Record) []Applied {
+	out := make([]Applied, len(recs))
+	ws := make([]*pendingWrite, 0, len(recs))
+	at := make([]int, 0, len(recs))
+	for i, rec := range recs {
+		if err := checkKey(rec.Kind, rec.Name); err != nil {
+			out[i].Err = fmt.Errorf("apply: %w", err)
+			continue
+		}
+		if rec.Version.IsZero() {
+			out[i].Err = fmt.Errorf("apply %s/%s: version is required", rec.Kind, rec.Name)
+			continue
+		}
+		ws = append(ws, &pendingWrite{kind: rec.Kind, name: rec.Name, next: s.applyNext(rec), done: make(chan struct{})})
+		at = append(at, i)
 	}
-	if rec.Version.IsZero() {
-		return false, fmt.Errorf("apply %s/%s: version is required", rec.Kind, rec.Name)
+	if err := s.run(ws); err != nil {
+		for _, i := range at {
+			out[i].Err = fmt.Errorf("apply %s/%s: %w", recs[i].Kind, recs[i].Name, err)
+		}
+		return out
 	}
-	_, err := s.write(rec.Kind, rec.Name, func(prev Record, exists bool) (Record, error) {
+	for j, w := range ws {
+		i := at[j]
+		switch {
+		case errors.Is(w.err, errStale):
+		case w.err != nil:
+			out[i].Err = fmt.Errorf("apply %s/%s: %w", recs[i].Kind, recs[i].Name, w.err)
+		default:
+			out[i].Changed = true
+		}
+	}
+	return out
+}
+
+// applyNext is the write of Apply: merge rec into what is stored.
+func (s *Store) applyNext(rec Record) func(prev Record, exists bool) (Record, error) {
+	return func(prev Record, exists bool) (Record, error) {
 		if err := wholeToFacets(&rec); err != nil {
 			return Record{}, err
 		}
@@ -264,63 +311,200 @@ func (s *Store) Apply(rec Record) (bool, error) {
 		}
 		s.clock.Update(rec.Version.HLC)
 		return next, nil
-	})
-	if errors.Is(err, errStale) {
-		return false, nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("apply %s/%s: %w", rec.Kind, rec.Name, err)
-	}
-	return true, nil
 }
 
-// write is the one write path. Under the write lock and in one transaction it
-// reads the stored record of kind/name, asks next for the record to store
-// (next fails to abort), gives it the next Seq, commits, then tells watchers.
+// write is the one write path. It reads the stored record of kind/name,
+// asks next for the record to store (next fails to abort), gives it the next
+// Seq, commits, then tells watchers, all under the write lock.
+//
+// Writes that arrive while another commits are committed together, in one
+// badger transaction (group commit): the first writer to take the lead
+// commits everything queued up to then, in arrival order, each write reading
+// what the ones before it in the batch wrote, and wakes the others. A write
+// is acknowledged only after the commit that holds it; next may run more than
+// once (a batch too big for one transaction is split and run again), so it
+// must not have effects outside the record it returns.
 func (s *Store) write(kind, name string, next func(prev Record, exists bool) (Record, error)) (Record, error) {
-	if err := s.enter(); err != nil {
+	w := &pendingWrite{kind: kind, name: name, next: next, done: make(chan struct{})}
+	if err := s.run([]*pendingWrite{w}); err != nil {
 		return Record{}, err
+	}
+	return w.rec, w.err
+}
+
+// run queues ws, one after the other, and returns once each is committed or
+// has failed (its rec and err say which).
+func (s *Store) run(ws []*pendingWrite) error {
+	if len(ws) == 0 {
+		return nil
+	}
+	if err := s.enter(); err != nil {
+		return err
 	}
 	defer s.leave()
+	s.qmu.Lock()
+	s.queue = append(s.queue, ws...)
+	s.qmu.Unlock()
+	for _, w := range ws {
+		s.wait(w)
+	}
+	return nil
+}
+
+// wait returns when w is done, leading commits of the queue while it waits
+// and no other writer does.
+func (s *Store) wait(w *pendingWrite) {
+	for {
+		select {
+		case <-w.done:
+			return
+		case s.lead <- struct{}{}:
+			// The leader commits what is queued, oldest first: w, unless an
+			// earlier leader took it, or more than maxBatch were ahead of it
+			// (then it goes round again).
+			s.commitQueued()
+		}
+	}
+}
+
+// commitQueued commits the oldest maxBatch queued writes. The caller holds
+// the lead, which it gives back.
+func (s *Store) commitQueued() {
+	defer func() { <-s.lead }()
+	s.qmu.Lock()
+	n := min(len(s.queue), maxBatch)
+	batch := slices.Clone(s.queue[:n])
+	s.queue = append(s.queue[:0], s.queue[n:]...)
+	s.qmu.Unlock()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	s.commitBatch(batch)
+}
 
+// callNext runs w's next; a panic in it fails w alone (the leader runs the
+// others' next too, and must not take them down with it).
+func (s *Store) callNext(w *pendingWrite, prev Record, exists bool) (rec Record, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.log.Error("store: a write panicked", "kind", w.kind, "name", w.name, "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("write panicked: %v", p)
+		}
+	}()
+	return w.next(prev, exists)
+}
+
+// Commits is how many transactions of writes this store has committed since
+// it was opened; with Seq it tells how many writes shared a commit.
+func (s *Store) Commits() uint64 { return s.commits.Load() }
+
+// maxBatch bounds the writes of one group commit.
+const maxBatch = 256
+
+// pendingWrite is one write waiting in the group-commit queue.
+type pendingWrite struct {
+	kind, name string
+	next       func(prev Record, exists bool) (Record, error)
+	rec        Record
+	err        error
+	stored     bool // rec is to be committed (not unchanged or failed)
+	done       chan struct{}
+}
+
+// commitBatch commits batch in one transaction and finishes each write.
+// Called with s.wmu held.
+func (s *Store) commitBatch(batch []*pendingWrite) {
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
-	prev, exists, err := getRecord(txn, kind, name)
-	if err != nil {
-		return Record{}, err
+	seq := s.seq.Load()
+	for i, w := range batch {
+		w.rec, w.err, w.stored = Record{}, nil, false
+		prev, exists, err := getRecord(txn, w.kind, w.name)
+		if err != nil {
+			w.err = err
+			continue
+		}
+		rec, err := s.callNext(w, prev, exists)
+		if errors.Is(err, errUnchanged) {
+			w.rec = prev
+			continue
+		}
+		if err != nil {
+			w.err = err
+			continue
+		}
+		rec.Seq = seq + 1
+		if err := setRecord(txn, objectKey(w.kind, w.name), &rec, prev, exists, s.clock.Last()); err != nil {
+			// The transaction may hold part of w: commit the writes before
+			// it on their own (their next runs again on what is stored),
+			// then the rest. A batch too big for one transaction is split
+			// so; a write refused alone fails alone.
+			txn.Discard()
+			if i > 0 {
+				s.commitBatch(batch[:i])
+			}
+			rest := batch[i:]
+			if !errors.Is(err, badger.ErrTxnTooBig) || i == 0 {
+				w.err = err
+				finish(batch[i : i+1])
+				rest = batch[i+1:]
+			}
+			if len(rest) > 0 {
+				s.commitBatch(rest)
+			}
+			return
+		}
+		seq = rec.Seq
+		w.rec, w.stored = rec, true
 	}
-	rec, err := next(prev, exists)
-	if errors.Is(err, errUnchanged) {
-		return prev, nil
+	if seq != s.seq.Load() {
+		if err := txn.Commit(); err != nil {
+			for _, w := range batch {
+				w.rec, w.stored = Record{}, false
+				if w.err == nil {
+					w.err = fmt.Errorf("commit: %w", err)
+				}
+			}
+			finish(batch)
+			return
+		}
+		s.seq.Store(seq)
+		s.commits.Add(1)
+		for _, w := range batch {
+			if w.stored {
+				s.notify(w.rec)
+			}
+		}
+		s.wrote()
 	}
-	if err != nil {
-		return Record{}, err
+	finish(batch)
+}
+
+// finish wakes the writers of batch.
+func finish(batch []*pendingWrite) {
+	for _, w := range batch {
+		close(w.done)
 	}
-	rec.Seq = s.seq.Load() + 1
-	key := objectKey(kind, name)
+}
+
+// setRecord puts rec (its Seq set) into txn in place of prev: the record,
+// its Seq index entry and the counters.
+func setRecord(txn *badger.Txn, key []byte, rec *Record, prev Record, exists bool, hlc uint64) error {
 	ops := []struct{ k, v []byte }{
-		{key, encodeRecord(&rec)},
+		{key, encodeRecord(rec)},
 		{seqKey(rec.Seq), key},
 		{keySeq, putUint(rec.Seq)},
-		{keyHLC, putUint(s.clock.Last())},
+		{keyHLC, putUint(hlc)},
 	}
 	for _, op := range ops {
 		if err := txn.Set(op.k, op.v); err != nil {
-			return Record{}, err
+			return err
 		}
 	}
 	if exists {
 		if err := txn.Delete(seqKey(prev.Seq)); err != nil {
-			return Record{}, err
+			return err
 		}
 	}
-	if err := txn.Commit(); err != nil {
-		return Record{}, fmt.Errorf("commit: %w", err)
-	}
-	s.seq.Store(rec.Seq)
-	s.notify(rec)
-	s.wrote()
-	return rec, nil
+	return nil
 }

@@ -273,14 +273,15 @@ func (m *Member) applyMessage(buf []byte) {
 	}
 	applied := 0
 	var fresh []store.Record // pushed records new here, to relay
-	for _, r := range msg.Records {
-		ok, err := m.st.Apply(r)
+	// One batch: the message's records share a commit.
+	for i, res := range m.st.ApplyBatch(msg.Records) {
+		r := msg.Records[i]
 		switch {
-		case errors.Is(err, store.ErrClosed):
+		case errors.Is(res.Err, store.ErrClosed):
 			return
-		case err != nil:
-			m.log.Warn("apply record", "peer", msg.From, "kind", r.Kind, "name", r.Name, "err", err)
-		case ok:
+		case res.Err != nil:
+			m.log.Warn("apply record", "peer", msg.From, "kind", r.Kind, "name", r.Name, "err", res.Err)
+		case res.Changed:
 			applied++
 			if t == msgPush {
 				fresh = append(fresh, r)
