@@ -66,7 +66,9 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 		`hf_machines_lost_total 0`, `hf_allocation_failures_total{driver="test"} 0`, `hf_anti_entropy_rounds_total{result="failed"} 0`} {
 		assert.Contains(t, metrics, line+"\n")
 	}
-	assert.Regexp(t, `hf_build_info\{goversion="go[^"]+",revision="[^"]*",version="dev"\} 1\n`, metrics)
+	// The version is "dev", or the module version Go stamps from the
+	// checkout (v0.0.0-<time>-<commit>) when the build records VCS data.
+	assert.Regexp(t, `hf_build_info\{goversion="go[^"]+",revision="[^"]*",version="(dev|v[^"]+)"\} 1\n`, metrics)
 	assert.Regexp(t, `hf_node_ram_bytes\{driver="test",kind="usable"\} 8\.589934592e\+09\n`, metrics, "8 GiB in bytes")
 	assert.Regexp(t, `hf_node_cpus\{driver="test",kind="used"\} 1\n`, metrics)
 
