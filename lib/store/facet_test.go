@@ -1,9 +1,11 @@
 package store
 
 import (
+	"encoding/json"
 	"testing"
 	"time"
 
+	fastjson "github.com/goccy/go-json"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -266,4 +268,34 @@ func TestEpochOrdersBeforeVersion(t *testing.T) {
 		return nil
 	})
 	assert.ErrorIs(t, err, ErrFenced)
+}
+
+// TestSplitFacetsMarshalers: a facet that marshals itself is stored as the
+// bytes Marshal would have made of it, HTML escapes and all.
+func TestSplitFacetsMarshalers(t *testing.T) {
+	at := time.Date(2030, 1, 2, 3, 4, 5, 6, time.UTC)
+	objs := []types.Object{
+		&types.Machine{TypeMeta: types.TypeMeta{Kind: types.KindMachine},
+			Metadata: types.ObjectMeta{Name: "m1", CreatedAt: at, Labels: map[string]string{"a<b": "x&y", "z": "\u2028"}, Annotations: map[string]string{"n": "<script>"}},
+			Spec:     types.MachineSpec{Node: "n1", Claim: "c1", Round: 3},
+			Status:   types.MachineStatus{Phase: types.MachineRunning, Reason: "up > down"}},
+		&types.Node{TypeMeta: types.TypeMeta{Kind: types.KindNode},
+			Metadata: types.ObjectMeta{Name: "n1", CreatedAt: at, Labels: map[string]string{"zone": "<a>"}},
+			Status:   types.NodeStatus{Phase: types.NodeUp}},
+	}
+	for _, obj := range objs {
+		fs, err := splitFacets(obj)
+		require.NoError(t, err)
+		n := 0
+		for i, f := range obj.Facets() {
+			if _, ok := f.Value.(json.Marshaler); !ok {
+				continue
+			}
+			n++
+			want, err := fastjson.Marshal(f.Value)
+			require.NoError(t, err)
+			assert.Equal(t, string(want), string(fs[i].Data), "%s facet %s", obj.GetKind(), f.Name)
+		}
+		assert.Equal(t, 1, n, "%s has one facet that marshals itself", obj.GetKind())
+	}
 }
