@@ -13,7 +13,7 @@ import (
 // coalesceWindow is how long the pusher waits for more writes before it
 // sends a batch: long enough to fold a burst into one message per peer,
 // short against the ~10 ms a fan-out to 50 peers takes.
-const coalesceWindow = time.Millisecond
+const coalesceWindow = 5 * time.Millisecond
 
 // batchBytes caps a replication batch; the rest of maxMessageBytes is
 // headroom for the encoding.
