@@ -21,7 +21,7 @@
 //	             |
 //	             store.Watch (own writes: Version.Node == A)
 //	             v
-//	pusher: coalesce ~1 ms ---> one queue + sender per peer, for A's
+//	pusher: coalesce ~5 ms ---> one queue + sender per peer, for A's
 //	        (a watch resync ->      | children in A's tree (Fanout, default 3)
 //	         anti-entropy with      | sends what queued while its last message
 //	         every peer)            | was in flight as one batch <= 240 KB
@@ -75,7 +75,11 @@
 // A full round runs with a random live peer every AntiEntropyInterval (it
 // leaves writes younger than a second alone: they are still on their way by
 // push) and with a peer whose pushes failed; a pull-only round runs with one
-// of the members that just joined. A member streams the records a peer lacks
+// of the members that just joined. Such a round, or one after failed pushes,
+// that fails is asked for again a second later. A member asked for a round
+// by a newcomer it has not heard of yet (the newcomer joined through another
+// member, whose gossip has not arrived) answers once it has, within the
+// round timeout. A member streams the records a peer lacks
 // (msgRecords) to it one stream at a time: a round that finds one under way
 // leaves those records to the next round, so a new member's catch-up is sent
 // once, not once per round that comes while it runs (pull answers always
