@@ -82,10 +82,24 @@ func TestNativeAndDockerShareTheHost(t *testing.T) {
 	bound, waiting, reasons := phases()
 	assert.Equal(t, 2, bound, "the host's CPUs once, not once per driver")
 	assert.Equal(t, 2, waiting, "%v", reasons)
+	// The waiting claims go first: a bound one deleted first would free
+	// its CPUs for a waiting one, which could then be bound (and its user
+	// made) while its own delete is on the way.
+	var waitingClaims, boundClaims []string
 	for _, c := range []string{"n-1", "d-1", "n-2", "d-2"} {
+		var cl types.MachineClaim
+		require.NoError(t, n.getJSON(&cl, "claim", "get", c))
+		if cl.Status.Phase == types.ClaimBound {
+			boundClaims = append(boundClaims, c)
+		} else {
+			waitingClaims = append(waitingClaims, c)
+		}
+	}
+	for _, c := range append(waitingClaims, boundClaims...) {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		_, _, _ = n.cli(ctx, nil, "claim", "delete", c, "--wait")
+		_, errOut, code := n.cli(ctx, nil, "claim", "delete", c, "--wait")
 		cancel()
+		assert.Equal(t, 0, code, "delete %s: %s", c, errOut)
 	}
 	assert.Empty(t, usersWithPrefix(t, prefix))
 }
