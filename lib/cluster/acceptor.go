@@ -437,7 +437,7 @@ func (a *acceptor) reserve(m Message) (*types.Capacity, error) {
 	}
 	mach := &types.Machine{
 		TypeMeta: types.TypeMeta{Kind: types.KindMachine},
-		Metadata: types.ObjectMeta{Name: name, Labels: map[string]string{"hf/claim": m.Claim, "hf/node": self}},
+		Metadata: types.ObjectMeta{Name: name, Labels: map[string]string{types.LabelClaim: m.Claim, types.LabelNode: self}},
 		Spec: types.MachineSpec{
 			MachineType: res.MachineType, Provider: res.Provider,
 			ConfigurationOptions: res.Options, ConnectEndpoints: res.Endpoints,

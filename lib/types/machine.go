@@ -6,6 +6,13 @@ import (
 	"time"
 )
 
+// The labels a node puts on the machines it reserves: the claim the machine
+// was made for and the node it runs on.
+const (
+	LabelClaim = "hf/claim"
+	LabelNode  = "hf/node"
+)
+
 // MachinePhase is the phase of a Machine.
 type MachinePhase string
 

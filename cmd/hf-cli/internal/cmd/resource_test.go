@@ -269,6 +269,56 @@ func TestDeleteWaitsForClaimAndMachine(t *testing.T) {
 	assert.Equal(t, "machineclaim/c1 deleted\n", run.out.String())
 }
 
+// A claim deleted while its machine is being made names no machine yet:
+// --wait also waits for the machines labelled with the claim.
+func TestDeleteWaitsForAMachineBeingMade(t *testing.T) {
+	c := newCLI(t)
+	c.srv.Put(newClaim("c1", "small", "", nil))
+	machine := &types.Machine{
+		TypeMeta: types.TypeMeta{Kind: types.KindMachine},
+		Metadata: types.ObjectMeta{Name: "m-2", Labels: map[string]string{types.LabelClaim: "c1"}},
+		Spec:     types.MachineSpec{Claim: "c1", MachineTemplate: "small", Node: "n1", Driver: "test"},
+		Status:   types.MachineStatus{Phase: types.MachinePending},
+	}
+	c.srv.Put(machine)
+	// Another claim's machine, once made for c1 and given to it since, is
+	// no reason to wait.
+	c.srv.Put(&types.Machine{
+		TypeMeta: types.TypeMeta{Kind: types.KindMachine},
+		Metadata: types.ObjectMeta{Name: "m-3", Labels: map[string]string{types.LabelClaim: "c1"}},
+		Spec:     types.MachineSpec{Claim: "c9", MachineTemplate: "small", Node: "n1", Driver: "test"},
+		Status:   types.MachineStatus{Phase: types.MachineRunning},
+	})
+
+	run := c.start(context.Background(), "claim", "delete", "c1", "--wait")
+	require.Eventually(t, func() bool {
+		_, ok := c.srv.Object(types.KindMachineClaim, "c1")
+		return !ok && c.srv.Watchers() > 0
+	}, 5*time.Second, 5*time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case code := <-run.done:
+		require.FailNow(t, "delete --wait returned while the claim's machine is being made", "code %d, stderr %s", code, run.err.String())
+	default:
+	}
+	machine.Status.Phase = types.MachineTerminated
+	c.srv.Put(machine)
+	require.Equal(t, 0, run.wait(t), run.err.String())
+	assert.Equal(t, "machineclaim/c1 deleted\n", run.out.String())
+
+	// It times out naming the machine.
+	c.srv.Put(newClaim("c2", "small", "", nil))
+	c.srv.Put(&types.Machine{
+		TypeMeta: types.TypeMeta{Kind: types.KindMachine},
+		Metadata: types.ObjectMeta{Name: "m-4", Labels: map[string]string{types.LabelClaim: "c2"}},
+		Spec:     types.MachineSpec{Claim: "c2", MachineTemplate: "small", Node: "n1", Driver: "test"},
+		Status:   types.MachineStatus{Phase: types.MachineProvisioning},
+	})
+	r := c.run("claim", "delete", "c2", "--wait", "--wait-timeout", "300ms")
+	assert.Equal(t, ExitTimeout, r.code)
+	assert.Contains(t, r.err, "waiting for machine/m-4 to go away")
+}
+
 func TestDeleteWaitTimesOut(t *testing.T) {
 	c := newCLI(t)
 	c.srv.Put(bound(newClaim("c1", "small", "", nil), "n1", "m-1", time.Millisecond))

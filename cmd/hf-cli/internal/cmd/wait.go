@@ -204,17 +204,37 @@ func waitClaim(ctx context.Context, f *Factory, c *client.Client, name string, t
 
 // waitGone waits until kind/name is gone and, when machine is set, until that
 // machine is gone too: deleted, no longer live, or released to another claim.
+// For a claim it also waits for the machines labelled with it (hf/claim) that
+// still name it: a claim deleted while its machine is being made names none
+// yet.
 func waitGone(ctx context.Context, f *Factory, c *client.Client, kind, name, machine string, timeout time.Duration) error {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	claim := kind == types.KindMachineClaim
 	kinds := []string{kind}
-	if machine != "" {
+	if machine != "" || claim {
 		kinds = append(kinds, types.KindMachine)
 	}
-	objGone, machineGone := false, machine == ""
+	objGone := false
+	pending := map[string]bool{} // machines still to go
+	if machine != "" {
+		pending[machine] = true
+	}
+	listed := !claim // the labelled machines were looked for
+	holds := func(m *types.Machine) bool { return m.Live() && m.Spec.Claim == name }
 	err := waitLoop(wctx, c, kinds,
 		func(ev client.WatchEvent) bool {
-			return (ev.Kind == kind && ev.Name == name) || (ev.Kind == types.KindMachine && ev.Name == machine)
+			if ev.Kind == kind && ev.Name == name {
+				return true
+			}
+			if ev.Kind != types.KindMachine {
+				return false
+			}
+			if pending[ev.Name] {
+				return true
+			}
+			m, ok := ev.Object.(*types.Machine)
+			return claim && ok && (m.Spec.Claim == name || m.Metadata.Labels[types.LabelClaim] == name)
 		},
 		func(ctx context.Context) (bool, error) {
 			rctx, cancel := f.requestContext(ctx)
@@ -228,26 +248,47 @@ func waitGone(ctx context.Context, f *Factory, c *client.Client, kind, name, mac
 					return false, err
 				}
 			}
-			if !machineGone {
-				o, err := c.Get(rctx, types.KindMachine, machine)
+			if objGone && claim {
+				// Looked for once the claim is gone: a machine being made
+				// for it is stored by then (on this node; one made on
+				// another may still be on its way here).
+				ms, err := c.List(rctx, types.KindMachine, map[string]string{types.LabelClaim: name})
+				switch {
+				case err == nil:
+					listed = true
+					for _, o := range ms {
+						if m := o.(*types.Machine); holds(m) {
+							pending[m.Metadata.Name] = true
+						}
+					}
+				case !retryable(err):
+					listed = true // not this token's to list: the named machine only
+				}
+			}
+			for mn := range pending {
+				o, err := c.Get(rctx, types.KindMachine, mn)
 				switch {
 				case client.IsNotFound(err):
-					machineGone = true
+					delete(pending, mn)
 				case err != nil && !retryable(err):
 					return false, err
 				case err == nil:
-					m := o.(*types.Machine)
-					machineGone = !m.Live() || m.Spec.Claim != name
+					if !holds(o.(*types.Machine)) {
+						delete(pending, mn)
+					}
 				}
 			}
-			return objGone && machineGone, nil
+			return objGone && listed && len(pending) == 0, nil
 		})
 	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
 		what := ref(kind, name)
-		if !objGone {
-			return fmt.Errorf("%w after %s waiting for %s to go away", errTimeout, timeout, what)
+		if objGone {
+			for mn := range pending {
+				what = ref(types.KindMachine, mn)
+				break
+			}
 		}
-		return fmt.Errorf("%w after %s waiting for %s to go away", errTimeout, timeout, ref(types.KindMachine, machine))
+		return fmt.Errorf("%w after %s waiting for %s to go away", errTimeout, timeout, what)
 	}
 	return err
 }
