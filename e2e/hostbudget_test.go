@@ -83,8 +83,11 @@ func TestNativeAndDockerShareTheHost(t *testing.T) {
 	assert.Equal(t, 2, bound, "the host's CPUs once, not once per driver")
 	assert.Equal(t, 2, waiting, "%v", reasons)
 	// The waiting claims go first: a bound one deleted first would free
-	// its CPUs for a waiting one, which could then be bound (and its user
-	// made) while its own delete is on the way.
+	// its CPUs for a waiting one, which would then start being bound while
+	// its own delete is on the way. --wait waits for a machine being made
+	// once it has been stored, but a reservation racing the delete can
+	// land after the wait looked (the node releases it then); deleting in
+	// this order leaves no such race for the check below.
 	var waitingClaims, boundClaims []string
 	for _, c := range []string{"n-1", "d-1", "n-2", "d-2"} {
 		var cl types.MachineClaim

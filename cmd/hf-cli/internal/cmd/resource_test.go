@@ -242,6 +242,25 @@ func TestDelete(t *testing.T) {
 	assert.Equal(t, ExitUsage, r.code)
 }
 
+// startWaitingDelete starts `claim delete NAME --wait` and returns it once
+// the claim is gone and the CLI watches, failing if it returned meanwhile
+// (while what the caller says still holds).
+func startWaitingDelete(t *testing.T, c *cli, name, while string) *running {
+	t.Helper()
+	run := c.start(context.Background(), "claim", "delete", name, "--wait")
+	require.Eventually(t, func() bool {
+		_, ok := c.srv.Object(types.KindMachineClaim, name)
+		return !ok && c.srv.Watchers() > 0
+	}, 5*time.Second, 5*time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // room for a wrong return to show
+	select {
+	case code := <-run.done:
+		require.FailNow(t, "delete --wait returned while "+while, "code %d, stderr %s", code, run.err.String())
+	default:
+	}
+	return run
+}
+
 func TestDeleteWaitsForClaimAndMachine(t *testing.T) {
 	c := newCLI(t)
 	c.srv.Put(bound(newClaim("c1", "small", "", nil), "n1", "m-1", time.Millisecond))
@@ -252,16 +271,7 @@ func TestDeleteWaitsForClaimAndMachine(t *testing.T) {
 	}
 	c.srv.Put(machine)
 
-	run := c.start(context.Background(), "claim", "delete", "c1", "--wait")
-	require.Eventually(t, func() bool {
-		_, ok := c.srv.Object(types.KindMachineClaim, "c1")
-		return !ok && c.srv.Watchers() > 0
-	}, 5*time.Second, 5*time.Millisecond)
-	select {
-	case code := <-run.done:
-		require.FailNow(t, "delete --wait returned while the machine still runs", "code %d, stderr %s", code, run.err.String())
-	default:
-	}
+	run := startWaitingDelete(t, c, "c1", "the machine still runs")
 	machine.Status.Phase = types.MachineTerminated
 	c.srv.Put(machine)
 	require.Equal(t, 0, run.wait(t), run.err.String())
@@ -290,17 +300,7 @@ func TestDeleteWaitsForAMachineBeingMade(t *testing.T) {
 		Status:   types.MachineStatus{Phase: types.MachineRunning},
 	})
 
-	run := c.start(context.Background(), "claim", "delete", "c1", "--wait")
-	require.Eventually(t, func() bool {
-		_, ok := c.srv.Object(types.KindMachineClaim, "c1")
-		return !ok && c.srv.Watchers() > 0
-	}, 5*time.Second, 5*time.Millisecond)
-	time.Sleep(50 * time.Millisecond)
-	select {
-	case code := <-run.done:
-		require.FailNow(t, "delete --wait returned while the claim's machine is being made", "code %d, stderr %s", code, run.err.String())
-	default:
-	}
+	run := startWaitingDelete(t, c, "c1", "the claim's machine is being made")
 	machine.Status.Phase = types.MachineTerminated
 	c.srv.Put(machine)
 	require.Equal(t, 0, run.wait(t), run.err.String())

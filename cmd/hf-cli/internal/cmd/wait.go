@@ -283,6 +283,7 @@ func waitGone(ctx context.Context, f *Factory, c *client.Client, kind, name, mac
 	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
 		what := ref(kind, name)
 		if objGone {
+			what = "the machines of " + what // not yet listed
 			for mn := range pending {
 				what = ref(types.KindMachine, mn)
 				break
