@@ -96,7 +96,7 @@ func newBenchClaimsCmd(f *Factory) *cobra.Command {
 	fl.StringVar(&opts.template, "template", "", "machine template of the claims (required)")
 	fl.IntVar(&opts.count, "count", 100, "claims to create")
 	fl.IntVar(&opts.concurrency, "concurrency", 10, "claims in flight (created, not yet settled) at once")
-	fl.DurationVar(&opts.waitTimeout, "wait-timeout", 5*time.Minute, "give up waiting for the claims after this long (exit 6)")
+	waitTimeoutFlag(fl, &opts.waitTimeout, 5*time.Minute, "give up waiting for the claims after this long (exit 6)")
 	fl.BoolVar(&opts.keep, "keep", false, "keep the claims (and their machines) instead of deleting them")
 	fl.StringSliceVar(&opts.endpoints, "endpoints", nil, "API endpoints to spread the creates over, round-robin (default: --endpoint only)")
 	return c

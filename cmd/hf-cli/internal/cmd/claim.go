@@ -77,7 +77,7 @@ func newClaimCreateCmd(f *Factory, res *resource) *cobra.Command {
 	fl.StringArrayVar(&opts.meta, "meta", nil, "metadata k=v passed to the machine (repeatable)")
 	fl.DurationVar(&opts.bindTimeout, "bind-timeout", 0, "fail the claim if it is not bound within this long (default: the server's)")
 	fl.BoolVar(&opts.wait, "wait", false, "wait until the claim is Bound or Failed, showing progress")
-	fl.DurationVar(&opts.waitTimeout, "wait-timeout", 2*time.Minute, "give up waiting after this long (exit 6)")
+	waitTimeoutFlag(fl, &opts.waitTimeout, 2*time.Minute, "give up waiting after this long (exit 6)")
 	return c
 }
 

@@ -179,7 +179,7 @@ func newDeleteCmd(f *Factory, res *resource) *cobra.Command {
 		waitHelp = "wait until the claims and their machines are gone"
 	}
 	c.Flags().BoolVar(&opts.wait, "wait", false, waitHelp)
-	c.Flags().DurationVar(&opts.waitTimeout, "wait-timeout", 2*time.Minute, "give up waiting after this long")
+	waitTimeoutFlag(c.Flags(), &opts.waitTimeout, 2*time.Minute, "give up waiting after this long")
 	return c
 }
 

@@ -319,6 +319,28 @@ func TestDeleteWaitsForAMachineBeingMade(t *testing.T) {
 	assert.Contains(t, r.err, "waiting for machine/m-4 to go away")
 }
 
+// A --wait-timeout that would give up at once is refused before the CLI
+// acts: the claim is neither deleted nor created.
+func TestWaitTimeoutMustBePositive(t *testing.T) {
+	c := newCLI(t)
+	c.srv.Put(newClaim("c1", "small", "", nil))
+	for _, d := range []string{"0s", "-1s"} {
+		r := c.run("claim", "delete", "c1", "--wait", "--wait-timeout", d)
+		assert.Equal(t, ExitUsage, r.code, r.err)
+		assert.Contains(t, r.err, `invalid argument "`+d+`" for "--wait-timeout" flag: must be above zero`)
+		_, ok := c.srv.Object(types.KindMachineClaim, "c1")
+		assert.True(t, ok, "the claim was deleted")
+
+		r = c.run("claim", "create", "c2", "--template", "small", "--wait", "--wait-timeout", d)
+		assert.Equal(t, ExitUsage, r.code, r.err)
+		_, ok = c.srv.Object(types.KindMachineClaim, "c2")
+		assert.False(t, ok, "the claim was created")
+	}
+	r := c.run("claim", "delete", "c1", "--wait-timeout", "later")
+	assert.Equal(t, ExitUsage, r.code, r.err)
+	assert.Contains(t, r.err, "--wait-timeout")
+}
+
 func TestDeleteWaitTimesOut(t *testing.T) {
 	c := newCLI(t)
 	c.srv.Put(bound(newClaim("c1", "small", "", nil), "n1", "m-1", time.Millisecond))

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/hf-fleet/hf/lib/client"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -293,3 +295,35 @@ func waitGone(ctx context.Context, f *Factory, c *client.Client, kind, name, mac
 	}
 	return err
 }
+
+// waitTimeoutFlag defines --wait-timeout on fl: a duration that must be
+// positive, refused when the flags are parsed, before anything is created or
+// deleted (a zero or negative one would give up at once, after acting).
+func waitTimeoutFlag(fl *pflag.FlagSet, p *time.Duration, value time.Duration, usage string) {
+	*p = value
+	fl.Var(positiveDuration{p}, "wait-timeout", usage)
+}
+
+// positiveDuration is a pflag.Value of a time.Duration above zero.
+type positiveDuration struct{ d *time.Duration }
+
+func (v positiveDuration) String() string {
+	if v.d == nil {
+		return "0s"
+	}
+	return v.d.String()
+}
+
+func (v positiveDuration) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	if d <= 0 {
+		return fmt.Errorf("must be above zero, as in 30s or 5m")
+	}
+	*v.d = d
+	return nil
+}
+
+func (v positiveDuration) Type() string { return "duration" }
