@@ -9,6 +9,7 @@ import (
 	"math"
 	"sort"
 	"strings"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -101,22 +102,47 @@ func (d *Driver) setPaused(ctx context.Context, r *types.Resource, paused bool) 
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", verb, r.ID, err)
 	}
-	c, err := d.inspectOwn(ctx, st, r.ID)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", verb, r.ID, err)
+	for attempt := 1; ; attempt++ {
+		c, err := d.inspectOwn(ctx, st, r.ID)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", verb, r.ID, err)
+		}
+		if c.State != nil && c.State.Paused == paused {
+			return nil
+		}
+		if paused {
+			err = st.cli.ContainerPause(ctx, r.ID)
+		} else {
+			err = st.cli.ContainerUnpause(ctx, r.ID)
+		}
+		if err == nil {
+			return nil
+		}
+		if !freezeRaced(err) || attempt == freezeAttempts {
+			return fmt.Errorf("%s %s: %w", verb, r.ID, err)
+		}
+		d.log.Debug("container freeze raced, trying again", "container", r.ID, "attempt", attempt, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s %s: %w (after %w)", verb, r.ID, ctx.Err(), err)
+		case <-time.After(time.Duration(attempt) * freezeBackoff):
+		}
 	}
-	if c.State != nil && c.State.Paused == paused {
-		return nil
-	}
-	if paused {
-		err = st.cli.ContainerPause(ctx, r.ID)
-	} else {
-		err = st.cli.ContainerUnpause(ctx, r.ID)
-	}
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", verb, r.ID, err)
-	}
-	return nil
+}
+
+// The runtime can fail to freeze a container whose processes are changing
+// state as the freezer walks them (runc: "unable to freeze", after which it
+// thaws the container again); the engine then reports the error and nothing
+// has changed. Such a pause is tried again, freezeAttempts times in all,
+// waiting freezeBackoff longer after each failure (under 3 s in all).
+const (
+	freezeAttempts = 7
+	freezeBackoff  = 100 * time.Millisecond
+)
+
+// freezeRaced tells the engine's report of a raced freeze from other errors.
+func freezeRaced(err error) bool {
+	return strings.Contains(err.Error(), "unable to freeze")
 }
 
 // inspectOwn inspects container id; one that is gone or not this driver's is
