@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -131,6 +132,12 @@ func (s *Server) noRoute(c *gin.Context) {
 	p := c.Request.URL.Path
 	if strings.HasPrefix(p, apiPrefix+"/") {
 		plural, _, _ := strings.Cut(strings.TrimPrefix(p, apiPrefix+"/"), "/")
+		if slices.Contains(pluralList(), plural) {
+			// A known kind with a path no route has: most often a name
+			// with a '/' in it (a selector typed as a name, escaped or not).
+			s.writeErr(c, newErr(http.StatusNotFound, CodeNotFound, "", "no route for %s: a name is one path segment of lower-case letters, digits and '-'", p))
+			return
+		}
 		s.writeErr(c, newErr(http.StatusNotFound, CodeNotFound, "", "unknown resource %q; kinds are %s",
 			plural, strings.Join(pluralList(), ", ")))
 		return

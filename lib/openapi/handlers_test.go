@@ -427,3 +427,23 @@ func TestPanicIsInternal(t *testing.T) {
 	assert.Contains(t, e.logs.String(), "handler panic")
 	assert.Contains(t, e.logs.String(), "boom")
 }
+
+// TestNoRouteMessages: a path under a kind that no route has (a name with a
+// '/', escaped or not) says so, not that the kind is unknown; an unknown
+// kind lists the kinds.
+func TestNoRouteMessages(t *testing.T) {
+	e := newTestEnv(t)
+	for _, p := range []string{
+		"/api/v1/machineclaims/a1,hf%2Fclaim!=x",
+		"/api/v1/machineclaims/a1/b",
+	} {
+		r := e.do("DELETE", p, adminTok, nil)
+		require.Equal(t, http.StatusNotFound, r.code, p)
+		msg := r.errBody(t).Message
+		assert.NotContains(t, msg, "unknown resource", p)
+		assert.Contains(t, msg, "a name is one path segment", p)
+	}
+	r := e.do("GET", "/api/v1/gizmos/x", adminTok, nil)
+	require.Equal(t, http.StatusNotFound, r.code)
+	assert.Contains(t, r.errBody(t).Message, `unknown resource "gizmos"; kinds are `)
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -208,5 +209,21 @@ func TestClaimOutcome(t *testing.T) {
 			assert.EqualError(t, err, tt.wantErr)
 			assert.Equal(t, ExitTimeout, ExitCode(err))
 		})
+	}
+}
+
+// TestNameArgsMustBeNames: get and delete refuse an argument no object can
+// be named (a selector typed as a name) before anything is sent, naming it.
+func TestNameArgsMustBeNames(t *testing.T) {
+	c := newCLI(t)
+	for _, args := range [][]string{
+		{"claim", "delete", "a1,hf/claim!=x"},
+		{"claim", "delete", "ok", "Not_A_Name"},
+		{"template", "get", "a/b"},
+	} {
+		r := c.run(args...)
+		assert.Equal(t, ExitUsage, r.code, "%v: %s", args, r.err)
+		assert.Contains(t, r.err, fmt.Sprintf("%q is not a name", args[len(args)-1]), args)
+		assert.Empty(t, c.srv.Requests(), "nothing reaches the server")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hf-fleet/hf/lib/client"
+	"github.com/hf-fleet/hf/lib/types"
 )
 
 // Exit codes of hf-cli.
@@ -103,6 +104,24 @@ func minArgs(n int, what string) cobra.PositionalArgs {
 	return func(c *cobra.Command, args []string) error {
 		if len(args) < n {
 			return usageErrorf("%s needs %s", c.CommandPath(), what)
+		}
+		return nil
+	}
+}
+
+// nameArgs is minArgs(1) for arguments that are object names: one that no
+// object can have (a selector typed in its place, say) is a usage error
+// naming the argument, before anything is sent.
+func nameArgs(what string) cobra.PositionalArgs {
+	atLeastOne := minArgs(1, what)
+	return func(c *cobra.Command, args []string) error {
+		if err := atLeastOne(c, args); err != nil {
+			return err
+		}
+		for _, a := range args {
+			if err := types.ValidateName("NAME", a); err != nil {
+				return usageErrorf("%s: %q is not a name: %s", c.CommandPath(), a, strings.TrimPrefix(err.Error(), "NAME: "))
+			}
 		}
 		return nil
 	}

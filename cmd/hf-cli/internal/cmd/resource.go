@@ -113,7 +113,7 @@ func newGetCmd(f *Factory, res *resource) *cobra.Command {
 	return &cobra.Command{
 		Use:               "get NAME...",
 		Short:             "Show " + res.Use + "s by name",
-		Args:              minArgs(1, "at least one NAME"),
+		Args:              nameArgs("at least one NAME"),
 		ValidArgsFunction: completeNamesOf(f, res),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.names = args
@@ -166,7 +166,7 @@ func newDeleteCmd(f *Factory, res *resource) *cobra.Command {
 		Use:               "delete NAME...",
 		Aliases:           []string{"rm"},
 		Short:             "Delete " + res.Use + "s",
-		Args:              minArgs(1, "at least one NAME"),
+		Args:              nameArgs("at least one NAME"),
 		ValidArgsFunction: completeNamesOf(f, res),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.names = args
