@@ -73,37 +73,37 @@ func (k kindRoutes) list(c *gin.Context) {
 		s.writeErr(c, err)
 		return
 	}
-	recs, err := s.st.List(k.kind)
-	if err != nil {
-		s.writeErr(c, err)
-		return
-	}
-	items := make([]json.RawMessage, 0, len(recs))
+	items := []json.RawMessage{}
 	sight := s.sight(p)
 	next, lastName := "", ""
-	for _, rec := range recs {
-		if after != "" && rec.Name <= after {
-			continue // the store lists in name order
-		}
-		if limit > 0 && len(items) == limit {
-			next = lastName
-			break
-		}
+	// A page reads from where the last one ended (the store lists in name
+	// order) up to the first object past the page: paging through a kind
+	// reads it once, not once per page.
+	err = s.st.EachAfter(k.kind, after, func(rec store.Record) error {
 		obj, err := store.Decode(rec)
 		if err != nil {
 			// One unreadable record must not take the whole list down.
 			s.log.Warn("list: undecodable record", "kind", rec.Kind, "name", rec.Name, "err", err)
-			continue
+			return nil
 		}
-		if sight.sees(obj) && sel.matches(obj) {
-			data, err := present(p, rec, obj)
-			if err != nil {
-				s.writeErr(c, err)
-				return
-			}
-			items = append(items, data)
-			lastName = rec.Name
+		if !sight.sees(obj) || !sel.matches(obj) {
+			return nil
 		}
+		if limit > 0 && len(items) == limit {
+			next = lastName
+			return store.ErrStop
+		}
+		data, err := present(p, rec, obj)
+		if err != nil {
+			return err
+		}
+		items = append(items, data)
+		lastName = rec.Name
+		return nil
+	})
+	if err != nil {
+		s.writeErr(c, err)
+		return
 	}
 	c.JSON(http.StatusOK, listBody{APIVersion: types.APIVersion, Kind: k.kind + "List", Continue: next, Items: items})
 }

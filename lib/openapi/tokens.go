@@ -164,13 +164,14 @@ func BootstrapAdmin(st *store.Store, bearer string) error {
 // HasUsers reports whether the store holds any user or token: a node that
 // finds some is not the first of a new cluster.
 func HasUsers(st *store.Store) (bool, error) {
+	found := false
 	for _, kind := range []string{types.KindUser, types.KindToken} {
-		recs, err := st.List(kind)
-		if err != nil {
-			return false, err
-		}
-		if len(recs) > 0 {
-			return true, nil
+		err := st.Each(kind, func(store.Record) error {
+			found = true
+			return store.ErrStop
+		})
+		if err != nil || found {
+			return found, err
 		}
 	}
 	return false, nil

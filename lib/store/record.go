@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -324,9 +325,22 @@ func getRecord(txn *badger.Txn, kind, name string) (Record, bool, error) {
 
 // scanPrefix calls fn for every record whose key starts with prefix, in key order.
 func scanPrefix(txn *badger.Txn, prefix []byte, fn func(Record) error) error {
+	return scanAfter(txn, prefix, "", fn)
+}
+
+// scanAfter is scanPrefix from the first key after prefix+after on ("":
+// from the first): a page of a list seeks to where the last one ended
+// instead of reading the kind from its start.
+func scanAfter(txn *badger.Txn, prefix []byte, after string, fn func(Record) error) error {
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 100})
 	defer it.Close()
-	for it.Rewind(); it.Valid(); it.Next() {
+	start := prefix
+	if after != "" {
+		// No key holds a 0 byte after its name's: this is the first key
+		// past prefix+after.
+		start = append(append(slices.Clip(prefix), after...), 0)
+	}
+	for it.Seek(start); it.Valid(); it.Next() {
 		item := it.Item()
 		kind, name, err := parseObjectKey(item.Key())
 		if err != nil {

@@ -43,6 +43,9 @@ var (
 	// ErrFenced: a write of a facet at an epoch (a claim's round) older than
 	// the stored one; its writer has been superseded.
 	ErrFenced = errors.New("superseded by a later round")
+	// ErrStop, returned by the callback of Each or EachAfter, ends the
+	// scan early without an error.
+	ErrStop = errors.New("stop the scan")
 )
 
 // Defaults applied by Open to zero Config fields.
@@ -443,18 +446,29 @@ func (s *Store) list(kind string, data bool) ([]Record, error) {
 // readers that decode the facets and need not hold every record at once.
 // An error from fn stops it and is returned.
 func (s *Store) Each(kind string, fn func(Record) error) error {
+	return s.EachAfter(kind, "", fn)
+}
+
+// EachAfter is Each over the records whose names sort after after ("": all
+// of them), for a list's next page; fn returning ErrStop ends it early,
+// and EachAfter then returns nil.
+func (s *Store) EachAfter(kind, after string, fn func(Record) error) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
 	defer s.leave()
-	return s.db.View(func(txn *badger.Txn) error {
-		return scanPrefix(txn, kindPrefix(kind), func(r Record) error {
+	err := s.db.View(func(txn *badger.Txn) error {
+		return scanAfter(txn, kindPrefix(kind), after, func(r Record) error {
 			if r.Deleted {
 				return nil
 			}
 			return fn(r)
 		})
 	})
+	if errors.Is(err, ErrStop) {
+		return nil
+	}
+	return err
 }
 
 // Scan calls fn for every record of every kind, tombstones included, in

@@ -201,6 +201,41 @@ func TestListSortedByNameAndKind(t *testing.T) {
 	assert.Empty(t, none)
 }
 
+// TestEachAfter: a scan starts past the name it is given (a name that
+// extends it still comes), skips tombstones, stays within its kind and
+// ends early, without an error, when the callback says ErrStop.
+func TestEachAfter(t *testing.T) {
+	s, _ := newMemStore(t)
+	for _, n := range []string{"a", "b1", "b", "b10", "c", "d"} {
+		putClaim(t, s, n)
+	}
+	_, err := s.Delete(types.KindMachineClaim, "c", types.Version{})
+	require.NoError(t, err)
+	m := &types.Machine{TypeMeta: types.TypeMeta{Kind: types.KindMachine}, Metadata: types.ObjectMeta{Name: "b2"}}
+	_, err = s.Put(m, PutOptions{})
+	require.NoError(t, err)
+	names := func(after string, stopAt int) []string {
+		var out []string
+		require.NoError(t, s.EachAfter(types.KindMachineClaim, after, func(r Record) error {
+			if len(out) == stopAt {
+				return ErrStop
+			}
+			out = append(out, r.Name)
+			return nil
+		}))
+		return out
+	}
+	assert.Equal(t, []string{"a", "b", "b1", "b10", "d"}, names("", -1))
+	assert.Equal(t, []string{"b1", "b10", "d"}, names("b", -1))
+	assert.Equal(t, []string{"b10", "d"}, names("b1", -1))
+	assert.Equal(t, []string{"d"}, names("c", -1), "past a tombstone's name")
+	assert.Equal(t, []string{"d"}, names("b2", -1), "past a name of another kind")
+	assert.Empty(t, names("d", -1))
+	assert.Equal(t, []string{"b1", "b10"}, names("b", 2))
+	boom := errors.New("boom")
+	assert.ErrorIs(t, s.EachAfter(types.KindMachineClaim, "", func(Record) error { return boom }), boom)
+}
+
 func TestScanIncludesTombstones(t *testing.T) {
 	s, _ := newMemStore(t)
 	putClaim(t, s, "a")
