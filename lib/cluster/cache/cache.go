@@ -298,9 +298,10 @@ func (c *Cache) set(kind, name string, obj types.Object, pack []byte) {
 		byName[name] = obj
 	}
 	for _, ix := range c.byKind[kind] {
-		ix.remove(name)
-		if obj != nil {
-			ix.add(name, obj)
+		if obj == nil {
+			ix.remove(name)
+		} else {
+			ix.set(name, obj)
 		}
 	}
 	c.mu.Unlock()
@@ -390,8 +391,22 @@ func (ix *index) remove(name string) {
 	delete(ix.keys, name)
 }
 
-func (ix *index) add(name string, obj types.Object) {
+// set files obj under its keys, in place of name's object: most writes
+// leave an object's keys as they were, and then only the buckets' objects
+// change.
+func (ix *index) set(name string, obj types.Object) {
 	keys := ix.fn(obj)
+	if old, ok := ix.keys[name]; ok && slices.Equal(old, keys) {
+		for _, k := range keys {
+			ix.byKey[k].put(name, obj)
+		}
+		return
+	}
+	ix.remove(name)
+	ix.add(name, keys, obj)
+}
+
+func (ix *index) add(name string, keys []string, obj types.Object) {
 	if len(keys) == 0 {
 		return
 	}

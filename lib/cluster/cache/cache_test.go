@@ -78,6 +78,26 @@ func TestIndexFollowsChanges(t *testing.T) {
 	require.NoError(t, err)
 	settle(map[string]int{"big": len(many) - 2})
 
+	// A change that keeps the keys: the index serves the new object (in a
+	// bucket of a few and in one of many).
+	for _, key := range []string{"small", "big"} {
+		name := map[string]string{"small": "s1", "big": "c05"}[key]
+		put(name, key)
+		_, err = st.Put(&types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim},
+			Metadata: types.ObjectMeta{Name: name, Labels: map[string]string{"v": "2"}}, Spec: types.MachineClaimSpec{MachineTemplate: key}}, store.PutOptions{})
+		require.NoError(t, err)
+		require.EventuallyWithT(t, func(col *assert.CollectT) {
+			var labels map[string]string
+			for _, o := range c.ByIndex("tmpl", key) {
+				if o.Meta().Name == name {
+					labels = o.Meta().Labels
+				}
+			}
+			assert.Equal(col, map[string]string{"v": "2"}, labels)
+		}, 5*time.Second, time.Millisecond)
+	}
+	settle(map[string]int{"big": len(many) - 2, "small": 1})
+
 	// A bucket of a few loses its middle element and keeps the rest.
 	b := &bucket{}
 	for _, n := range []string{"a", "b", "c"} {
@@ -192,5 +212,35 @@ func TestReloadDropsWhatIsGone(t *testing.T) {
 		assert.True(t, ok, kind)
 		_, ok = c.Get(kind, "a")
 		assert.False(t, ok, kind)
+	}
+}
+
+// BenchmarkIndexedUpdate: a write to an object of an indexed kind that
+// leaves its keys as they were (most writes: a claim's status), 10,000
+// objects under three indexes.
+//
+//	go test -run '^$' -bench IndexedUpdate ./lib/cluster/cache/
+func BenchmarkIndexedUpdate(b *testing.B) {
+	c := New(nil, slog.New(slog.DiscardHandler))
+	for _, f := range []func(*types.MachineClaim) string{
+		func(o *types.MachineClaim) string { return o.Spec.MachineTemplate },
+		func(o *types.MachineClaim) string { return string(o.Status.Phase) },
+		func(o *types.MachineClaim) string { return o.Status.Node },
+	} {
+		c.Index(fmt.Sprintf("ix%p", f), types.KindMachineClaim, func(o types.Object) []string { return []string{f(o.(*types.MachineClaim))} })
+	}
+	const n = 10_000
+	claims := make([]*types.MachineClaim, n)
+	for i := range claims {
+		claims[i] = &types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim}, Metadata: types.ObjectMeta{Name: fmt.Sprintf("c%05d", i)},
+			Spec: types.MachineClaimSpec{MachineTemplate: fmt.Sprintf("t%d", i%100)}, Status: types.MachineClaimStatus{Phase: types.ClaimBound, Node: "n1"}}
+		c.set(types.KindMachineClaim, claims[i].Metadata.Name, claims[i], nil)
+	}
+	i := 0
+	for b.Loop() {
+		o := *claims[i%n]
+		o.Metadata.Version = types.Version{HLC: uint64(i + 1)}
+		c.set(types.KindMachineClaim, o.Metadata.Name, &o, nil)
+		i++
 	}
 }
