@@ -9,11 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hf-fleet/hf/lib/cluster/member"
@@ -258,14 +260,26 @@ func (c *Cluster) WaitMembers(within time.Duration) {
 	c.T.Helper()
 	want := c.RunningNames()
 	slices.Sort(want) // Members is sorted by name: n10 before n2
-	require.Eventually(c.T, func() bool {
+	var mu sync.Mutex
+	var last []string // what the members saw at the last look
+	ok := assert.Eventually(c.T, func() bool {
+		var saw []string
+		agreed := true
 		for _, n := range c.Running() {
-			if !slices.Equal(n.Member.Members(), want) {
-				return false
-			}
+			got := n.Member.Members()
+			saw = append(saw, fmt.Sprintf("%s sees %v", n.Name, got))
+			agreed = agreed && slices.Equal(got, want)
 		}
-		return true
-	}, within, 10*time.Millisecond, "members never agreed on %v", want)
+		mu.Lock()
+		last = saw
+		mu.Unlock()
+		return agreed
+	}, within, 10*time.Millisecond)
+	if !ok {
+		mu.Lock()
+		defer mu.Unlock()
+		c.T.Fatalf("members never agreed on %v within %s; at the last look: %s", want, within, strings.Join(last, "; "))
+	}
 }
 
 // WaitConverged waits until every running member's store has the same
