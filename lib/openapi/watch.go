@@ -329,14 +329,14 @@ func (f *streamFilter) seed(st *store.Store) error {
 		if !f.kinds[kind] {
 			continue
 		}
-		recs, err := st.List(kind)
-		if err != nil {
-			return err
-		}
-		for _, rec := range recs {
+		err := st.Each(kind, func(rec store.Record) error {
 			if obj, err := store.Decode(rec); err == nil && f.sight.sees(obj) {
 				f.known[kind+"/"+rec.Name] = true
 			}
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil
