@@ -54,13 +54,24 @@ func (c *Client) List(ctx context.Context, kind string, selector map[string]stri
 // ListSelected returns the objects of kind that a label selector in
 // Kubernetes' syntax selects ("tier!=gold,zone in (a,b)"; "" selects all).
 func (c *Client) ListSelected(ctx context.Context, kind, selector string) ([]types.Object, error) {
+	return c.ListFields(ctx, kind, selector, "")
+}
+
+// ListFields is ListSelected with a field selector as well
+// ("spec.node=n1,status.phase!=Failed"; "" selects all): the server
+// narrows the list, so a look at one node's machines does not fetch the
+// fleet's.
+func (c *Client) ListFields(ctx context.Context, kind, labelSelector, fieldSelector string) ([]types.Object, error) {
 	kind, err := NormalizeKind(kind)
 	if err != nil {
 		return nil, err
 	}
 	query := url.Values{"limit": {strconv.Itoa(c.listPage())}}
-	if selector != "" {
-		query.Set("labelSelector", selector)
+	if labelSelector != "" {
+		query.Set("labelSelector", labelSelector)
+	}
+	if fieldSelector != "" {
+		query.Set("fieldSelector", fieldSelector)
 	}
 	var out []types.Object
 	for {

@@ -163,7 +163,7 @@ func relatedObjects(ctx context.Context, cl *client.Client, obj types.Object) []
 		}
 		node(o.Spec.Node)
 	case *types.Node:
-		if ms, err := cl.List(ctx, types.KindMachine, nil); err == nil {
+		if ms, err := cl.ListFields(ctx, types.KindMachine, "", "spec.node="+o.Metadata.Name); err == nil {
 			for _, m := range ms {
 				if mm := m.(*types.Machine); mm.Spec.Node == o.Metadata.Name {
 					out = append(out, fmt.Sprintf("machine %s: %s, claim %s, driver %s", mm.Metadata.Name, mm.Status.Phase, mm.Spec.Claim, mm.Spec.Driver))
@@ -171,7 +171,7 @@ func relatedObjects(ctx context.Context, cl *client.Client, obj types.Object) []
 			}
 		}
 	case *types.MachineSet:
-		if ms, err := cl.List(ctx, types.KindMachine, nil); err == nil {
+		if ms, err := cl.ListFields(ctx, types.KindMachine, "", "spec.machineSet="+o.Metadata.Name); err == nil {
 			phases := map[string]int{}
 			for _, m := range ms {
 				if mm := m.(*types.Machine); mm.Spec.MachineSet == o.Metadata.Name {

@@ -55,6 +55,28 @@ func TestDescribeClaim(t *testing.T) {
 	r = c.run("describe", "node", "n1")
 	require.Equal(t, 0, r.code, r.err)
 	assert.Contains(t, r.out, "machine m-1: Running, claim c1, driver docker")
+	assert.Contains(t, queriesOf(c, "/api/v1/machines"), "fieldSelector=spec.node%3Dn1&limit=500",
+		"the node's machines only, not the fleet's")
+}
+
+// queriesOf lists the queries of the requests the CLI sent to path.
+func queriesOf(c *cli, path string) []string {
+	var out []string
+	for _, r := range c.srv.Requests() {
+		if r.Path == path {
+			out = append(out, r.Query)
+		}
+	}
+	return out
+}
+
+// list --field-selector asks the server to narrow the list; repeated flags
+// must all hold.
+func TestListFieldSelector(t *testing.T) {
+	c := newCLI(t)
+	r := c.run("machine", "list", "--field-selector", "spec.node=n1", "--field-selector", "status.phase!=Failed", "-l", "tier=gold")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Equal(t, []string{"fieldSelector=spec.node%3Dn1%2Cstatus.phase%21%3DFailed&labelSelector=tier%3Dgold&limit=500"}, queriesOf(c, "/api/v1/machines"))
 }
 
 // Shell completion offers commands, kinds and the names the API has.

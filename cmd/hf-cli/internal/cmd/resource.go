@@ -68,6 +68,7 @@ type listOptions struct {
 	f         *Factory
 	res       *resource
 	selectors []string
+	fields    []string
 }
 
 func newListCmd(f *Factory, res *resource) *cobra.Command {
@@ -80,6 +81,7 @@ func newListCmd(f *Factory, res *resource) *cobra.Command {
 		RunE:    func(c *cobra.Command, _ []string) error { return runList(c.Context(), opts) },
 	}
 	c.Flags().StringArrayVarP(&opts.selectors, "selector", "l", nil, "only objects a label selector selects (k=v, k!=v, k in (a,b), k, !k; comma-separated and repeatable: all must hold)")
+	c.Flags().StringArrayVar(&opts.fields, "field-selector", nil, "only objects whose fields match (metadata.name, spec.node, status.phase, ...: f=v, f!=v; comma-separated and repeatable: all must hold)")
 	return c
 }
 
@@ -94,7 +96,7 @@ func runList(ctx context.Context, opts *listOptions) error {
 	}
 	ctx, cancel := opts.f.requestContext(ctx)
 	defer cancel()
-	objs, err := c.ListSelected(ctx, opts.res.Kind, sel.String())
+	objs, err := c.ListFields(ctx, opts.res.Kind, sel.String(), strings.Join(opts.fields, ","))
 	if err != nil {
 		return err
 	}
