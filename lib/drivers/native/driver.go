@@ -86,6 +86,9 @@ type Driver struct {
 	prepared bool
 	held     map[string]*held
 	children map[int]string // entry pids this driver started -> machine id
+	// unsaved: an exit status was recorded (by the reaper, say) that the
+	// state file does not hold yet; the next Status call saves it.
+	unsaved  bool
 	capacity types.Capacity
 	cgroups  cgroupSetup
 	fetcher  *fetch.Fetcher
@@ -261,12 +264,14 @@ func (d *Driver) reaper(ctx context.Context, done chan<- struct{}) {
 }
 
 // reapLocked collects every ended child and records its exit status in
-// memory; it reports whether it recorded any. The reaper does not write the
-// state file: a record it wrote could be stale by then (another driver on the
-// same data dir, a daemon that is being replaced), so the status is saved by
-// the next Status call or state change instead.
+// memory; it reports whether an exit status recorded now or earlier is not
+// in the state file yet. The reaper does not write the state file: a record
+// it wrote could be stale by then (another driver on the same data dir, a
+// daemon that is being replaced), so the status is saved by the next Status
+// call or state change instead. (Status once saved only what its own reap
+// recorded, so an exit the reaper had collected first never reached the
+// file, and a restarted driver called a failed entry Terminated.)
 func (d *Driver) reapLocked() bool {
-	changed := false
 	for pid, id := range d.children {
 		done, code, desc := reapChild(pid)
 		if !done {
@@ -275,11 +280,11 @@ func (d *Driver) reapLocked() bool {
 		delete(d.children, pid)
 		if h, ok := d.held[id]; ok && h.m.PID == pid {
 			h.m.ExitCode, h.m.Exit = code, desc
-			changed = true
+			d.unsaved = true
 			d.log.Info("entry ended", "resource", id, "pid", pid, "exit", desc)
 		}
 	}
-	return changed
+	return d.unsaved
 }
 
 // ValidateTemplate implements drivers.Driver: the template needs an entry for

@@ -203,6 +203,34 @@ func waitPhase(t *testing.T, d *Driver, r *types.Resource, want types.MachinePha
 	}, 15*time.Second, 20*time.Millisecond)
 }
 
+// TestExitReapedInBackgroundIsSaved: an exit status the background reaper
+// collected before anyone asked reaches the state file at the next Status,
+// so a restarted driver reports the failed entry Failed, not Terminated
+// (CI saw that when the reaper got there first).
+func TestExitReapedInBackgroundIsSaved(t *testing.T) {
+	inModes(t, func(t *testing.T, h *testHost, extra map[string]any) {
+		d := h.driver(t, t.TempDir(), extra)
+		r, err := d.Allocate(t.Context(), machineTemplate("exit", TemplateConfig{Entry: "exit 3"}), nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = d.Deallocate(context.Background(), r) })
+		require.Eventually(t, func() bool {
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			h, ok := d.held[r.ID]
+			return ok && h.m.ExitCode != nil
+		}, 15*time.Second, 10*time.Millisecond, "the reaper collects the entry")
+		phase, err := d.Status(t.Context(), r)
+		require.NoError(t, err)
+		assert.Equal(t, types.MachineFailed, phase)
+		again := h.driver(t, d.env.DataDir, extra)
+		phase, err = again.Status(t.Context(), r)
+		require.NoError(t, err)
+		assert.Equal(t, types.MachineFailed, phase, "the restarted driver read the exit from the state file")
+		require.NoError(t, d.Deallocate(t.Context(), r))
+		h.checkGone(t, *r)
+	})
+}
+
 func TestEntryExitStatus(t *testing.T) {
 	inModes(t, func(t *testing.T, h *testHost, extra map[string]any) {
 		d := h.driver(t, t.TempDir(), extra)

@@ -101,7 +101,11 @@ func loadState(dataDir string) (map[string]*held, error) {
 
 // saveLocked writes the held machines to the state file atomically.
 func (d *Driver) saveLocked() error {
-	return stateFile(d.env.DataDir).Save(d.heldResourcesLocked())
+	if err := stateFile(d.env.DataDir).Save(d.heldResourcesLocked()); err != nil {
+		return err
+	}
+	d.unsaved = false
+	return nil
 }
 
 // saveLockedOrWarn saves the state where a failure only costs a recorded exit
