@@ -135,6 +135,12 @@ func newClaim(name, template, user string, labels map[string]string) *types.Mach
 	}
 }
 
+// labelled gives m the labels and returns it.
+func labelled(m *types.Machine, labels map[string]string) *types.Machine {
+	m.Metadata.Labels = labels
+	return m
+}
+
 func bound(cl *types.MachineClaim, node, machine string, took time.Duration) *types.MachineClaim {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	cl.Status = types.MachineClaimStatus{

@@ -159,11 +159,7 @@ func TestTablesOfEveryKind(t *testing.T) {
 		Spec: types.MachineTemplateSpec{Resources: types.Resources{CPU: 2, RAMGB: 4},
 			ProviderConfiguration: map[string]json.RawMessage{"test": nil, "docker": nil}},
 	})
-	c.srv.Put(&types.Machine{
-		TypeMeta: types.TypeMeta{Kind: types.KindMachine}, Metadata: types.ObjectMeta{Name: "m-1"},
-		Spec:   types.MachineSpec{Claim: "c1", MachineTemplate: "small", Node: "n1", Driver: "test"},
-		Status: types.MachineStatus{Phase: types.MachineRunning},
-	})
+	c.srv.Put(newMachine("m-1", "", "c1", types.MachineRunning, time.Time{}))
 	c.srv.Put(&types.MachineSet{
 		TypeMeta: types.TypeMeta{Kind: types.KindMachineSet}, Metadata: types.ObjectMeta{Name: "pool"},
 		Spec: types.MachineSetSpec{MachineTemplate: "small", MinAvailable: 2, MaxProvisioned: 5,
@@ -284,21 +280,11 @@ func TestDeleteWaitsForClaimAndMachine(t *testing.T) {
 func TestDeleteWaitsForAMachineBeingMade(t *testing.T) {
 	c := newCLI(t)
 	c.srv.Put(newClaim("c1", "small", "", nil))
-	machine := &types.Machine{
-		TypeMeta: types.TypeMeta{Kind: types.KindMachine},
-		Metadata: types.ObjectMeta{Name: "m-2", Labels: map[string]string{types.LabelClaim: "c1"}},
-		Spec:     types.MachineSpec{Claim: "c1", MachineTemplate: "small", Node: "n1", Driver: "test"},
-		Status:   types.MachineStatus{Phase: types.MachinePending},
-	}
+	machine := labelled(newMachine("m-2", "", "c1", types.MachinePending, time.Time{}), map[string]string{types.LabelClaim: "c1"})
 	c.srv.Put(machine)
 	// Another claim's machine, once made for c1 and given to it since, is
 	// no reason to wait.
-	c.srv.Put(&types.Machine{
-		TypeMeta: types.TypeMeta{Kind: types.KindMachine},
-		Metadata: types.ObjectMeta{Name: "m-3", Labels: map[string]string{types.LabelClaim: "c1"}},
-		Spec:     types.MachineSpec{Claim: "c9", MachineTemplate: "small", Node: "n1", Driver: "test"},
-		Status:   types.MachineStatus{Phase: types.MachineRunning},
-	})
+	c.srv.Put(labelled(newMachine("m-3", "", "c9", types.MachineRunning, time.Time{}), map[string]string{types.LabelClaim: "c1"}))
 
 	run := startWaitingDelete(t, c, "c1", "the claim's machine is being made")
 	machine.Status.Phase = types.MachineTerminated
@@ -308,12 +294,7 @@ func TestDeleteWaitsForAMachineBeingMade(t *testing.T) {
 
 	// It times out naming the machine.
 	c.srv.Put(newClaim("c2", "small", "", nil))
-	c.srv.Put(&types.Machine{
-		TypeMeta: types.TypeMeta{Kind: types.KindMachine},
-		Metadata: types.ObjectMeta{Name: "m-4", Labels: map[string]string{types.LabelClaim: "c2"}},
-		Spec:     types.MachineSpec{Claim: "c2", MachineTemplate: "small", Node: "n1", Driver: "test"},
-		Status:   types.MachineStatus{Phase: types.MachineProvisioning},
-	})
+	c.srv.Put(labelled(newMachine("m-4", "", "c2", types.MachineProvisioning, time.Time{}), map[string]string{types.LabelClaim: "c2"}))
 	r := c.run("claim", "delete", "c2", "--wait", "--wait-timeout", "300ms")
 	assert.Equal(t, ExitTimeout, r.code)
 	assert.Contains(t, r.err, "waiting for machine/m-4 to go away")
@@ -344,11 +325,7 @@ func TestWaitTimeoutMustBePositive(t *testing.T) {
 func TestDeleteWaitTimesOut(t *testing.T) {
 	c := newCLI(t)
 	c.srv.Put(bound(newClaim("c1", "small", "", nil), "n1", "m-1", time.Millisecond))
-	c.srv.Put(&types.Machine{
-		TypeMeta: types.TypeMeta{Kind: types.KindMachine}, Metadata: types.ObjectMeta{Name: "m-1"},
-		Spec:   types.MachineSpec{Claim: "c1", MachineTemplate: "small", Node: "n1", Driver: "test"},
-		Status: types.MachineStatus{Phase: types.MachineTerminating},
-	})
+	c.srv.Put(newMachine("m-1", "", "c1", types.MachineTerminating, time.Time{}))
 	r := c.run("claim", "delete", "c1", "--wait", "--wait-timeout", "300ms")
 	assert.Equal(t, ExitTimeout, r.code)
 	assert.Contains(t, r.err, "hf-cli: timed out after 300ms waiting for machine/m-1 to go away")
