@@ -165,6 +165,9 @@ func (s *Store) collect(batch []Tombstone) (int, error) {
 	if err := txn.Commit(); err != nil {
 		return 0, err
 	}
+	for _, t := range batch {
+		s.hot.drop(t.Kind, t.Name)
+	}
 	s.gcSeq = gcSeq
 	s.collected.Add(uint64(n))
 	s.wrote()

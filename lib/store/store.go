@@ -211,6 +211,9 @@ type Store struct {
 	keysMu sync.Mutex
 	keys   map[string]*keyLock
 
+	// hot holds the records written last (see hotRecords).
+	hot hotRecords
+
 	// kick wakes compactLoop after a write (see compact.go).
 	kick chan struct{}
 
@@ -397,21 +400,21 @@ func (s *Store) get(kind, name string, data bool) (Record, error) {
 		return Record{}, err
 	}
 	defer s.leave()
-	var rec Record
-	err := s.db.View(func(txn *badger.Txn) error {
-		r, ok, err := getRecord(txn, kind, name)
-		if err != nil {
+	rec, ok := s.hot.get(kind, name)
+	var err error
+	if !ok {
+		err = s.db.View(func(txn *badger.Txn) error {
+			rec, ok, err = getRecord(txn, kind, name)
 			return err
-		}
-		if !ok || r.Deleted {
-			return ErrNotFound
-		}
-		rec = r
-		if !data {
-			return nil
-		}
-		return rec.withData()
-	})
+		})
+	}
+	switch {
+	case err != nil:
+	case !ok || rec.Deleted:
+		err = ErrNotFound
+	case data:
+		err = rec.withData()
+	}
 	if err != nil {
 		return Record{}, fmt.Errorf("get %s/%s: %w", kind, name, err)
 	}

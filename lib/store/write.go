@@ -417,9 +417,10 @@ func (s *Store) commitBatch(batch []*pendingWrite) {
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 	seq := s.seq.Load()
+	var written map[string]Record // this batch's writes, for the ones after them
 	for i, w := range batch {
 		w.rec, w.err, w.stored = Record{}, nil, false
-		prev, exists, err := getRecord(txn, w.kind, w.name)
+		prev, exists, err := s.prevRecord(txn, written, w.kind, w.name)
 		if err != nil {
 			w.err = err
 			continue
@@ -456,6 +457,12 @@ func (s *Store) commitBatch(batch []*pendingWrite) {
 		}
 		seq = rec.Seq
 		w.rec, w.stored = rec, true
+		if len(batch) > 1 {
+			if written == nil {
+				written = map[string]Record{}
+			}
+			written[hotKey(w.kind, w.name)] = rec
+		}
 	}
 	if seq != s.seq.Load() {
 		if err := txn.Commit(); err != nil {
@@ -472,12 +479,29 @@ func (s *Store) commitBatch(batch []*pendingWrite) {
 		s.commits.Add(1)
 		for _, w := range batch {
 			if w.stored {
+				s.hot.put(w.rec)
+			}
+		}
+		for _, w := range batch {
+			if w.stored {
 				s.notify(w.rec)
 			}
 		}
 		s.wrote()
 	}
 	finish(batch)
+}
+
+// prevRecord is the stored record a write of kind/name builds on: an earlier
+// write of the same batch's, the hot one, or badger's.
+func (s *Store) prevRecord(txn *badger.Txn, written map[string]Record, kind, name string) (Record, bool, error) {
+	if r, ok := written[hotKey(kind, name)]; ok {
+		return r, true, nil
+	}
+	if r, ok := s.hot.get(kind, name); ok {
+		return r, true, nil
+	}
+	return getRecord(txn, kind, name)
 }
 
 // finish wakes the writers of batch.
