@@ -111,12 +111,34 @@ func eval[T any](t *testing.T, ctx context.Context, expr string) T {
 // signIn opens the dashboard and signs in with tok.
 func signIn(url, tok string) chromedp.Action[chromedp.Void] {
 	return chromedp.Steps(
-		chromedp.Navigate(url+"/"),
+		navigate(url+"/"),
 		chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("token"), tok),
 		chromedp.Click(chromedp.CSS(`#signin button[type="submit"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#live[data-state="live"]`)),
 	)
+}
+
+// navigate loads url, again when Chromium gives the load up because the
+// host's network changed (net::ERR_NETWORK_CHANGED): the fault harness's
+// tests, in another package that go test runs beside this one, make and
+// remove network namespaces and veth pairs on this host (CI failed so).
+func navigate(url string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		var err error
+		for range 5 {
+			_, err = chromedp.Navigate(url)(ctx, tg)
+			if err == nil || !strings.Contains(err.Error(), "ERR_NETWORK_CHANGED") {
+				return err
+			}
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		return err
+	})
 }
 
 // poll waits up to 30 s for a JavaScript predicate to hold in the page.
