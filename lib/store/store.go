@@ -118,8 +118,9 @@ type Record struct {
 	// Facets are the object's facets with their versions (see types.Facet).
 	Facets []FacetRecord `json:"facets,omitempty"`
 	// Data is the full object JSON assembled from the facets, with
-	// metadata.version set; empty unless live. Records handed to watchers
-	// share Data and Facets: treat them as read-only.
+	// metadata.version set; empty unless live. Records handed to watchers,
+	// returned by writes and read by Get share Facets (and watchers' Data)
+	// with the store's recently written records: treat them as read-only.
 	Data json.RawMessage `json:"data,omitempty"`
 }
 

@@ -480,10 +480,6 @@ func (s *Store) commitBatch(batch []*pendingWrite) {
 		for _, w := range batch {
 			if w.stored {
 				s.hot.put(w.rec)
-			}
-		}
-		for _, w := range batch {
-			if w.stored {
 				s.notify(w.rec)
 			}
 		}
