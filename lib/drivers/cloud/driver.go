@@ -53,9 +53,11 @@ type Driver struct {
 	prov     provider
 	common   Common
 	prepared bool
-	// ctx ends with Close; background quota reads run under it.
+	// ctx ends with Close; background quota reads run under it, and
+	// Close waits for them (bg).
 	ctx    context.Context
 	cancel context.CancelFunc
+	bg     sync.WaitGroup
 	checks map[string]check
 
 	capMu sync.Mutex
@@ -129,15 +131,17 @@ func (d *Driver) Prepare(ctx context.Context, cfg []byte) error {
 	return nil
 }
 
-// Close ends the driver's background quota reads; instances keep running.
-// The driver is unusable afterwards (drivers.ErrNotPrepared).
+// Close ends the driver's background quota reads and waits for them;
+// instances keep running. The driver is unusable afterwards
+// (drivers.ErrNotPrepared).
 func (d *Driver) Close() error {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	d.prepared = false
 	if d.cancel != nil {
 		d.cancel()
 	}
+	d.mu.Unlock()
+	d.bg.Wait()
 	return nil
 }
 
@@ -168,13 +172,16 @@ func (d *Driver) HostCapacity() types.Capacity {
 	d.capMu.Unlock()
 	if refresh {
 		d.mu.Lock()
+		defer d.mu.Unlock()
+		if !d.prepared { // closed meanwhile: no read outlives Close
+			return c
+		}
 		bg := d.ctx
-		d.mu.Unlock()
-		go func() {
+		d.bg.Go(func() {
 			ctx, cancel := context.WithTimeout(bg, checkTimeout)
 			defer cancel()
 			d.readQuota(ctx, prov)
-		}()
+		})
 	}
 	return c
 }

@@ -3,6 +3,7 @@ package cloud
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -322,5 +323,50 @@ func TestInstanceQuota(t *testing.T) {
 		_, err := d.Allocate(t.Context(), tmpl, testMeta)
 		require.ErrorIs(t, err, drivers.ErrNoCapacity)
 		assert.Equal(t, calls, f.createCalls())
+	})
+}
+
+// slowQuota is a provider whose quota read blocks until its context ends,
+// then takes a moment more, as an SDK call does while it unwinds.
+type slowQuota struct {
+	provider
+	entered chan struct{}
+	done    atomic.Bool
+}
+
+func (p *slowQuota) quota(ctx context.Context, _ owner) (usage, error) {
+	select {
+	case p.entered <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	time.Sleep(50 * time.Millisecond)
+	p.done.Store(true)
+	return usage{}, ctx.Err()
+}
+
+// TestCloseWaitsForQuotaRead: a background quota read that HostCapacity
+// started has ended when Close returns, so nothing of the driver (its log
+// included) outlives it. CI's race detector caught such a read logging
+// through a finished test's t.Log.
+func TestCloseWaitsForQuotaRead(t *testing.T) {
+	forEachProvider(t, func(t *testing.T, f *fixture) {
+		d := f.driver(t, map[string]any{"quota_refresh": "1ms"})
+		slow := &slowQuota{entered: make(chan struct{}, 1)}
+		d.mu.Lock()
+		slow.provider, d.prov = d.prov, slow
+		d.mu.Unlock()
+		require.Eventually(t, func() bool {
+			d.HostCapacity()
+			select {
+			case <-slow.entered:
+				return true
+			default:
+				return false
+			}
+		}, 10*time.Second, 2*time.Millisecond, "a background quota read starts")
+		require.NoError(t, d.Close())
+		assert.True(t, slow.done.Load(), "the quota read ended before Close returned")
+		assert.Equal(t, types.Capacity{}, d.HostCapacity(), "a closed driver reports nothing and reads nothing")
 	})
 }
