@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -24,7 +26,8 @@ import (
 //
 //	go test -run x -bench IdleNode -benchtime 1x ./e2e/
 //
-// HF_BENCH_MEMORY_LIMIT_MB=N gives the node memory_limit_mb: N.
+// HF_BENCH_MEMORY_LIMIT_MB=N gives the node memory_limit_mb: N; with
+// HF_BENCH_PPROF=host:port, HF_BENCH_HEAP=path saves its heap profile there.
 func BenchmarkIdleNode(b *testing.B) {
 	const n = 10_000
 	for b.Loop() {
@@ -83,10 +86,15 @@ func BenchmarkIdleNode(b *testing.B) {
 		early := cpuPercent(b, pid, 15*time.Second)
 		steady := cpuPercent(b, pid, 60*time.Second)
 		rss := rssMB(b, pid)
+		anon, file := statusMB(b, pid, "RssAnon:"), statusMB(b, pid, "RssFile:")
 		b.ReportMetric(early, "idle-cpu-%-first-15s")
 		b.ReportMetric(steady, "idle-cpu-%")
 		b.ReportMetric(rss, "rss-MB")
-		b.Logf("idle: %.2f%% of a core over the first 15 s, %.2f%% over the next 60 s, RSS %.1f MB", early, steady, rss)
+		b.Logf("idle: %.2f%% of a core over the first 15 s, %.2f%% over the next 60 s, RSS %.1f MB (anonymous %.1f, file-backed %.1f: the binary's pages)",
+			early, steady, rss, anon, file)
+		if out := os.Getenv("HF_BENCH_HEAP"); out != "" && prof != "" {
+			saveHeapProfile(b, prof, out)
+		}
 		if prof != "" {
 			b.Logf("pprof at http://%s/debug/pprof/ for 60 s", prof)
 			time.Sleep(60 * time.Second)
@@ -107,6 +115,24 @@ func benchConfig() string {
 		cfg += fmt.Sprintf("debug:\n  pprof_address: %q\n", prof)
 	}
 	return cfg
+}
+
+// saveHeapProfile writes the node's heap profile (after a collection) from
+// its pprof address to path, for go tool pprof.
+func saveHeapProfile(tb testing.TB, addr, path string) {
+	resp, err := http.Get("http://" + addr + "/debug/pprof/heap?gc=1")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		tb.Fatalf("heap profile: %v (HTTP %d)", err, resp.StatusCode)
+	}
+	if err := os.WriteFile(path, body, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Logf("heap profile in %s (%d bytes)", path, len(body))
 }
 
 // startWithConfigTB is startWithConfig for a benchmark.

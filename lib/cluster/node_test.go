@@ -22,8 +22,8 @@ func TestClaimBindsAndReleases(t *testing.T) {
 	assert.Equal(t, "n1", c.Status.Node)
 	assert.Equal(t, "test", c.Status.Driver)
 	require.NotEmpty(t, c.Status.Machine)
-	bound := c.Status.PhaseTimes[string(types.ClaimBound)]
-	requested := c.Status.PhaseTimes[string(types.ClaimRequested)]
+	bound := c.Status.PhaseTimes.At(string(types.ClaimBound))
+	requested := c.Status.PhaseTimes.At(string(types.ClaimRequested))
 	assert.False(t, bound.Before(requested), "bound %v before requested %v", bound, requested)
 
 	m, err := store.Get[types.Machine](tn.st, types.KindMachine, c.Status.Machine)
@@ -79,7 +79,7 @@ func TestBindTimeoutFailsWithReason(t *testing.T) {
 	tn.put(claim("c", "huge", 300*time.Millisecond))
 	c := tn.waitPhase("c", types.ClaimFailed)
 	assert.Contains(t, c.Status.Reason, "capacity")
-	assert.NotZero(t, c.Status.PhaseTimes[string(types.ClaimFailed)])
+	assert.NotZero(t, c.Status.PhaseTimes.At(string(types.ClaimFailed)))
 	assert.Empty(t, tn.machines())
 }
 

@@ -77,6 +77,9 @@ func goFields(t reflect.Type, path string, out map[string]bool) {
 	if t == reflect.TypeFor[types.FacetVersions]() {
 		t = reflect.TypeFor[map[string]types.Version]() // its JSON form
 	}
+	if t == reflect.TypeFor[types.PhaseTimes]() {
+		t = reflect.TypeFor[map[string]time.Time]() // its JSON form
+	}
 	if path != "" {
 		out[path] = true
 	}
@@ -173,7 +176,7 @@ func fullObjects(t testing.TB) []types.Object {
 		return types.ObjectMeta{Name: name, Labels: map[string]string{"team": "ci"}, Annotations: map[string]string{"note": "x"},
 			Facets: types.FacetVersions{{Name: "spec", Version: types.Version{HLC: 1, Node: "n1"}}}}
 	}
-	pt := types.PhaseTimes{"Requested": ts}
+	pt := types.MakePhaseTimes(types.PhaseTime{Phase: "Requested", At: ts})
 	conds := types.Conditions{{Type: "Ready", Status: types.ConditionTrue, LastUpdateTime: ts, LastTransitionTime: ts, Reason: "r", Message: "m"}}
 	one, lo := 1.0, int64(1)
 	def := "a"

@@ -351,13 +351,13 @@ func createdAt(m types.Machine) time.Time {
 	if !m.Metadata.CreatedAt.IsZero() {
 		return m.Metadata.CreatedAt
 	}
-	return m.Status.PhaseTimes[string(types.MachinePending)]
+	return m.Status.PhaseTimes.At(string(types.MachinePending))
 }
 
 // assignedAt is when m was given to its Bound claim: the claim's Bound time,
 // else the later of the two creation times (the earliest it can have been).
 func assignedAt(m types.Machine, c types.MachineClaim) time.Time {
-	if t, ok := c.Status.PhaseTimes[string(types.ClaimBound)]; ok && !t.IsZero() {
+	if t, ok := c.Status.PhaseTimes.Get(string(types.ClaimBound)); ok && !t.IsZero() {
 		return t
 	}
 	t := createdAt(m)

@@ -45,7 +45,7 @@ func boundClaim(name, machine string, bound time.Time) types.MachineClaim {
 		Status:   types.MachineClaimStatus{Phase: types.ClaimBound, Machine: machine},
 	}
 	if !bound.IsZero() {
-		c.Status.PhaseTimes = types.PhaseTimes{string(types.ClaimBound): bound}
+		c.Status.PhaseTimes = types.MakePhaseTimes(types.PhaseTime{Phase: string(types.ClaimBound), At: bound})
 	}
 	return c
 }
@@ -169,7 +169,7 @@ func TestPlanMachineSetReaping(t *testing.T) {
 	otherTpl := mach("m", "s", run, "", ago(time.Minute))
 	otherTpl.Spec.MachineTemplate = "old-tpl"
 	noTimes := mach("m", "s", run, "c", time.Time{})
-	noTimes.Status.PhaseTimes = types.PhaseTimes{string(types.MachinePending): ago(9 * time.Hour)}
+	noTimes.Status.PhaseTimes = types.MakePhaseTimes(types.PhaseTime{Phase: string(types.MachinePending), At: ago(9 * time.Hour)})
 	lost := mach("m", "s", types.MachineLost, "c", ago(time.Hour))
 	lost.Status.Reason = "node n1 died"
 	tests := []struct {

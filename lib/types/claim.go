@@ -190,7 +190,7 @@ func (o *MachineClaim) Upgrade() {
 	if s.Election != nil || s.Binding != nil || s.End != nil {
 		return
 	}
-	at := s.PhaseTimes[string(s.Phase)]
+	at := s.PhaseTimes.At(string(s.Phase))
 	switch s.Phase {
 	case ClaimBound:
 		s.Binding = &ClaimBinding{Round: s.Round, Node: s.Node, Driver: s.Driver, Machine: s.Machine, Phase: BindingBound, At: at}
@@ -220,48 +220,40 @@ func (o *MachineClaim) Derive() {
 	}
 	s.Phase, s.Machine, s.Node, s.Driver, s.Reason = ClaimRequested, "", "", "", ""
 	s.Round = e.Round
-	s.PhaseTimes = PhaseTimes{}
-	if !o.Metadata.CreatedAt.IsZero() {
-		s.PhaseTimes[string(ClaimRequested)] = o.Metadata.CreatedAt
-	}
+	var bound, ended, failed time.Time
 	current := b != nil && b.Round >= e.Round
 	if current {
 		s.Round = b.Round
 		if b.Phase == BindingBound || b.Phase == BindingEnded {
 			s.Machine, s.Node, s.Driver = b.Machine, b.Node, b.Driver
-			s.PhaseTimes[string(ClaimBound)] = b.At
+			bound = b.At
 		}
 	}
 	switch {
 	case s.End != nil:
 		s.Phase, s.Reason = ClaimTerminated, s.End.Reason
-		s.PhaseTimes[string(ClaimTerminated)] = s.End.At
+		ended = s.End.At
 	case current && b.Phase == BindingBound:
 		s.Phase = ClaimBound
 	case current && b.Phase == BindingEnded:
 		s.Phase, s.Reason = ClaimTerminated, b.Reason
-		s.PhaseTimes[string(ClaimTerminated)] = b.At
+		ended = b.At
 	case e.Failed:
 		s.Phase, s.Reason = ClaimFailed, e.Reason
-		s.PhaseTimes[string(ClaimFailed)] = e.At
+		failed = e.At
 	case current:
 		s.Reason = b.Reason // Released or Lost: the elector elects again
 	default:
 		s.Node, s.Driver, s.Reason = e.Node, e.Driver, e.Reason
 	}
-	for k, t := range s.PhaseTimes {
-		if t.IsZero() {
-			delete(s.PhaseTimes, k)
-		}
-	}
-	if len(s.PhaseTimes) == 0 {
-		s.PhaseTimes = nil
-	}
+	s.PhaseTimes = MakePhaseTimes(
+		PhaseTime{string(ClaimRequested), o.Metadata.CreatedAt}, PhaseTime{string(ClaimBound), bound},
+		PhaseTime{string(ClaimTerminated), ended}, PhaseTime{string(ClaimFailed), failed})
 	c := Condition{Type: ConditionBound, Status: ConditionFalse, Reason: string(s.Phase), Message: s.Reason}
 	if s.Phase == ClaimBound {
 		c.Status, c.Message = ConditionTrue, "bound to machine "+s.Machine
 	}
-	c.LastTransitionTime = s.PhaseTimes[string(s.Phase)]
+	c.LastTransitionTime = s.PhaseTimes.At(string(s.Phase))
 	if c.LastTransitionTime.IsZero() {
 		c.LastTransitionTime = o.Metadata.CreatedAt
 	}

@@ -161,7 +161,7 @@ func (o *Machine) Derive() {
 		return
 	}
 	ready := Condition{Type: ConditionReady, Status: ConditionFalse, Reason: string(st.Phase), Message: st.Reason,
-		LastTransitionTime: st.PhaseTimes[string(st.Phase)], LastUpdateTime: o.Metadata.UpdatedAt}
+		LastTransitionTime: st.PhaseTimes.At(string(st.Phase)), LastUpdateTime: o.Metadata.UpdatedAt}
 	if st.Phase == MachineRunning {
 		ready.Status = ConditionTrue
 	}

@@ -3,7 +3,6 @@ package types
 import (
 	"encoding/json"
 	"math"
-	"time"
 )
 
 // Resources is an amount of CPU, RAM and disk.
@@ -57,20 +56,6 @@ type Resource struct {
 	Resources Resources `json:"resources"`
 	// Data is the driver's private state for the resource.
 	Data json.RawMessage `json:"data,omitempty"`
-}
-
-// PhaseTimes records when an object entered each phase, so latencies can be read
-// from the objects themselves. Times marshal as RFC 3339 with nanoseconds.
-type PhaseTimes map[string]time.Time
-
-// Mark records that phase was entered at now (the first time only).
-func (p *PhaseTimes) Mark(phase string, now time.Time) {
-	if *p == nil {
-		*p = PhaseTimes{}
-	}
-	if _, ok := (*p)[phase]; !ok {
-		(*p)[phase] = now.UTC()
-	}
 }
 
 // AtLeast is r with each of CPU and RAMGB raised to min's where below it:

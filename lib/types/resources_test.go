@@ -3,6 +3,7 @@ package types_test
 import (
 	"encoding/json"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -63,26 +64,73 @@ func TestPhaseTimesMark(t *testing.T) {
 	var p types.PhaseTimes // nil: Mark must allocate
 	p.Mark("Requested", t1)
 	require.NotNil(t, p)
-	assert.Equal(t, t1.UTC(), p["Requested"])
-	assert.Equal(t, time.UTC, p["Requested"].Location(), "stored in UTC")
+	assert.Equal(t, t1.UTC(), p.At("Requested"))
+	assert.Equal(t, time.UTC, p.At("Requested").Location(), "stored in UTC")
 
 	p.Mark("Requested", t2)
-	assert.Equal(t, t1.UTC(), p["Requested"], "the first entry wins")
+	assert.Equal(t, t1.UTC(), p.At("Requested"), "the first entry wins")
 
 	p.Mark("Bound", t2)
 	assert.Len(t, p, 2)
-	assert.Equal(t, time.Second, p["Bound"].Sub(p["Requested"]))
+	assert.Equal(t, time.Second, p.At("Bound").Sub(p.At("Requested")))
+	_, ok := p.Get("Failed")
+	assert.False(t, ok)
+	assert.True(t, p.At("Failed").IsZero())
 
 	b, err := json.Marshal(p)
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"Requested":"2025-03-01T11:00:00.123456789Z","Bound":"2025-03-01T11:00:01.123456789Z"}`, string(b))
+	assert.Equal(t, `{"Bound":"2025-03-01T11:00:01.123456789Z","Requested":"2025-03-01T11:00:00.123456789Z"}`, string(b),
+		"an object with sorted keys, as a map marshalled")
 
 	var back types.PhaseTimes
 	require.NoError(t, json.Unmarshal(b, &back))
-	assert.True(t, back["Bound"].Equal(p["Bound"]))
+	assert.Equal(t, p, back)
+	require.NoError(t, json.Unmarshal([]byte(`null`), &back))
+	assert.Nil(t, back)
+	assert.Error(t, json.Unmarshal([]byte(`{"Bound":1}`), &back))
+	assert.Error(t, json.Unmarshal([]byte(`["Bound"]`), &back))
 
-	// Through an object: the status field of a claim.
+	// Through an object: the status field of a claim, omitted when empty.
 	c := types.MachineClaim{}
 	c.Status.PhaseTimes.Mark(string(types.ClaimRequested), t1)
-	assert.Contains(t, c.Status.PhaseTimes, "Requested")
+	_, ok = c.Status.PhaseTimes.Get("Requested")
+	assert.True(t, ok)
+	b, err = json.Marshal(types.MachineStatus{})
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), "phaseTimes")
+}
+
+// TestPhaseTimesShared: copies of an object share their PhaseTimes, so a
+// write to one copy must not show in another.
+func TestPhaseTimesShared(t *testing.T) {
+	t0 := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	orig := types.MakePhaseTimes(types.PhaseTime{Phase: "Requested", At: t0}, types.PhaseTime{Phase: "Pending", At: t0})
+	orig = orig[:1:2] // room to grow in place, which Set must not use
+	kept := slices.Clone(orig[:2])
+
+	cp := orig
+	cp.Mark("Bound", t0.Add(time.Second))
+	cp.Set("Pending", t0.Add(2*time.Second))
+	assert.Equal(t, kept, orig[:2], "the original's backing array is untouched")
+	assert.Equal(t, []string{"Bound", "Pending"}, phases(cp))
+
+	cp2 := cp
+	cp2.Set("Bound", time.Time{})
+	assert.Equal(t, []string{"Pending"}, phases(cp2), "a zero time forgets the phase")
+	assert.Equal(t, []string{"Bound", "Pending"}, phases(cp))
+	cp2.Set("Pending", time.Time{})
+	assert.Nil(t, cp2)
+
+	assert.Nil(t, types.MakePhaseTimes(types.PhaseTime{Phase: "Bound"}), "zero times are left out")
+	m := types.MakePhaseTimes(types.PhaseTime{Phase: "Bound", At: t0}, types.PhaseTime{Phase: "Bound", At: t0.Add(time.Second)})
+	assert.Equal(t, t0.Add(time.Second), m.At("Bound"), "a later entry of a phase wins")
+	assert.Len(t, m, 1)
+}
+
+func phases(p types.PhaseTimes) []string {
+	var out []string
+	for _, e := range p {
+		out = append(out, e.Phase)
+	}
+	return out
 }

@@ -338,7 +338,7 @@ func benchSummary(run, template string, claims []*types.MachineClaim, elapsed ti
 		switch cl.Status.Phase {
 		case types.ClaimBound:
 			r.Bound++
-			req, bound := cl.Status.PhaseTimes[string(types.ClaimRequested)], cl.Status.PhaseTimes[string(types.ClaimBound)]
+			req, bound := cl.Status.PhaseTimes.At(string(types.ClaimRequested)), cl.Status.PhaseTimes.At(string(types.ClaimBound))
 			if req.IsZero() {
 				req = cl.Metadata.CreatedAt
 			}

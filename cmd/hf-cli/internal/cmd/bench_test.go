@@ -39,7 +39,7 @@ func playCluster(c *cli) {
 		n := created.Add(1)
 		t0 := cl.Metadata.CreatedAt
 		cl.Status = types.MachineClaimStatus{Phase: types.ClaimBound, Node: "n1", Machine: "m-" + cl.Metadata.Name,
-			PhaseTimes: types.PhaseTimes{"Requested": t0, "Bound": t0.Add(time.Duration(n) * time.Millisecond)}}
+			PhaseTimes: types.MakePhaseTimes(types.PhaseTime{Phase: "Requested", At: t0}, types.PhaseTime{Phase: "Bound", At: t0.Add(time.Duration(n) * time.Millisecond)})}
 		if cl.Spec.MachineTemplate == "bad" {
 			cl.Status = types.MachineClaimStatus{Phase: types.ClaimFailed, Reason: "no capacity"}
 		}

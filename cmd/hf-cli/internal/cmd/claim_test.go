@@ -92,7 +92,7 @@ func TestClaimCreateWaitBound(t *testing.T) {
 			t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 			flipWhenWatched(t, c, "c1", watch, types.MachineClaimStatus{
 				Phase: types.ClaimBound, Node: "n1", Machine: "m-7f3a", Driver: "test",
-				PhaseTimes: types.PhaseTimes{"Requested": t0, "Bound": t0.Add(12 * time.Millisecond)},
+				PhaseTimes: types.MakePhaseTimes(types.PhaseTime{Phase: "Requested", At: t0}, types.PhaseTime{Phase: "Bound", At: t0.Add(12 * time.Millisecond)}),
 			})
 			require.Equal(t, 0, run.wait(t), run.err.String())
 			assert.Equal(t, "Requested c1 (template small)\nBound on node n1 (machine m-7f3a) in 12ms\n", run.err.String())
@@ -175,7 +175,7 @@ func TestClaimProgress(t *testing.T) {
 	assert.Empty(t, p.observe(cl), "nothing new")
 
 	cl.Status = types.MachineClaimStatus{Phase: types.ClaimBound, Node: "n1", Machine: "m1",
-		PhaseTimes: types.PhaseTimes{"Bound": t0.Add(1500 * time.Millisecond)}}
+		PhaseTimes: types.MakePhaseTimes(types.PhaseTime{Phase: "Bound", At: t0.Add(1500 * time.Millisecond)})}
 	assert.Equal(t, []string{"Bound on node n1 (machine m1) in 1.5s"}, p.observe(cl), "falls back to createdAt")
 	assert.Empty(t, p.observe(cl))
 

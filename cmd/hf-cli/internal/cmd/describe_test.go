@@ -26,7 +26,7 @@ func TestDescribeClaim(t *testing.T) {
 	claim := &types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim}, Metadata: types.ObjectMeta{Name: "c1", CreatedAt: t0},
 		Spec: types.MachineClaimSpec{MachineTemplate: "small", User: "alice"},
 		Status: types.MachineClaimStatus{Phase: types.ClaimBound, Machine: "m-1", Node: "n1",
-			PhaseTimes: types.PhaseTimes{"Requested": t0, "Bound": t0.Add(40 * time.Millisecond)},
+			PhaseTimes: types.MakePhaseTimes(types.PhaseTime{Phase: "Requested", At: t0}, types.PhaseTime{Phase: "Bound", At: t0.Add(40 * time.Millisecond)}),
 			Conditions: types.Conditions{{Type: "Bound", Status: types.ConditionTrue, Reason: "Allocated", Message: "on n1", LastTransitionTime: t0.Add(40 * time.Millisecond)}}}}
 	c.srv.Put(claim)
 

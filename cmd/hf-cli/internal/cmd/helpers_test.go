@@ -145,7 +145,7 @@ func bound(cl *types.MachineClaim, node, machine string, took time.Duration) *ty
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	cl.Status = types.MachineClaimStatus{
 		Phase: types.ClaimBound, Node: node, Machine: machine, Driver: "test",
-		PhaseTimes: types.PhaseTimes{"Requested": t0, "Bound": t0.Add(took)},
+		PhaseTimes: types.MakePhaseTimes(types.PhaseTime{Phase: "Requested", At: t0}, types.PhaseTime{Phase: "Bound", At: t0.Add(took)}),
 	}
 	return cl
 }

@@ -88,7 +88,7 @@ func machineCreatedAt(m *types.Machine) time.Time {
 	if !m.Metadata.CreatedAt.IsZero() {
 		return m.Metadata.CreatedAt.UTC()
 	}
-	return m.Status.PhaseTimes[string(types.MachinePending)].UTC()
+	return m.Status.PhaseTimes.At(string(types.MachinePending)).UTC()
 }
 
 // poolStatusOptions are the options of `pool status` (and `set status`).

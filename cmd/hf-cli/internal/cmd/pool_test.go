@@ -154,7 +154,7 @@ func TestPoolStatusJSONAndYAML(t *testing.T) {
 func TestPoolStatuses(t *testing.T) {
 	pending := poolNow.Add(-30 * time.Minute)
 	noMeta := newMachine("m-old", "s", "", types.MachinePending, time.Time{})
-	noMeta.Status.PhaseTimes = types.PhaseTimes{string(types.MachinePending): pending}
+	noMeta.Status.PhaseTimes = types.MakePhaseTimes(types.PhaseTime{Phase: string(types.MachinePending), At: pending})
 	tests := []struct {
 		name     string
 		machines []*types.Machine

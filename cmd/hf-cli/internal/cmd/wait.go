@@ -120,11 +120,11 @@ func (p *claimProgress) observe(cl *types.MachineClaim) []string {
 // bindLatency is how long cl took from Requested (or creation) to Bound, read
 // from its phase times.
 func bindLatency(cl *types.MachineClaim) (time.Duration, bool) {
-	bound, ok := cl.Status.PhaseTimes[string(types.ClaimBound)]
+	bound, ok := cl.Status.PhaseTimes.Get(string(types.ClaimBound))
 	if !ok {
 		return 0, false
 	}
-	start, ok := cl.Status.PhaseTimes[string(types.ClaimRequested)]
+	start, ok := cl.Status.PhaseTimes.Get(string(types.ClaimRequested))
 	if !ok {
 		start = cl.Metadata.CreatedAt
 	}
