@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	fastjson "github.com/goccy/go-json"
 
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
@@ -332,6 +333,11 @@ func present(p Principal, rec store.Record, obj types.Object) (json.RawMessage, 
 	switch {
 	case rec.Kind == types.KindToken:
 	case p.Staff() || (rec.Kind != types.KindMachineClaim && rec.Kind != types.KindSession && rec.Kind != types.KindMachineSet):
+		if rec.Data == nil && obj != nil {
+			// Decoded already (a list's or a stream's filter): encoding it
+			// gives the bytes rec.JSON would, without decoding it again.
+			return fastjson.Marshal(obj)
+		}
 		return rec.JSON()
 	}
 	if obj == nil {
