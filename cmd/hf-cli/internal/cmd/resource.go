@@ -44,7 +44,7 @@ func newResourceCmd(f *Factory, res *resource) *cobra.Command {
 	case types.KindMachine:
 		c.AddCommand(newMachineLogsCmd(f, res), newMachineShellCmd(f, res), newKindFileCmd(f, res, fileCreate))
 	case types.KindUser:
-		c.AddCommand(newUserCreateCmd(f, res), newKindFileCmd(f, res, fileCreate))
+		c.AddCommand(newUserCreateCmd(f, res))
 	case types.KindToken:
 		c.AddCommand(newTokenCreateCmd(f), newTokenRevokeCmd(f))
 	default:

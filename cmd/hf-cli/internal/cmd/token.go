@@ -18,19 +18,30 @@ type userCreateOptions struct {
 	res         *resource
 	roles       []string
 	displayName string
+	file        string
 }
 
 func newUserCreateCmd(f *Factory, res *resource) *cobra.Command {
 	opts := &userCreateOptions{f: f, res: res}
 	c := &cobra.Command{
-		Use:   "create NAME --role ROLE...",
-		Short: "Create a user of the cluster (admin only)",
+		Use:   "create NAME --role ROLE... | -f FILE",
+		Short: "Create a user of the cluster (or users from a file; admin only)",
 		Long: "Create a user whose tokens may carry the given roles: admin (everything),\n" +
 			"operator (the fleet, not users and tokens) or user (its own claims and sessions).",
 		Example: "  hf-cli user create alice --role user\n" +
-			"  hf-cli user create ops --role operator --role user",
-		Args: exactArgs(1, "NAME"),
+			"  hf-cli user create ops --role operator --role user\n" +
+			"  hf-cli user create -f users.yaml",
+		Args: maxArgs(1, "one NAME"),
 		RunE: func(c *cobra.Command, args []string) error {
+			if opts.file != "" {
+				if countSet(c, "role", "display-name") > 0 || len(args) > 0 {
+					return usageErrorf("user create -f takes no NAME and no user flags")
+				}
+				return runFile(c.Context(), &fileOptions{f: f, op: fileCreate, file: opts.file, kind: res.Kind})
+			}
+			if len(args) == 0 {
+				return usageErrorf("user create needs NAME (or -f FILE)")
+			}
 			u := &types.User{TypeMeta: types.TypeMeta{Kind: types.KindUser}, Metadata: types.ObjectMeta{Name: args[0]},
 				Spec: types.UserSpec{Roles: opts.roles, DisplayName: opts.displayName}}
 			if err := u.Validate(); err != nil {
@@ -51,6 +62,7 @@ func newUserCreateCmd(f *Factory, res *resource) *cobra.Command {
 	}
 	c.Flags().StringArrayVar(&opts.roles, "role", nil, "a role the user's tokens may carry: admin, operator or user (repeatable, at least one)")
 	c.Flags().StringVar(&opts.displayName, "display-name", "", "the user's name for people")
+	c.Flags().StringVarP(&opts.file, "filename", "f", "", "create the users of a YAML or JSON file (- for stdin)")
 	return c
 }
 
