@@ -22,7 +22,7 @@ import (
 // 10,000 bound claims with their machines (test driver), lets it settle, and
 // reports the CPU it uses idle (percent of one core: the first 40 s, then
 // the next 60 s) and its RSS.
-// Run alone, it takes about two minutes:
+// Run alone, it takes about three minutes:
 //
 //	go test -run x -bench IdleNode -benchtime 1x ./e2e/
 //

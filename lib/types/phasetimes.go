@@ -1,22 +1,18 @@
 package types
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
-
-	fastjson "github.com/goccy/go-json"
 )
 
 // PhaseTimes records when an object entered each phase, so latencies can be
 // read from the objects themselves. In JSON it is an object from phase to
-// time (RFC 3339 with nanoseconds, keys sorted). In memory it is a short
-// list sorted by phase: an object enters a handful of phases, and every
-// claim and machine of the fleet carries one, where a map took ~10 times
-// the memory. It is never changed in place (Mark and Set make a new list),
-// so copies of an object may share it.
+// time (RFC 3339 with nanoseconds). In memory it is a keyed slice (see
+// keyedMarshal) sorted by phase: every claim and machine of the fleet
+// carries one, where a map took ~10 times the memory. It is never changed
+// in place (Mark and Set make a new list), so copies of an object may share
+// it.
 type PhaseTimes []PhaseTime
 
 // PhaseTime is one entry of PhaseTimes.
@@ -58,9 +54,9 @@ func (p PhaseTimes) At(phase string) time.Time {
 	return t
 }
 
-func (p PhaseTimes) find(phase string) (int, bool) {
-	return slices.BinarySearchFunc(p, phase, func(e PhaseTime, phase string) int { return strings.Compare(e.Phase, phase) })
-}
+func (p PhaseTimes) find(phase string) (int, bool) { return keyedFind(p, phase, phaseOf) }
+
+func phaseOf(e PhaseTime) string { return e.Phase }
 
 // Mark records that phase was entered at now (the first time only).
 func (p *PhaseTimes) Mark(phase string, now time.Time) {
@@ -94,44 +90,20 @@ func (p *PhaseTimes) put(phase string, t time.Time) {
 
 // MarshalJSON writes the object form.
 func (p PhaseTimes) MarshalJSON() ([]byte, error) {
-	if p == nil {
-		return []byte("null"), nil
-	}
-	b := make([]byte, 0, 2+len(p)*48)
-	b = append(b, '{')
-	for i, e := range p {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		k, err := fastjson.Marshal(e.Phase)
-		if err != nil {
-			return nil, err
-		}
+	return keyedMarshal(p, phaseOf, func(b []byte, e PhaseTime) ([]byte, error) {
 		v, err := e.At.MarshalJSON()
 		if err != nil {
 			return nil, fmt.Errorf("phaseTimes.%s: %w", e.Phase, err)
 		}
-		b = append(append(append(b, k...), ':'), v...)
-	}
-	return append(b, '}'), nil
+		return append(b, v...), nil
+	})
 }
 
 // UnmarshalJSON reads the object form.
 func (p *PhaseTimes) UnmarshalJSON(b []byte) error {
-	if bytes.Equal(bytes.TrimSpace(b), []byte("null")) {
-		*p = nil
-		return nil
-	}
-	var m map[string]time.Time
-	if err := fastjson.Unmarshal(b, &m); err != nil {
+	out, err := keyedUnmarshal(b, func(k string, t time.Time) PhaseTime { return PhaseTime{k, t} }, phaseOf)
+	if err != nil {
 		return err
-	}
-	out := make(PhaseTimes, 0, len(m))
-	for k, t := range m {
-		out.put(k, t)
-	}
-	if len(out) == 0 {
-		out = nil
 	}
 	*p = out
 	return nil

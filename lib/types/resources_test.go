@@ -82,6 +82,17 @@ func TestPhaseTimesMark(t *testing.T) {
 	assert.Equal(t, `{"Bound":"2025-03-01T11:00:01.123456789Z","Requested":"2025-03-01T11:00:00.123456789Z"}`, string(b),
 		"an object with sorted keys, as a map marshalled")
 
+	// Built by hand out of order, with a key that needs escaping and a
+	// repeated one: still the bytes of the map.
+	odd := types.PhaseTimes{{Phase: "Running", At: t1}, {Phase: "<x>", At: t2}, {Phase: "Bound", At: t1}, {Phase: "Running", At: t2}}
+	b2, err := json.Marshal(odd)
+	require.NoError(t, err)
+	want, err := json.Marshal(map[string]time.Time{"Running": t2, "<x>": t2, "Bound": t1})
+	require.NoError(t, err)
+	assert.Equal(t, string(want), string(b2))
+	_, err = json.Marshal(types.PhaseTimes{{Phase: "Bound", At: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}})
+	assert.ErrorContains(t, err, "phaseTimes.Bound")
+
 	var back types.PhaseTimes
 	require.NoError(t, json.Unmarshal(b, &back))
 	assert.Equal(t, p, back)
