@@ -107,6 +107,20 @@ func (c *Client) Create(ctx context.Context, obj types.Object) (types.Object, er
 	return c.CreateRaw(ctx, kind, body)
 }
 
+// Submit creates obj as Create does, without decoding the object the
+// server answers with: for a client that creates many objects and follows
+// them otherwise (a watch), which would only throw the decoded copy away.
+func (c *Client) Submit(ctx context.Context, obj types.Object) error {
+	kind, body, err := encodeObject(obj)
+	if err != nil {
+		return err
+	}
+	if kind, err = NormalizeKind(kind); err != nil {
+		return err
+	}
+	return c.call(ctx, request{method: http.MethodPost, path: collection(kind), body: body}, nil)
+}
+
 // CreateRaw creates an object of kind from its JSON document, unchanged, so the
 // server sees exactly what a user wrote (for `create -f`).
 func (c *Client) CreateRaw(ctx context.Context, kind string, body []byte) (types.Object, error) {

@@ -58,6 +58,27 @@ type WatchEvent struct {
 // is closed when ctx ends or the stream ends; a stream that ends for any other
 // reason than ctx delivers one EventError first.
 func (c *Client) Watch(ctx context.Context, kinds []string, since uint64) (<-chan WatchEvent, error) {
+	return c.WatchWith(ctx, WatchOptions{Kinds: kinds, Since: since})
+}
+
+// WatchOptions narrow a watch stream.
+type WatchOptions struct {
+	// Kinds are the kinds to watch (every kind the token may read when empty).
+	Kinds []string
+	// Since resumes after this server sequence number (0: from now, with a
+	// snapshot of every current object first).
+	Since uint64
+	// LabelSelector and FieldSelector (Kubernetes' syntax) are applied by the
+	// server: only matching objects are sent, and one that stops matching is
+	// sent as a delete.
+	LabelSelector, FieldSelector string
+}
+
+// WatchWith is Watch with selectors the server applies, so a client that
+// waits for a few objects is not sent (and does not decode) every change of
+// the kind.
+func (c *Client) WatchWith(ctx context.Context, opts WatchOptions) (<-chan WatchEvent, error) {
+	kinds, since := opts.Kinds, opts.Since
 	q := url.Values{}
 	if len(kinds) > 0 {
 		norm := make([]string, 0, len(kinds))
@@ -72,6 +93,12 @@ func (c *Client) Watch(ctx context.Context, kinds []string, since uint64) (<-cha
 	}
 	if since > 0 {
 		q.Set("since", strconv.FormatUint(since, 10))
+	}
+	if opts.LabelSelector != "" {
+		q.Set("labelSelector", opts.LabelSelector)
+	}
+	if opts.FieldSelector != "" {
+		q.Set("fieldSelector", opts.FieldSelector)
 	}
 	resp, err := c.send(ctx, request{method: http.MethodGet, path: "/api/v1/events", query: q, accept: "text/event-stream"})
 	if err != nil {

@@ -6,6 +6,9 @@ import (
 	"net/http"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -32,6 +35,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, kinds map[string
 			writeError(w, http.StatusBadRequest, "bad_request", "since must be a number", "since")
 			return
 		}
+	}
+	match, err := watchSelector(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_request", err.Error(), "fieldSelector")
+		return
 	}
 	s.mu.Lock()
 	if s.watchDisabled {
@@ -73,6 +81,9 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, kinds map[string
 		if kinds != nil && !kinds[ev.Kind] {
 			return true
 		}
+		if ev.Type == "put" && !match(ev) {
+			return true
+		}
 		data, _ := json.Marshal(ev)
 		if _, err := fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.Type, data); err != nil {
 			return false
@@ -105,4 +116,37 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, kinds map[string
 			return
 		}
 	}
+}
+
+// watchSelector reads a stream's labelSelector and fieldSelector, as the real
+// server applies them to puts; the fake knows the fields metadata.name and
+// status.phase.
+func watchSelector(r *http.Request) (func(Event) bool, error) {
+	ls, err := labels.Parse(r.URL.Query().Get("labelSelector"))
+	if err != nil {
+		return nil, fmt.Errorf("bad label selector: %w", err)
+	}
+	fs, err := fields.ParseSelector(r.URL.Query().Get("fieldSelector"))
+	if err != nil {
+		return nil, fmt.Errorf("bad field selector: %w", err)
+	}
+	return func(ev Event) bool {
+		if ls.Empty() && fs.Empty() {
+			return true
+		}
+		var o struct {
+			Metadata struct {
+				Name   string            `json:"name"`
+				Labels map[string]string `json:"labels"`
+			} `json:"metadata"`
+			Status struct {
+				Phase string `json:"phase"`
+			} `json:"status"`
+		}
+		if json.Unmarshal(ev.Object, &o) != nil {
+			return false
+		}
+		return ls.Matches(labels.Set(o.Metadata.Labels)) &&
+			fs.Matches(fields.Set{"metadata.name": o.Metadata.Name, "status.phase": o.Status.Phase})
+	}, nil
 }

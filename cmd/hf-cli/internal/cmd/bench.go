@@ -187,7 +187,7 @@ func runBench(ctx context.Context, opts *benchOptions) error {
 			Spec:     types.MachineClaimSpec{MachineTemplate: opts.template},
 		}
 		rctx, rcancel := f.requestContext(ctx)
-		_, err := creators[int(next.Add(1)-1)%len(creators)].Create(rctx, cl)
+		err := creators[int(next.Add(1)-1)%len(creators)].Submit(rctx, cl)
 		rcancel()
 		if err != nil {
 			return err
@@ -226,7 +226,14 @@ type settleTracker struct {
 // waits poll.
 func watchSettled(ctx context.Context, c *client.Client, run string) *settleTracker {
 	tr := &settleTracker{waiting: map[string]chan struct{}{}, settled: map[string]bool{}, live: make(chan struct{})}
-	events, err := c.Watch(ctx, []string{types.KindMachineClaim}, 0)
+	// The server sends only this run's claims once they left Requested:
+	// one event a claim, not one for each of its changes and for every
+	// other claim of the cluster.
+	events, err := c.WatchWith(ctx, client.WatchOptions{
+		Kinds:         []string{types.KindMachineClaim},
+		LabelSelector: LabelBench + "=" + run,
+		FieldSelector: "status.phase!=" + string(types.ClaimRequested),
+	})
 	if err != nil {
 		close(tr.live)
 		return tr

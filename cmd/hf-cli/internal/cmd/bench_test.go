@@ -65,6 +65,10 @@ func TestBenchClaims(t *testing.T) {
 	assert.Positive(t, got.PerSecond)
 	assert.Contains(t, r.err, "deleted 20 claims")
 	assert.Empty(t, c.srv.Objects(types.KindMachineClaim), "the run's claims are deleted")
+	q := watchQueries(t, c)
+	require.Len(t, q, 1)
+	assert.Equal(t, "hf/bench="+got.Run, q[0].Get("labelSelector"), "the server sends this run's claims only")
+	assert.Equal(t, "status.phase!=Requested", q[0].Get("fieldSelector"), "once they settled")
 
 	// Failures are counted with their reason; --keep keeps the claims.
 	r = c.run("bench", "claims", "--template", "bad", "--count", "3", "--keep")

@@ -97,6 +97,11 @@ func TestClaimCreateWaitBound(t *testing.T) {
 			require.Equal(t, 0, run.wait(t), run.err.String())
 			assert.Equal(t, "Requested c1 (template small)\nBound on node n1 (machine m-7f3a) in 12ms\n", run.err.String())
 			assert.Regexp(t, `(?m)^c1\tsmall\t\tBound\tn1\tm-7f3a\t`, run.out.String())
+			if watch {
+				q := watchQueries(t, c)
+				require.NotEmpty(t, q)
+				assert.Equal(t, "metadata.name=c1", q[0].Get("fieldSelector"), "the stream carries this claim only")
+			}
 		})
 	}
 }

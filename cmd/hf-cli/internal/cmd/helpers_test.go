@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -148,4 +149,18 @@ func bound(cl *types.MachineClaim, node, machine string, took time.Duration) *ty
 		PhaseTimes: types.MakePhaseTimes(types.PhaseTime{Phase: "Requested", At: t0}, types.PhaseTime{Phase: "Bound", At: t0.Add(took)}),
 	}
 	return cl
+}
+
+// watchQueries returns the queries of the watch streams the CLI opened.
+func watchQueries(t *testing.T, c *cli) []url.Values {
+	t.Helper()
+	var out []url.Values
+	for _, rq := range c.srv.Requests() {
+		if rq.Path == "/api/v1/events" {
+			q, err := url.ParseQuery(rq.Query)
+			require.NoError(t, err)
+			out = append(out, q)
+		}
+	}
+	return out
 }

@@ -265,7 +265,14 @@ func runWatch(ctx context.Context, opts *watchOptions) error {
 	if err != nil {
 		return err
 	}
-	events, err := c.Watch(ctx, []string{opts.res.Kind}, opts.since)
+	watch := client.WatchOptions{Kinds: []string{opts.res.Kind}, Since: opts.since}
+	if opts.since == 0 && !sel.Empty() {
+		// The server filters too, so what does not match is not sent at all.
+		// Not with --since: a filtered stream cannot replay (the server
+		// cannot tell whether a deleted object matched), it starts from now.
+		watch.LabelSelector = sel.String()
+	}
+	events, err := c.WatchWith(ctx, watch)
 	if err != nil {
 		return err
 	}

@@ -351,6 +351,9 @@ func TestWatch(t *testing.T) {
 	assert.Regexp(t, `^PUT\tc1\tsmall\talice\tBound\tn1\tm-1\t\S+$`, got[1])
 	assert.Regexp(t, `^DELETE\tc1\t`, got[2])
 	assert.NotContains(t, run.out.String(), "other")
+	q := watchQueries(t, c)
+	require.Len(t, q, 1)
+	assert.Equal(t, "team=a", q[0].Get("labelSelector"), "the server filters too")
 }
 
 func TestWatchJSONLines(t *testing.T) {

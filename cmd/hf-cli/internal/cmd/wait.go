@@ -32,14 +32,14 @@ type watchStart struct {
 // every pollInterval while no stream is up (it is opening, could not be opened
 // or broke) and every recheckInterval while it is. Waiting is level-triggered:
 // check reads the current state, events only say when to look.
-func waitLoop(ctx context.Context, c *client.Client, kinds []string, relevant func(client.WatchEvent) bool, check func(context.Context) (bool, error)) error {
+func waitLoop(ctx context.Context, c *client.Client, watch client.WatchOptions, relevant func(client.WatchEvent) bool, check func(context.Context) (bool, error)) error {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	// Open the stream in the background so a slow server does not hold up
 	// polling; the goroutine ends when Watch returns, at the latest when wctx ends.
 	started := make(chan watchStart, 1)
 	go func() {
-		ch, err := c.Watch(wctx, kinds, 0)
+		ch, err := c.WatchWith(wctx, watch)
 		started <- watchStart{events: ch, err: err}
 	}()
 	var events <-chan client.WatchEvent
@@ -169,7 +169,9 @@ func waitClaim(ctx context.Context, f *Factory, c *client.Client, name string, t
 		lastErr error
 		prog    = claimProgress{start: f.Now(), now: f.Now}
 	)
-	err := waitLoop(wctx, c, []string{types.KindMachineClaim},
+	// The server sends this claim's changes only, not every claim's.
+	watch := client.WatchOptions{Kinds: []string{types.KindMachineClaim}, FieldSelector: "metadata.name=" + name}
+	err := waitLoop(wctx, c, watch,
 		func(ev client.WatchEvent) bool { return ev.Kind == types.KindMachineClaim && ev.Name == name },
 		func(ctx context.Context) (bool, error) {
 			rctx, cancel := f.requestContext(ctx)
@@ -224,7 +226,7 @@ func waitGone(ctx context.Context, f *Factory, c *client.Client, kind, name, mac
 	}
 	listed := !claim // the labelled machines were looked for
 	holds := func(m *types.Machine) bool { return m.Live() && m.Spec.Claim == name }
-	err := waitLoop(wctx, c, kinds,
+	err := waitLoop(wctx, c, client.WatchOptions{Kinds: kinds},
 		func(ev client.WatchEvent) bool {
 			if ev.Kind == kind && ev.Name == name {
 				return true
