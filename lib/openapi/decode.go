@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hf-fleet/hf/lib/types"
@@ -138,6 +139,19 @@ func isLeaf(t reflect.Type) bool {
 // jsonFields returns the JSON names of t's fields and their types, flattening
 // embedded structs as encoding/json does.
 func jsonFields(t reflect.Type) map[string]reflect.Type {
+	if m, ok := fieldsByType.Load(t); ok {
+		return m.(map[string]reflect.Type)
+	}
+	m := collectJSONFields(t)
+	fieldsByType.Store(t, m)
+	return m
+}
+
+// fieldsByType holds jsonFields' answers, which depend on the type alone:
+// every request body's check asks for the same few types.
+var fieldsByType sync.Map // reflect.Type -> map[string]reflect.Type, read-only
+
+func collectJSONFields(t reflect.Type) map[string]reflect.Type {
 	out := map[string]reflect.Type{}
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -147,7 +161,7 @@ func jsonFields(t reflect.Type) map[string]reflect.Type {
 		}
 		name, _, _ := strings.Cut(tag, ",")
 		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
-			for k, v := range jsonFields(f.Type) {
+			for k, v := range collectJSONFields(f.Type) {
 				out[k] = v
 			}
 			continue

@@ -179,11 +179,20 @@ func sameFacets(a, b Record) bool {
 // copies of an object are the same exactly when their fingerprints are
 // (anti-entropy compares them).
 func (r *Record) Fingerprint() uint64 {
-	h := fnv1a(fnvOffset, r.Tomb.String())
+	// The bytes hashed are the tombstone's version, then for each facet
+	// "\x00name\x00epoch\x00version" (decimal epoch, versions as String
+	// writes them); built in one buffer, not a string per facet.
+	var scratch [128]byte
+	b := r.Tomb.AppendText(scratch[:0])
 	for _, f := range r.Facets {
-		h = fnv1a(h, "\x00"+f.Name+"\x00"+strconv.FormatUint(f.Epoch, 10)+"\x00"+f.Version.String())
+		b = append(b, 0)
+		b = append(b, f.Name...)
+		b = append(b, 0)
+		b = strconv.AppendUint(b, f.Epoch, 10)
+		b = append(b, 0)
+		b = f.Version.AppendText(b)
 	}
-	return h
+	return fnv1a(fnvOffset, b)
 }
 
 const (
@@ -191,7 +200,7 @@ const (
 	fnvPrime  uint64 = 1099511628211
 )
 
-func fnv1a(h uint64, s string) uint64 {
+func fnv1a(h uint64, s []byte) uint64 {
 	for i := 0; i < len(s); i++ {
 		h ^= uint64(s[i])
 		h *= fnvPrime

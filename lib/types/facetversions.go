@@ -40,7 +40,12 @@ func facetName(f FacetVersion) string { return f.Name }
 
 // MarshalJSON writes the object form.
 func (fs FacetVersions) MarshalJSON() ([]byte, error) {
-	return keyedMarshal(fs, facetName, func(b []byte, f FacetVersion) ([]byte, error) { return appendJSONString(b, f.Version.String()) })
+	return keyedMarshal(fs, facetName, func(b []byte, f FacetVersion) ([]byte, error) {
+		if !plainJSON(f.Version.Node) {
+			return appendJSONString(b, f.Version.String())
+		}
+		return append(f.Version.AppendText(append(b, '"')), '"'), nil
+	})
 }
 
 // UnmarshalJSON reads the object form.

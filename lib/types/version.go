@@ -33,7 +33,19 @@ func (v Version) String() string {
 	if v.IsZero() {
 		return ""
 	}
-	return strconv.FormatUint(v.HLC, 10) + "@" + v.Node
+	return string(v.AppendText(nil))
+}
+
+// AppendText appends String's form of v to b (nothing for the zero
+// Version): for writers that build bytes and should not allocate a string
+// per version.
+func (v Version) AppendText(b []byte) []byte {
+	if v.IsZero() {
+		return b
+	}
+	b = strconv.AppendUint(b, v.HLC, 10)
+	b = append(b, '@')
+	return append(b, v.Node...)
 }
 
 // ParseVersion is the inverse of String. The empty string is the zero Version.
@@ -53,7 +65,7 @@ func ParseVersion(s string) (Version, error) {
 }
 
 // MarshalText implements encoding.TextMarshaler.
-func (v Version) MarshalText() ([]byte, error) { return []byte(v.String()), nil }
+func (v Version) MarshalText() ([]byte, error) { return v.AppendText(nil), nil }
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (v *Version) UnmarshalText(b []byte) error {
