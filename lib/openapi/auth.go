@@ -81,6 +81,8 @@ type authenticator struct {
 	tokens []tokenEntry
 	st     *store.Store
 	now    func() time.Time
+	// verified holds the cluster tokens checked lately (see verifiedTokens).
+	verified verifiedTokens
 }
 
 func newAuthenticator(admin string, tokens []Token, st *store.Store, now func() time.Time) (*authenticator, error) {
@@ -136,7 +138,21 @@ func (a *authenticator) lookup(token string) (Principal, error) {
 	if ok == 1 {
 		return found, nil
 	}
-	return a.clusterToken(token)
+	if a.st == nil {
+		return Principal{}, errBadToken
+	}
+	// The generation is read before the store, so a write to a token or a
+	// user that lands during the check makes the next lookup check again.
+	gen := a.st.Writes(types.KindToken) + a.st.Writes(types.KindUser)
+	now := a.now()
+	if p, ok := a.verified.get(sum, gen, now); ok {
+		return p, nil
+	}
+	p, tok, err := a.clusterToken(token)
+	if err == nil {
+		a.verified.put(sum, gen, verifiedToken{who: p, tok: tok})
+	}
+	return p, err
 }
 
 const (

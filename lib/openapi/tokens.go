@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
@@ -58,36 +60,87 @@ func tokenMAC(salt []byte, secret string) []byte {
 // clusterToken checks a bearer string against the cluster's Token objects:
 // the token must exist with that secret, not have expired, and its user
 // must exist, be enabled and still hold the token's role.
-func (a *authenticator) clusterToken(bearer string) (Principal, error) {
+// It returns the token too, whose expiry a cached answer keeps checking.
+func (a *authenticator) clusterToken(bearer string) (Principal, *types.Token, error) {
 	name, secret, ok := strings.Cut(bearer, ".")
 	if !ok || a.st == nil || types.ValidateName("name", name) != nil {
-		return Principal{}, errBadToken
+		return Principal{}, nil, errBadToken
 	}
 	tok, err := store.Get[types.Token](a.st, types.KindToken, name)
 	if err != nil {
-		return Principal{}, errBadToken
+		return Principal{}, nil, errBadToken
 	}
 	salt, err1 := hex.DecodeString(tok.Spec.Salt)
 	want, err2 := hex.DecodeString(tok.Spec.Hash)
 	if err1 != nil || err2 != nil || len(want) != sha256.Size || !hmac.Equal(want, tokenMAC(salt, secret)) {
-		return Principal{}, errBadToken
+		return Principal{}, nil, errBadToken
 	}
 	if tok.ExpiredAt(a.now()) {
-		return Principal{}, fmt.Errorf("token %s expired at %s", name, tok.Spec.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
+		return Principal{}, nil, tokenExpired(tok)
 	}
 	if tok.Spec.Role == types.RoleJoin {
-		return Principal{Name: name, User: types.JoinUser, Role: types.RoleJoin}, nil
+		return Principal{Name: name, User: types.JoinUser, Role: types.RoleJoin}, tok, nil
 	}
 	user, err := store.Get[types.User](a.st, types.KindUser, tok.Spec.User)
 	switch {
 	case err != nil:
-		return Principal{}, fmt.Errorf("token %s: its user %s no longer exists", name, tok.Spec.User)
+		return Principal{}, nil, fmt.Errorf("token %s: its user %s no longer exists", name, tok.Spec.User)
 	case user.Spec.Disabled:
-		return Principal{}, fmt.Errorf("token %s: user %s is disabled", name, tok.Spec.User)
+		return Principal{}, nil, fmt.Errorf("token %s: user %s is disabled", name, tok.Spec.User)
 	case !user.HasRole(tok.Spec.Role):
-		return Principal{}, fmt.Errorf("token %s: user %s no longer has role %s", name, tok.Spec.User, tok.Spec.Role)
+		return Principal{}, nil, fmt.Errorf("token %s: user %s no longer has role %s", name, tok.Spec.User, tok.Spec.Role)
 	}
-	return Principal{Name: name, User: tok.Spec.User, Role: tok.Spec.Role}, nil
+	return Principal{Name: name, User: tok.Spec.User, Role: tok.Spec.Role}, tok, nil
+}
+
+func tokenExpired(tok *types.Token) error {
+	return fmt.Errorf("token %s expired at %s", tok.Metadata.Name, tok.Spec.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z"))
+}
+
+// verifiedTokens remembers the cluster tokens found good, by the SHA-256 of
+// the bearer string, so a client's requests after its first cost no store
+// reads and no HMAC. An answer holds while no Token and no User record has
+// changed since it was found (store.Writes, which moves before a write is
+// acknowledged: a revoked token, a disabled user or a removed role is
+// refused by the next request) and the token has not expired.
+type verifiedTokens struct {
+	mu  sync.Mutex
+	gen uint64
+	m   map[[sha256.Size]byte]verifiedToken
+}
+
+type verifiedToken struct {
+	who Principal
+	tok *types.Token // read-only
+}
+
+// maxVerifiedTokens bounds the memory of verifiedTokens; past it, the
+// answers are forgotten and found again.
+const maxVerifiedTokens = 4096
+
+func (v *verifiedTokens) get(sum [sha256.Size]byte, gen uint64, now time.Time) (Principal, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if gen != v.gen {
+		v.gen, v.m = gen, nil
+	}
+	e, ok := v.m[sum]
+	if !ok || e.tok.ExpiredAt(now) {
+		return Principal{}, false
+	}
+	return e.who, true
+}
+
+func (v *verifiedTokens) put(sum [sha256.Size]byte, gen uint64, e verifiedToken) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if gen != v.gen {
+		return // a token or user changed since the check began: check again next time
+	}
+	if v.m == nil || len(v.m) >= maxVerifiedTokens {
+		v.m = map[[sha256.Size]byte]verifiedToken{}
+	}
+	v.m[sum] = e
 }
 
 // prepareToken checks a new token against its user and mints its secret;

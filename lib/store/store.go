@@ -192,8 +192,11 @@ type Store struct {
 	// collected counts the tombstones collected since Open (Collected).
 	collected atomic.Uint64
 	// commits counts the group commits since Open (Commits).
-	commits  atomic.Uint64
-	watchers map[*watcher]struct{}
+	commits atomic.Uint64
+	// kindWrites counts each kind's committed records (Writes); the map is
+	// made at Open and only read after.
+	kindWrites map[string]*atomic.Uint64
+	watchers   map[*watcher]struct{}
 
 	// life guards closed and the count of calls inside the badger DB, so Close
 	// never closes badger under a running call.
@@ -243,15 +246,19 @@ func Open(cfg Config, log *slog.Logger) (*Store, error) {
 		return nil, fmt.Errorf("open store %s: %w", cfg.Dir, err)
 	}
 	s := &Store{
-		cfg:      cfg,
-		log:      log,
-		db:       db,
-		watchers: map[*watcher]struct{}{},
-		kick:     make(chan struct{}, 1),
-		lead:     make(chan struct{}, 1),
-		done:     make(chan struct{}),
+		cfg:        cfg,
+		log:        log,
+		db:         db,
+		watchers:   map[*watcher]struct{}{},
+		kindWrites: map[string]*atomic.Uint64{},
+		kick:       make(chan struct{}, 1),
+		lead:       make(chan struct{}, 1),
+		done:       make(chan struct{}),
 	}
 	s.idle = sync.NewCond(&s.life)
+	for _, k := range types.Kinds() {
+		s.kindWrites[k] = new(atomic.Uint64)
+	}
 	st, err := recoverState(db)
 	if err != nil {
 		_ = db.Close()

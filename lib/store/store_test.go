@@ -501,3 +501,25 @@ func TestInMemoryTakesLargeObjects(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, got.Metadata.Annotations["blob"], 900_000)
 }
+
+// Writes counts each kind's committed records: puts, deletions and records
+// applied from other nodes, not writes that changed nothing.
+func TestWritesPerKind(t *testing.T) {
+	s, _ := newMemStore(t)
+	assert.Zero(t, s.Writes(types.KindMachineClaim))
+	_, err := s.Put(claim("c1"), PutOptions{})
+	require.NoError(t, err)
+	rec, err := s.Delete(types.KindMachineClaim, "c1", types.Version{})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(2), s.Writes(types.KindMachineClaim))
+	changed, err := s.Apply(rec)
+	require.NoError(t, err)
+	require.False(t, changed)
+	assert.Equal(t, uint64(2), s.Writes(types.KindMachineClaim), "a stale apply is no write")
+	v := types.Version{HLC: rec.Version.HLC + 1, Node: "other"}
+	_, err = s.Apply(Record{Kind: types.KindMachineClaim, Name: "c2", Version: v, Tomb: v})
+	require.NoError(t, err)
+	assert.Equal(t, uint64(3), s.Writes(types.KindMachineClaim))
+	assert.Zero(t, s.Writes(types.KindToken))
+	assert.Zero(t, s.Writes("NoSuchKind"))
+}

@@ -394,6 +394,18 @@ func (s *Store) callNext(w *pendingWrite, prev Record, exists bool) (rec Record,
 	return w.next(prev, exists)
 }
 
+// Writes counts the records of kind this store has committed since it was
+// opened: its own writes and those applied from other nodes, deletions
+// included. It moves before a write is acknowledged, so a reader that
+// derived something from kind's records can tell with one load whether a
+// write it must see came since.
+func (s *Store) Writes(kind string) uint64 {
+	if c := s.kindWrites[kind]; c != nil {
+		return c.Load()
+	}
+	return 0
+}
+
 // Commits is how many transactions of writes this store has committed since
 // it was opened; with Seq it tells how many writes shared a commit.
 func (s *Store) Commits() uint64 { return s.commits.Load() }
@@ -479,6 +491,9 @@ func (s *Store) commitBatch(batch []*pendingWrite) {
 		s.commits.Add(1)
 		for _, w := range batch {
 			if w.stored {
+				if c := s.kindWrites[w.kind]; c != nil {
+					c.Add(1)
+				}
 				s.hot.put(w.rec)
 				s.notify(w.rec)
 			}
