@@ -362,15 +362,26 @@ func present(p Principal, rec store.Record, obj types.Object) (json.RawMessage, 
 			return nil, err
 		}
 	}
+	// obj may be shared (a stream's event): the secrets are blanked in a
+	// copy. Only strings of the top-level structs change, so a shallow copy
+	// does.
 	switch v := obj.(type) {
 	case *types.MachineClaim:
-		v.Spec.AccessCode = ""
+		c := *v
+		c.Spec.AccessCode = ""
+		obj = &c
 	case *types.Session:
-		v.Spec.AccessCode = ""
+		c := *v
+		c.Spec.AccessCode = ""
+		obj = &c
 	case *types.MachineSet:
-		v.Spec.AvailabilityConfiguration.Value = ""
+		c := *v
+		c.Spec.AvailabilityConfiguration.Value = ""
+		obj = &c
 	case *types.Token:
-		v.Spec.Hash, v.Spec.Salt = "", ""
+		c := *v
+		c.Spec.Hash, c.Spec.Salt = "", ""
+		obj = &c
 	}
 	return json.Marshal(obj)
 }

@@ -136,3 +136,32 @@ func nextPut(t *testing.T, ch <-chan sseEvent) WatchEvent {
 		}
 	}
 }
+
+// A stream's object is shared with the cache and the other streams of the
+// event: present blanks a user's secrets in a copy, never in it.
+func TestPresentLeavesSharedObjectAlone(t *testing.T) {
+	user := Principal{Name: "alice", User: "alice", Role: RoleUser}
+	claim := &types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim}, Metadata: types.ObjectMeta{Name: "c"},
+		Spec: types.MachineClaimSpec{User: "alice", AccessCode: "correct-horse"}}
+	set := &types.MachineSet{TypeMeta: types.TypeMeta{Kind: types.KindMachineSet}, Metadata: types.ObjectMeta{Name: "s"},
+		Spec: types.MachineSetSpec{AvailabilityConfiguration: types.AvailabilityConfiguration{Availability: "AccessCode", Value: "ws-code"}}}
+	session := &types.Session{TypeMeta: types.TypeMeta{Kind: types.KindSession}, Metadata: types.ObjectMeta{Name: "s"},
+		Spec: types.SessionSpec{User: "alice", AccessCode: "correct-horse"}}
+	token := &types.Token{TypeMeta: types.TypeMeta{Kind: types.KindToken}, Metadata: types.ObjectMeta{Name: "t"},
+		Spec: types.TokenSpec{User: "alice", Hash: "00ff", Salt: "11ee"}}
+	for _, obj := range []types.Object{claim, set, session, token} {
+		for _, p := range []Principal{user, {Name: "admin", User: "admin", Role: RoleAdmin}} {
+			data, err := present(p, store.Record{Kind: obj.GetKind(), Name: obj.Meta().Name}, obj)
+			require.NoError(t, err)
+			if !p.Staff() || obj.GetKind() == types.KindToken {
+				assert.NotContains(t, string(data), "correct-horse")
+				assert.NotContains(t, string(data), "ws-code")
+				assert.NotContains(t, string(data), "00ff")
+			}
+		}
+	}
+	assert.Equal(t, "correct-horse", claim.Spec.AccessCode, "the shared claim keeps its code")
+	assert.Equal(t, "ws-code", set.Spec.AvailabilityConfiguration.Value)
+	assert.Equal(t, "correct-horse", session.Spec.AccessCode)
+	assert.Equal(t, "00ff", token.Spec.Hash)
+}

@@ -365,7 +365,7 @@ func (f *streamFilter) apply(ev store.Event, warn func(string, ...any)) (WatchEv
 		var obj types.Object
 		if owned {
 			var err error
-			obj, err = store.Decode(rec)
+			obj, err = ev.View()
 			if err != nil {
 				warn("watch: undecodable record", "kind", rec.Kind, "name", rec.Name, "err", err)
 				return WatchEvent{}, false
@@ -384,7 +384,7 @@ func (f *streamFilter) apply(ev store.Event, warn func(string, ...any)) (WatchEv
 		if f.filters() {
 			if obj == nil {
 				var err error
-				if obj, err = store.Decode(rec); err != nil {
+				if obj, err = ev.View(); err != nil {
 					warn("watch: undecodable record", "kind", rec.Kind, "name", rec.Name, "err", err)
 					return WatchEvent{}, false
 				}

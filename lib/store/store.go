@@ -124,6 +124,34 @@ type Record struct {
 	Data json.RawMessage `json:"data,omitempty"`
 }
 
+// sharedObject is one decoding of a record, made by the first reader that
+// asks (or by the write that decoded it already) and read by the others.
+type sharedObject struct {
+	once sync.Once
+	obj  types.Object
+	err  error
+}
+
+// decodedShare is a sharedObject holding obj, decoded already.
+func decodedShare(obj types.Object) *sharedObject {
+	sh := &sharedObject{obj: obj}
+	sh.once.Do(func() {})
+	return sh
+}
+
+// View returns the object of a put event's record. A commit's event is
+// decoded once for all its watchers (the cluster's cache and every event
+// stream of the API read the same object), so the object is read-only:
+// whoever needs to change it decodes a copy (Decode). An event without a
+// shared decoding (a replayed one) is decoded afresh.
+func (e Event) View() (types.Object, error) {
+	if e.shared == nil {
+		return Decode(e.Record)
+	}
+	e.shared.once.Do(func() { e.shared.obj, e.shared.err = Decode(e.Record) })
+	return e.shared.obj, e.shared.err
+}
+
 // PutOptions are the preconditions of a Put.
 type PutOptions struct {
 	// Create fails with ErrExists when a live object of that name exists.
@@ -175,6 +203,10 @@ func (t EventType) String() string {
 type Event struct {
 	Type   EventType
 	Record Record
+
+	// shared, when set, is the decoding of Record that every watcher's copy
+	// of a commit's event shares (see View).
+	shared *sharedObject
 }
 
 // Store is the object store. All methods are safe for concurrent use.

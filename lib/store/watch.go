@@ -143,11 +143,18 @@ func (s *Store) dropWatcher(w *watcher) {
 
 // notify hands a committed record to every watcher. Called with s.wmu held, so
 // watchers see commits in Seq order.
-func (s *Store) notify(rec Record) {
+// The watchers' events share one decoding of rec: share when the write
+// decoded it already, else made by the first watcher that asks.
+func (s *Store) notify(rec Record, share *sharedObject) {
 	if len(s.watchers) == 0 {
 		return
 	}
 	ev := eventOf(rec)
+	if ev.Type == EventPut {
+		if ev.shared = share; share == nil {
+			ev.shared = &sharedObject{}
+		}
+	}
 	for w := range s.watchers {
 		w.push(ev)
 	}

@@ -374,3 +374,44 @@ func waitGoroutines(t *testing.T, want int) {
 		}
 	}
 }
+
+// The watchers of a commit share one decoding of its record (the cache and
+// the API's streams read one object): made once by the first that asks, or
+// the apply's own check; a replayed event decodes afresh.
+func TestWatchersShareTheDecoding(t *testing.T) {
+	s, _ := newMemStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	from := s.Seq()
+	a, b := s.Watch(ctx, from), s.Watch(ctx, from)
+	putClaim(t, s, "c1")
+	evA, evB := <-a, <-b
+	objA, err := evA.View()
+	require.NoError(t, err)
+	objB, err := evB.View()
+	require.NoError(t, err)
+	assert.Same(t, objA, objB, "one decoding for both watchers")
+	want, err := Decode(evA.Record)
+	require.NoError(t, err)
+	assert.Equal(t, want, objA)
+
+	other, _ := newMemStore(t)
+	rec, err := s.Get(types.KindMachineClaim, "c1")
+	require.NoError(t, err)
+	c := other.Watch(ctx, other.Seq())
+	changed, err := other.Apply(rec)
+	require.NoError(t, err)
+	require.True(t, changed)
+	evC := <-c
+	require.NotNil(t, evC.shared)
+	assert.NotNil(t, evC.shared.obj, "the apply's check decoded it already")
+	got, err := evC.View()
+	require.NoError(t, err)
+	assert.Equal(t, want.(*types.MachineClaim).Spec, got.(*types.MachineClaim).Spec)
+
+	replayed := <-s.Watch(ctx, from)
+	assert.Nil(t, replayed.shared, "a replay has no shared decoding")
+	obj, err := replayed.View()
+	require.NoError(t, err)
+	assert.Equal(t, want, obj)
+}

@@ -248,7 +248,9 @@ func (s *Store) ApplyBatch(recs []Record) []Applied {
 			out[i].Err = fmt.Errorf("apply %s/%s: version is required", rec.Kind, rec.Name)
 			continue
 		}
-		ws = append(ws, &pendingWrite{kind: rec.Kind, name: rec.Name, next: s.applyNext(rec), done: make(chan struct{})})
+		w := &pendingWrite{kind: rec.Kind, name: rec.Name, done: make(chan struct{})}
+		w.next = s.applyNext(rec, w)
+		ws = append(ws, w)
 		at = append(at, i)
 	}
 	if err := s.run(ws); err != nil {
@@ -270,8 +272,9 @@ func (s *Store) ApplyBatch(recs []Record) []Applied {
 	return out
 }
 
-// applyNext is the write of Apply: merge rec into what is stored.
-func (s *Store) applyNext(rec Record) func(prev Record, exists bool) (Record, error) {
+// applyNext is the write of Apply: merge rec into what is stored. The
+// check that the result decodes leaves its decoding in w for the watchers.
+func (s *Store) applyNext(rec Record, w *pendingWrite) func(prev Record, exists bool) (Record, error) {
 	return func(prev Record, exists bool) (Record, error) {
 		if err := wholeToFacets(&rec); err != nil {
 			return Record{}, err
@@ -308,6 +311,7 @@ func (s *Store) applyNext(rec Record) func(prev Record, exists bool) (Record, er
 			if err := decodeFacets(&next, obj); err != nil {
 				return Record{}, err
 			}
+			w.share = decodedShare(obj)
 		}
 		s.clock.Update(rec.Version.HLC)
 		return next, nil
@@ -420,7 +424,10 @@ type pendingWrite struct {
 	rec        Record
 	err        error
 	stored     bool // rec is to be committed (not unchanged or failed)
-	done       chan struct{}
+	// share is the decoding of rec the write made (an apply's check), for
+	// the watchers; set by next.
+	share *sharedObject
+	done  chan struct{}
 }
 
 // commitBatch commits batch in one transaction and finishes each write.
@@ -495,7 +502,7 @@ func (s *Store) commitBatch(batch []*pendingWrite) {
 					c.Add(1)
 				}
 				s.hot.put(w.rec)
-				s.notify(w.rec)
+				s.notify(w.rec, w.share)
 			}
 		}
 		s.wrote()

@@ -214,7 +214,7 @@ func (c *Cache) load() error {
 			if seen != nil {
 				seen[r.Name] = true
 			}
-			c.put(r)
+			c.put(store.Event{Type: store.EventPut, Record: r})
 			return nil
 		})
 		if err != nil {
@@ -255,13 +255,15 @@ func (c *Cache) apply(ev store.Event) {
 	case store.EventDelete:
 		c.set(ev.Record.Kind, ev.Record.Name, nil, nil)
 	case store.EventPut:
-		c.put(ev.Record)
+		c.put(ev)
 	}
 }
 
-// put decodes a live record into the cache.
-func (c *Cache) put(r store.Record) {
-	obj, err := store.Decode(r)
+// put keeps a put event's object: the decoding the event's watchers share
+// (cached objects never change, so the cache may hold it).
+func (c *Cache) put(ev store.Event) {
+	r := ev.Record
+	obj, err := ev.View()
 	if err != nil {
 		c.log.Warn("cache: undecodable record", "kind", r.Kind, "name", r.Name, "err", err)
 		return
