@@ -14,6 +14,7 @@ import (
 	"io"
 	"log/slog"
 	mrand "math/rand/v2"
+	"os"
 	"sort"
 	"sync"
 	"time"
@@ -42,6 +43,10 @@ type Driver struct {
 	held     map[string]types.Resource
 	// journaled counts the journal's lines since the last snapshot.
 	journaled int
+	// journal is the journal file, open for appending from its first line
+	// until the next snapshot (or Close); journalSize is its length.
+	journal     *os.File
+	journalSize int64
 	// used is each resource's activity counter (see Use).
 	used map[string]uint64
 	// paused holds the resources paused by Pause.
@@ -52,6 +57,7 @@ type Driver struct {
 }
 
 var (
+	_ io.Closer             = (*Driver)(nil)
 	_ drivers.Driver        = (*Driver)(nil)
 	_ drivers.ActivityMeter = (*Driver)(nil)
 	_ drivers.Pauser        = (*Driver)(nil)

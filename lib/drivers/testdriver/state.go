@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 
+	fastjson "github.com/goccy/go-json"
+
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -129,24 +131,31 @@ func (d *Driver) journalLocked(l journalLine) error {
 	if dir == "" {
 		return nil
 	}
-	b, err := json.Marshal(l)
+	b, err := fastjson.Marshal(l)
 	if err != nil {
 		return fmt.Errorf("save state: %w", err)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, JournalFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("save state: %w", err)
+	if d.journal == nil {
+		// Kept open until the next snapshot removes the file: a line is
+		// then one write, not an open, a stat, a write and a close.
+		f, err := os.OpenFile(filepath.Join(dir, JournalFile), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			return fmt.Errorf("save state: %w", err)
+		}
+		st, err := f.Stat()
+		if err != nil {
+			_ = f.Close()
+			return fmt.Errorf("save state: %w", err)
+		}
+		d.journal, d.journalSize = f, st.Size()
 	}
-	defer f.Close()
-	st, err := f.Stat()
+	n, err := d.journal.Write(append(b, '\n'))
 	if err != nil {
-		return fmt.Errorf("save state: %w", err)
-	}
-	if _, err := f.Write(append(b, '\n')); err != nil {
 		// Cut off what was written, so the next line starts a line.
-		_ = f.Truncate(st.Size())
+		_ = d.journal.Truncate(d.journalSize)
 		return fmt.Errorf("save state: %w", err)
 	}
+	d.journalSize += int64(n)
 	d.journaled++
 	if d.journaled > max(minCompact, len(d.held)) {
 		// The change is on disk already; a snapshot that fails is retried
@@ -168,9 +177,27 @@ func (d *Driver) compactLocked() error {
 	if err := stateFile(d.env.DataDir).Save(d.sortedLocked(false)); err != nil {
 		return err
 	}
+	d.closeJournalLocked()
 	if err := os.Remove(filepath.Join(d.env.DataDir, JournalFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("save state: %w", err)
 	}
 	d.journaled = 0
+	return nil
+}
+
+// closeJournalLocked closes the open journal file, if any.
+func (d *Driver) closeJournalLocked() {
+	if d.journal != nil {
+		_ = d.journal.Close()
+		d.journal = nil
+	}
+}
+
+// Close implements io.Closer: it closes the journal file. The driver's
+// state stays on disk; a closed driver must not allocate or release again.
+func (d *Driver) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closeJournalLocked()
 	return nil
 }
