@@ -23,30 +23,41 @@ import (
 // (Under load, listing at once could miss an older duplicate still being
 // created, and two networks stayed: seen once in CI.)
 func ensureNetwork(ctx context.Context, cli *client.Client, name string, lbl labels) (string, error) {
-	found, err := networksNamed(ctx, cli, name)
+	existing, err := networksNamed(ctx, cli, name)
 	if err != nil {
 		return "", err
 	}
-	if len(found) > 0 {
-		return pickNetwork(found).ID, nil
+	if len(existing) > 0 {
+		return pickNetwork(existing).ID, nil
 	}
 	created, err := cli.NetworkCreate(ctx, name, network.CreateOptions{
 		Driver: "bridge",
 		Labels: map[string]string{lbl.key(labelNetwork): name, lbl.key(labelNode): lbl.node},
 	})
-	if err == nil {
-		// Let racing creates land before judging: a network older than ours
-		// that a list made at once would miss must win here too.
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(networkSettle):
+	// Let racing creates land before judging: a network older than ours
+	// that a list made at once would miss must win here too. Ours wins only
+	// when two lists a settle apart agree (a loaded engine has listed a
+	// racing create a few hundred milliseconds late: two networks stayed, in
+	// CI); a refusal may mean another node won the race, and what is there
+	// now counts.
+	var found []network.Summary
+	for try := 0; ; try++ {
+		if err == nil {
+			select {
+			case <-ctx.Done():
+				return "", ctx.Err()
+			case <-time.After(networkSettle):
+			}
 		}
-	}
-	// A refusal may mean another node won the race: what is there now counts.
-	found, lerr := networksNamed(ctx, cli, name)
-	if lerr != nil {
-		return "", lerr
+		prev := found
+		var lerr error
+		if found, lerr = networksNamed(ctx, cli, name); lerr != nil {
+			return "", lerr
+		}
+		if err != nil || len(found) == 0 || try == networkChecks-1 ||
+			(len(prev) > 0 && pickNetwork(prev).ID == pickNetwork(found).ID) || pickNetwork(found).ID != created.ID {
+			break
+		}
 	}
 	if len(found) == 0 {
 		if err == nil {
@@ -65,8 +76,11 @@ func ensureNetwork(ctx context.Context, cli *client.Client, name string, lbl lab
 }
 
 // networkSettle is how long a node that created the network waits before it
-// looks for racing duplicates.
-const networkSettle = 100 * time.Millisecond
+// looks for racing duplicates; it looks up to networkChecks times.
+const (
+	networkSettle = 100 * time.Millisecond
+	networkChecks = 5
+)
 
 // networksNamed lists the networks called exactly name (the engine's name
 // filter also matches parts of names).
