@@ -22,9 +22,27 @@ type delegate struct{ m *Member }
 
 var _ memberlist.Delegate = (*delegate)(nil)
 
-// NodeMeta returns no metadata: members are described by their Node objects
-// in the store.
-func (d *delegate) NodeMeta(int) []byte { return nil }
+// NodeMeta says what this member's transport offers (members are described
+// by their Node objects in the store): a version byte and capability bits.
+// A member of an earlier release sends none.
+func (d *delegate) NodeMeta(limit int) []byte {
+	if limit < 2 || d.m.noLinks {
+		return nil
+	}
+	return []byte{metaVersion, capLinks}
+}
+
+// Member metadata: its version and capability bits.
+const (
+	metaVersion byte = 1
+	// capLinks: the member serves links (linkframe.go).
+	capLinks byte = 1 << 0
+)
+
+// servesLinks reports whether a member's metadata offers links.
+func servesLinks(meta []byte) bool {
+	return len(meta) >= 2 && meta[0] == metaVersion && meta[1]&capLinks != 0
+}
 
 // NotifyMsg dispatches one message by its type byte.
 func (d *delegate) NotifyMsg(buf []byte) {

@@ -28,7 +28,7 @@
 //	                                | (a failed send -> anti-entropy with it,
 //	                                |  and the batch to its children instead)
 //	                                v
-//	                          msgPush, reliable send ---> peer: store.Apply
+//	                          msgPush, over the link ---> peer: store.Apply
 //	                                                      (higher version wins)
 //	                                                      what was new here ->
 //	                                                      its children in A's tree
@@ -88,6 +88,20 @@
 //
 // Every message starts with a one-byte type; election messages are JSON (few
 // and small), the rest a compact binary encoding (wire.go).
+//
+// # Links
+//
+// Messages to a peer travel over this member's link to it: one TCP stream,
+// dialled through memberlist's transport on the first message and kept,
+// that carries them as frames, sealed with the gossip key (AES-GCM, the
+// label as additional data) when there is one; messages sent at once share
+// a write (linkframe.go, links.go). The transport tells a link from
+// memberlist's own streams by its first byte (linktransport.go), so links
+// use the gossip port. A send that fails drops the link (the next message
+// dials again) and counts as a failed send, as before; a peer that leaves
+// or dies has its link closed. Members say in their memberlist metadata
+// that they serve links; one that does not (an earlier release, during an
+// upgrade) gets memberlist's reliable send, a connection per message.
 //
 // # Tombstones
 //

@@ -52,6 +52,7 @@ type memberInfo struct {
 	state   State
 	since   time.Time
 	leaving time.Time // when its leaving note arrived; zero when none
+	meta    []byte    // its memberlist metadata (see delegate.NodeMeta)
 }
 
 func (i *memberInfo) address() string {
@@ -60,7 +61,7 @@ func (i *memberInfo) address() string {
 
 // node builds the memberlist.Node that SendReliable needs.
 func (i *memberInfo) node() *memberlist.Node {
-	return &memberlist.Node{Name: i.name, Addr: i.addr, Port: i.port}
+	return &memberlist.Node{Name: i.name, Addr: i.addr, Port: i.port, Meta: i.meta}
 }
 
 // members is this member's own table of the cluster, kept from memberlist's
@@ -71,18 +72,20 @@ type members struct {
 	forget time.Duration
 	now    func() time.Time
 	// changed wakes the membership loop (OnMembership); joined hands a newly
-	// joined peer to anti-entropy. Both must not block.
+	// joined peer to anti-entropy; reset is told of a peer that went (left
+	// or died), whose link is of no use. None may block.
 	changed func()
 	joined  func(name string)
+	reset   func(name string)
 
 	mu     sync.Mutex
 	byName map[string]*memberInfo
 }
 
-func newMembers(self string, forget time.Duration, changed func(), joined func(string)) *members {
+func newMembers(self string, forget time.Duration, changed func(), joined, reset func(string)) *members {
 	return &members{
 		self: self, forget: forget, now: time.Now,
-		changed: changed, joined: joined,
+		changed: changed, joined: joined, reset: reset,
 		byName: map[string]*memberInfo{},
 	}
 }
@@ -98,6 +101,7 @@ func (t *members) set(n *memberlist.Node, join bool) {
 	}
 	i.addr = slices.Clone(n.Addr)
 	i.port = n.Port
+	i.meta = slices.Clone(n.Meta)
 	if i.state != StateAlive {
 		i.state, i.since = StateAlive, now
 	}
@@ -126,6 +130,9 @@ func (t *members) gone(n *memberlist.Node) {
 	}
 	t.mu.Unlock()
 	t.changed()
+	if n.Name != t.self {
+		t.reset(n.Name)
+	}
 }
 
 // leavingNote records that name said it is leaving. The note may arrive

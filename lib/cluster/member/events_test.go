@@ -18,7 +18,7 @@ func node(name string, port uint16) *memberlist.Node {
 func testTable() (*members, *int, *[]string, *time.Time) {
 	changed, joined := 0, []string{}
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	t := newMembers("self", time.Hour, func() { changed++ }, func(n string) { joined = append(joined, n) })
+	t := newMembers("self", time.Hour, func() { changed++ }, func(n string) { joined = append(joined, n) }, func(string) {})
 	t.now = func() time.Time { return now }
 	return t, &changed, &joined, &now
 }
@@ -84,7 +84,7 @@ func TestMembersUpdateKeepsState(t *testing.T) {
 	d.NotifyUpdate(node("a", 2))
 	assert.Equal(t, "127.0.0.1:2", tbl.states()[0].Addr)
 	assert.Equal(t, []string{"a"}, *joined, "an update is not a join")
-	assert.Equal(t, []string{"self"}, newMembers("self", time.Hour, func() {}, func(string) {}).live(), "self is always live")
+	assert.Equal(t, []string{"self"}, newMembers("self", time.Hour, func() {}, func(string) {}, func(string) {}).live(), "self is always live")
 }
 
 func TestTakeRounds(t *testing.T) {
@@ -135,4 +135,22 @@ func TestLeaveTimeout(t *testing.T) {
 	assert.Equal(t, 500*time.Millisecond, leaveTimeout(20*time.Millisecond))
 	assert.Equal(t, 2*time.Second, leaveTimeout(200*time.Millisecond))
 	assert.Equal(t, 5*time.Second, leaveTimeout(time.Second))
+}
+
+// A peer's link is reset when it goes (left or died), not when it joins or
+// is updated: a link dialled to a restarted peer before its join reached
+// this member is already the new one.
+func TestMembersTableResetsLinks(t *testing.T) {
+	var reset []string
+	tbl := newMembers("self", time.Hour, func() {}, func(string) {}, func(n string) { reset = append(reset, n) })
+	d := &eventDelegate{t: tbl}
+	d.NotifyJoin(node("self", 1))
+	d.NotifyJoin(node("a", 2))
+	d.NotifyUpdate(node("a", 2))
+	d.NotifyLeave(node("a", 2))
+	d.NotifyJoin(node("a", 3))
+	assert.Equal(t, []string{"a"}, reset, "the leave; never a join, an update or self")
+	n, ok := tbl.lookup("a")
+	require.True(t, ok)
+	assert.Equal(t, "127.0.0.1:3", n.Address())
 }

@@ -63,12 +63,20 @@ type Member struct {
 	metrics *metrics
 	// joined latches once this member has been part of a cluster (Joined).
 	joined atomic.Bool
+	// noLinks makes the member behave as one of the release before links
+	// (tests of the mixed cluster of an upgrade): it offers none and uses
+	// none. Set before Start.
+	noLinks bool
 
 	mu    sync.Mutex // guards the fields below and Adds to ioWG
 	state int
 	ml    *memberlist.Memberlist
 	keys  *memberlist.Keyring
 	addr  string
+	// tr is memberlist's transport, which links share (linktransport.go);
+	// links are the outgoing ones (links.go).
+	tr    *linkTransport
+	links *links
 	// gossipInterval is the effective one, for the leave timeout.
 	gossipInterval time.Duration
 
@@ -111,11 +119,21 @@ func New(cfg Config, log *slog.Logger, st *store.Store) (*Member, error) {
 	m.metrics = newMetrics()
 	m.ae = newAntiEntropy(m, newKeeper(st, m.log, cfg.AntiEntropyInterval))
 	m.senders = newSenders(m)
-	m.table = newMembers(cfg.Name, cfg.ForgetAfter, m.signalChanged, m.ae.joined)
+	m.table = newMembers(cfg.Name, cfg.ForgetAfter, m.signalChanged, m.ae.joined, m.resetLinks)
 	col := &tombCollector{st: st, log: m.log, self: cfg.Name, proofs: m.ae.proofs, known: m.table.states,
 		forget: cfg.ForgetAfter, minAge: cfg.TombstoneMinAge}
 	m.ae.keeper.collect = col.run
 	return m, nil
+}
+
+// resetLinks closes the links to and from peer (see members.reset).
+func (m *Member) resetLinks(peer string) {
+	m.mu.Lock()
+	ls := m.links
+	m.mu.Unlock()
+	if ls != nil {
+		ls.reset(peer)
+	}
 }
 
 func (m *Member) signalChanged() {
@@ -142,15 +160,33 @@ func (m *Member) Start(ctx context.Context) error {
 	}
 	mc.Delegate = &delegate{m: m}
 	mc.Events = &eventDelegate{t: m.table}
+	inner := m.cfg.Transport
+	if inner == nil {
+		nt, err := netTransport(mc.BindAddr, mc.BindPort, m.log)
+		if err != nil {
+			m.mu.Unlock()
+			return fmt.Errorf("start member: %w", err)
+		}
+		if mc.BindPort == 0 {
+			mc.BindPort = nt.GetAutoBindPort()
+			if m.cfg.Advertise == "" {
+				mc.AdvertisePort = mc.BindPort
+			}
+		}
+		inner = nt
+	}
+	m.tr = newLinkTransport(inner, m.log, mc.TCPTimeout, m.serveLink)
+	mc.Transport = m.tr
+	m.keys = mc.Keyring
+	m.links = newLinks(m.cfg.Name, m.cfg.Label, mc.Keyring, m.tr, mc.TCPTimeout)
 	ml, err := memberlist.Create(mc)
 	if err != nil {
+		m.keys = nil
 		m.mu.Unlock()
-		if m.cfg.Transport != nil {
-			_ = m.cfg.Transport.Shutdown()
-		}
+		_ = m.tr.Shutdown()
 		return fmt.Errorf("start member: %w", err)
 	}
-	m.ml, m.keys = ml, mc.Keyring
+	m.ml = ml
 	m.gossipInterval = mc.GossipInterval
 	m.addr = ml.LocalNode().Address()
 	m.state = stateRunning
@@ -345,6 +381,7 @@ func (m *Member) beginStop() (*memberlist.Memberlist, bool) {
 // finish shuts memberlist down and waits for every goroutine.
 func (m *Member) finish(ctx context.Context, ml *memberlist.Memberlist) error {
 	m.loopCancel()
+	m.links.close()
 	if err := ml.Shutdown(); err != nil {
 		m.log.Warn("memberlist shutdown", "err", err)
 	}
@@ -370,7 +407,7 @@ func (m *Member) sayLeaving(ctx context.Context, ml *memberlist.Memberlist) {
 		wg.Add(1)
 		if !m.spawnIO(func(context.Context) {
 			defer wg.Done()
-			if err := ml.SendReliable(node, buf); err != nil {
+			if err := m.deliver(ml, node, buf); err != nil {
 				m.log.Debug("leaving note not sent", "peer", p, "err", err)
 				return
 			}
@@ -495,9 +532,8 @@ func (m *Member) sendTo(ctx context.Context, peer, class string, buf []byte) err
 	}
 }
 
-// sendNow sends buf to the live member peer by reliable stream, on the
-// caller's goroutine, and counts it under class once sent. memberlist dials
-// a fresh TCP connection per message.
+// sendNow sends buf to the live member peer by reliable stream (its link),
+// on the caller's goroutine, and counts it under class once sent.
 func (m *Member) sendNow(peer, class string, buf []byte) error {
 	ml, err := m.memberlist()
 	if err != nil {
@@ -507,12 +543,25 @@ func (m *Member) sendNow(peer, class string, buf []byte) error {
 	if !ok {
 		return ErrNotMember
 	}
-	if err := ml.SendReliable(node, buf); err != nil {
+	if err := m.deliver(ml, node, buf); err != nil {
 		return err
 	}
 	m.metrics.sent(class, len(buf))
 	return nil
 }
+
+// deliver sends buf to node: over the link to it when it serves links,
+// else (a member of an earlier release) by memberlist's reliable send, one
+// connection for the message.
+func (m *Member) deliver(ml *memberlist.Memberlist, node *memberlist.Node, buf []byte) error {
+	if !m.noLinks && servesLinks(node.Meta) {
+		return m.links.send(node.Name, node.Address(), buf)
+	}
+	return ml.SendReliable(node, buf)
+}
+
+// linkTimeout bounds a link's dial, preamble and each write.
+func (m *Member) linkTimeout() time.Duration { return m.tr.timeout }
 
 // inboxLoop hands election messages to OnMessage, one at a time.
 func (m *Member) inboxLoop(ctx context.Context) {

@@ -169,7 +169,11 @@ func (t *Transport) DialTimeout(addr string, timeout time.Duration) (net.Conn, e
 	if t.net.blocked(t.name, addr, false) {
 		return nil, fmt.Errorf("dial %s: %w", addr, ErrCut)
 	}
-	return t.inner.DialTimeout(addr, timeout)
+	c, err := t.inner.DialTimeout(addr, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &cutConn{Conn: c, t: t, to: addr}, nil
 }
 
 // DialAddressTimeout implements memberlist.NodeAwareTransport.
@@ -177,7 +181,29 @@ func (t *Transport) DialAddressTimeout(a memberlist.Address, timeout time.Durati
 	if t.net.blocked(t.name, a.Addr, false) {
 		return nil, fmt.Errorf("dial %s: %w", a.Addr, ErrCut)
 	}
-	return t.inner.DialAddressTimeout(a, timeout)
+	c, err := t.inner.DialAddressTimeout(a, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &cutConn{Conn: c, t: t, to: a.Addr}, nil
+}
+
+// cutConn is a dialled stream that obeys its Network for as long as it is
+// open: a write across a cut link closes it and fails, as a long-lived
+// connection does when its network breaks. (A stream opened per message
+// would be refused at its dial; a member's links are opened once.)
+type cutConn struct {
+	net.Conn
+	t  *Transport
+	to string
+}
+
+func (c *cutConn) Write(b []byte) (int, error) {
+	if c.t.net.blocked(c.t.name, c.to, false) {
+		_ = c.Conn.Close()
+		return 0, fmt.Errorf("write to %s: %w", c.to, ErrCut)
+	}
+	return c.Conn.Write(b)
 }
 
 // StreamCh implements memberlist.Transport.

@@ -1,6 +1,7 @@
 package membertest
 
 import (
+	"net"
 	"testing"
 	"time"
 
@@ -78,4 +79,34 @@ func TestNetwork(t *testing.T) {
 	assert.True(t, dials(t, a, b), "streams are never dropped")
 	n.SetDrop(0)
 	assert.True(t, delivered(t, a, b))
+}
+
+// A stream dialled before a cut breaks at its next write across it.
+func TestNetworkCutsOpenStreams(t *testing.T) {
+	n := NewNetwork()
+	a, err := n.Transport("a", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = a.Shutdown() })
+	b, err := n.Transport("b", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Shutdown() })
+
+	conn, err := a.DialTimeout(b.Addr(), time.Second)
+	require.NoError(t, err)
+	defer conn.Close()
+	var in net.Conn
+	select {
+	case in = <-b.StreamCh():
+		defer in.Close()
+	case <-time.After(time.Second):
+		t.Fatal("accepted stream not handed over")
+	}
+	_, err = conn.Write([]byte("x"))
+	require.NoError(t, err)
+	n.Cut("a", "b")
+	_, err = conn.Write([]byte("y"))
+	assert.ErrorIs(t, err, ErrCut)
+	buf := make([]byte, 4)
+	k, _ := in.Read(buf)
+	assert.Equal(t, "x", string(buf[:k]), "what was written before the cut arrives")
 }

@@ -1,0 +1,167 @@
+package member
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/cluster/wire"
+	"github.com/hf-fleet/hf/lib/store"
+)
+
+// Frames come out as they went in, sealed or not; a sealed frame opens with
+// any installed key (a rotation), not with another cluster's key or label.
+func TestLinkFrames(t *testing.T) {
+	k1, k2 := []byte("0123456789abcdef"), []byte("fedcba9876543210")
+	ring := func(primary []byte, others ...[]byte) *memberlist.Keyring {
+		kr, err := memberlist.NewKeyring(others, primary)
+		require.NoError(t, err)
+		return kr
+	}
+	msgs := [][]byte{[]byte("one"), bytes.Repeat([]byte{7}, 300<<10), {}}
+	frames := func(keys *memberlist.Keyring, label string) []byte {
+		s, err := newSealer(keys, label)
+		require.NoError(t, err)
+		var out []byte
+		for _, m := range msgs {
+			out, err = s.appendFrame(out, m)
+			require.NoError(t, err)
+		}
+		return out
+	}
+	read := func(b []byte, keys *memberlist.Keyring, label string) ([][]byte, error) {
+		o := &opener{keys: keys, aad: linkAAD(label), reader: bufio.NewReader(bytes.NewReader(b))}
+		var got [][]byte
+		for range msgs {
+			m, err := o.next()
+			if err != nil {
+				return got, err
+			}
+			got = append(got, bytes.Clone(m))
+		}
+		return got, nil
+	}
+
+	got, err := read(frames(nil, ""), nil, "")
+	require.NoError(t, err)
+	assert.Equal(t, msgs, got, "in the clear")
+
+	sealed := frames(ring(k1), "lab")
+	assert.NotContains(t, string(sealed), "one", "sealed")
+	got, err = read(sealed, ring(k2, k1), "lab")
+	require.NoError(t, err)
+	assert.Equal(t, msgs, got, "opened with a key of the ring")
+	_, err = read(sealed, ring(k2), "lab")
+	assert.ErrorContains(t, err, "no installed key")
+	_, err = read(sealed, ring(k1), "other")
+	assert.ErrorContains(t, err, "no installed key", "another label")
+
+	huge := []byte{0x7f, 0xff, 0xff, 0xff}
+	_, err = read(huge, nil, "")
+	assert.ErrorContains(t, err, "more than")
+
+	var b bytes.Buffer
+	pre, err := preamble("n1", "lab", true)
+	require.NoError(t, err)
+	b.Write(pre)
+	h, err := readPreamble(bufio.NewReader(&b))
+	require.NoError(t, err)
+	assert.Equal(t, linkHello{from: "n1", label: "lab", sealed: true}, h)
+}
+
+// linkPair starts two members on 127.0.0.1 with a key and a label, b joined
+// to a; old makes b a member of an earlier release, which serves no links.
+func linkPair(t *testing.T, old bool) (a, b *Member, got func() []wire.Message) {
+	t.Helper()
+	var mu sync.Mutex
+	var msgs []wire.Message
+	start := func(name string, old bool, join ...string) *Member {
+		st, err := store.Open(store.Config{InMemory: true, NodeID: name, GCInterval: -1}, slog.New(slog.DiscardHandler))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = st.Close() })
+		cfg := Config{Name: name, Bind: "127.0.0.1:0", Join: join, Key: []byte("0123456789abcdef"), Label: "lab",
+			OnMessage: func(m wire.Message) { mu.Lock(); msgs = append(msgs, m); mu.Unlock() }}
+		m, err := New(cfg, slog.New(slog.DiscardHandler), st)
+		require.NoError(t, err)
+		m.noLinks = old
+		require.NoError(t, m.Start(t.Context()))
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = m.Stop(ctx)
+		})
+		return m
+	}
+	a = start("a", false)
+	b = start("b", old, a.Addr())
+	require.Eventually(t, func() bool { return len(a.Members()) == 2 && len(b.Members()) == 2 }, 10*time.Second, 10*time.Millisecond)
+	return a, b, func() []wire.Message {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]wire.Message(nil), msgs...)
+	}
+}
+
+func (m *Member) linkCounts() (out, in int) {
+	m.links.mu.Lock()
+	out = len(m.links.byPeer)
+	m.links.mu.Unlock()
+	m.tr.mu.Lock()
+	in = len(m.tr.accepted)
+	m.tr.mu.Unlock()
+	return out, in
+}
+
+// A member's messages to a peer share one link, whatever their number and
+// however many are sent at once.
+func TestMessagesShareALink(t *testing.T) {
+	a, b, got := linkPair(t, false)
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			assert.NoError(t, a.Send(t.Context(), wire.Message{Type: wire.MsgOffer, From: "a", To: "b", Claim: fmt.Sprintf("c%d", i), Round: 1}))
+		})
+	}
+	wg.Wait()
+	require.Eventually(t, func() bool { return len(got()) == 200 }, 5*time.Second, 10*time.Millisecond)
+	out, _ := a.linkCounts()
+	_, in := b.linkCounts()
+	assert.Equal(t, 1, out, "a holds one link, to b")
+	assert.Equal(t, 1, in, "b serves one link, from a")
+
+	// A link that breaks is dialled again by the next message.
+	a.links.mu.Lock()
+	l := a.links.byPeer["b"]
+	a.links.mu.Unlock()
+	_ = l.conn.Close()
+	var sendErr error
+	for i := range 3 { // the first may fail on the closed connection
+		if sendErr = a.Send(t.Context(), wire.Message{Type: wire.MsgOffer, From: "a", To: "b", Claim: fmt.Sprintf("again%d", i), Round: 1}); sendErr == nil {
+			break
+		}
+	}
+	require.NoError(t, sendErr)
+	require.Eventually(t, func() bool { return got()[len(got())-1].Claim != "c199" }, 5*time.Second, 10*time.Millisecond)
+}
+
+// A peer of an earlier release, which says nothing of links in its
+// metadata, gets its messages by memberlist's reliable send, and sends its
+// own so.
+func TestOlderPeerGetsReliableSends(t *testing.T) {
+	a, b, got := linkPair(t, true)
+	require.NoError(t, a.Send(t.Context(), wire.Message{Type: wire.MsgOffer, From: "a", To: "b", Claim: "to-old", Round: 1}))
+	require.NoError(t, b.Send(t.Context(), wire.Message{Type: wire.MsgOffer, From: "b", To: "a", Claim: "from-old", Round: 1}))
+	require.Eventually(t, func() bool { return len(got()) == 2 }, 5*time.Second, 10*time.Millisecond)
+	outA, inA := a.linkCounts()
+	outB, inB := b.linkCounts()
+	assert.Equal(t, [4]int{0, 0, 0, 0}, [4]int{outA, inA, outB, inB}, "no link either way")
+}
