@@ -2,6 +2,8 @@ package member
 
 import (
 	"github.com/hashicorp/memberlist"
+
+	"github.com/hf-fleet/hf/lib/cluster/wire"
 )
 
 // delegate is this package's memberlist.Delegate: it receives the user
@@ -29,7 +31,7 @@ func (d *delegate) NodeMeta(limit int) []byte {
 	if limit < 2 || d.m.noLinks {
 		return nil
 	}
-	return []byte{metaVersion, capLinks}
+	return []byte{metaVersion, capLinks | capElectionBinary}
 }
 
 // Member metadata: its version and capability bits.
@@ -37,11 +39,13 @@ const (
 	metaVersion byte = 1
 	// capLinks: the member serves links (linkframe.go).
 	capLinks byte = 1 << 0
+	// capElectionBinary: the member reads msgElectionBinary.
+	capElectionBinary byte = 1 << 1
 )
 
-// servesLinks reports whether a member's metadata offers links.
-func servesLinks(meta []byte) bool {
-	return len(meta) >= 2 && meta[0] == metaVersion && meta[1]&capLinks != 0
+// hasCap reports whether a member's metadata offers capability c.
+func hasCap(meta []byte, c byte) bool {
+	return len(meta) >= 2 && meta[0] == metaVersion && meta[1]&c != 0
 }
 
 // NotifyMsg dispatches one message by its type byte.
@@ -66,8 +70,15 @@ func (m *Member) dispatch(buf []byte) {
 		return
 	}
 	switch t {
-	case msgElection:
-		msg, err := decodeElection(body)
+	case msgElection, msgElectionBinary:
+		var msg wire.Message
+		if t == msgElection {
+			msg, err = decodeElection(body)
+		} else {
+			// The records alias what they are read from: a copy, since
+			// buf is the caller's again when dispatch returns.
+			msg, err = decodeElectionBinary(append([]byte(nil), body...))
+		}
 		if err != nil {
 			m.log.Debug("message dropped", "type", t, "err", err)
 			return

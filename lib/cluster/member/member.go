@@ -502,7 +502,11 @@ func (m *Member) Send(ctx context.Context, msg wire.Message) error {
 		m.inbox.Push(msg)
 		return nil
 	}
-	buf, err := encodeElection(msg)
+	encode := encodeElection
+	if node, ok := m.table.lookup(msg.To); ok && !m.noLinks && hasCap(node.Meta, capElectionBinary) {
+		encode = encodeElectionBinary
+	}
+	buf, err := encode(msg)
 	if err != nil {
 		return err
 	}
@@ -554,7 +558,7 @@ func (m *Member) sendNow(peer, class string, buf []byte) error {
 // else (a member of an earlier release) by memberlist's reliable send, one
 // connection for the message.
 func (m *Member) deliver(ml *memberlist.Memberlist, node *memberlist.Node, buf []byte) error {
-	if !m.noLinks && servesLinks(node.Meta) {
+	if !m.noLinks && hasCap(node.Meta, capLinks) {
 		return m.links.send(node.Name, node.Address(), buf)
 	}
 	return ml.SendReliable(node, buf)

@@ -96,6 +96,26 @@ func TestElectionRoundTrip(t *testing.T) {
 	got, err := decodeElection(buf[1:])
 	require.NoError(t, err)
 	assert.Equal(t, msg, got)
+
+	// The binary form carries every field, an offer's records included.
+	offer := wire.Message{Type: wire.MsgOffer, From: "a", To: "b", Claim: "c", Node: "b", Driver: "test", Round: 2, Set: "pool",
+		Records: []store.Record{
+			{Kind: types.KindMachineClaim, Name: "c", Version: types.Version{HLC: 9, Node: "a"},
+				Facets: []store.FacetRecord{{Name: "spec", Version: types.Version{HLC: 9, Node: "a"}, Data: []byte(`{"spec":{}}`)},
+					{Name: "election", Epoch: 1, Version: types.Version{HLC: 8, Node: "a"}, Data: []byte(`{"round":1}`)}}},
+			{Kind: types.KindMachineTemplate, Name: "t", Version: types.Version{HLC: 5, Node: "x"}, Tomb: types.Version{HLC: 5, Node: "x"},
+				DeletedAt: time.Unix(7, 0).UTC()},
+		}}
+	for _, m := range []wire.Message{msg, offer, {Type: wire.MsgTake, From: "a", To: "b", Claim: "c", Machine: "m-1"}} {
+		buf, err := encodeElectionBinary(m)
+		require.NoError(t, err)
+		assert.Equal(t, byte(msgElectionBinary), buf[0])
+		got, err := decodeElectionBinary(buf[1:])
+		require.NoError(t, err)
+		assert.Equal(t, m, got)
+	}
+	_, err = decodeElectionBinary([]byte{0})
+	assert.ErrorContains(t, err, "out of range", "type 0")
 }
 
 func TestDecodeRejectsBadInput(t *testing.T) {
@@ -167,6 +187,11 @@ func FuzzDecode(f *testing.F) {
 		Entries: []leafEntry{{Key: Key{"K", "a"}, Hash: 3, Settled: true}, {Key: Key{"L", "b"}}}}))
 	f.Add(encodePullReq(pullReq{From: "n", Keys: []Key{{"K", "a"}}}))
 	f.Add(encodeLeaving(leavingMsg{From: "n"}))
+	if b, err := encodeElectionBinary(wire.Message{Type: wire.MsgDecline, From: "a", To: "b", Claim: "c", Round: 3, Reason: "full",
+		Fresh: &types.Capacity{}, Records: []store.Record{{Kind: "K", Name: "a", Version: types.Version{HLC: 1, Node: "n1"},
+			Facets: []store.FacetRecord{{Name: "spec", Version: types.Version{HLC: 1, Node: "n1"}, Data: []byte("{}")}}}}}); err == nil {
+		f.Add(b)
+	}
 	f.Fuzz(func(t *testing.T, buf []byte) {
 		// Nothing may panic or allocate without bound; what decodes must
 		// encode back to the same bytes.
@@ -201,6 +226,15 @@ func FuzzDecode(f *testing.F) {
 			}
 		case msgLeaving:
 			_, _ = decodeLeaving(body)
+		case msgElectionBinary:
+			if m, err := decodeElectionBinary(body); err == nil {
+				enc, err := encodeElectionBinary(m)
+				require.NoError(t, err)
+				again, err := decodeElectionBinary(enc[1:])
+				require.NoError(t, err)
+				assert.Equal(t, m.Claim, again.Claim)
+				assert.Equal(t, len(m.Records), len(again.Records))
+			}
 		}
 	})
 }
