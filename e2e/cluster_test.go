@@ -71,9 +71,15 @@ func TestThreeProcessCluster(t *testing.T) {
 // node 1 stops the token on every node within a second.
 func TestTokensAcrossTheCluster(t *testing.T) {
 	n1 := startNode(t, "")
-	n2 := startNode(t, "", "--join", n1.Gossip)
-	n3 := startNode(t, "", "--join", n1.Gossip)
+	joiners := startNodes(t, 2, "--join", n1.Gossip)
+	n2, n3 := joiners[0], joiners[1]
 	assert.Equal(t, n1.Token, n3.Token, "the joined node takes the cluster's admin token")
+	// The two joined at the same instant, so each learned of the other two
+	// at once: each must pull the first node's records (its users and
+	// tokens among them) at once, not at the next periodic round 30 s
+	// later (in half of such starts one of them pulled from the other
+	// newcomer, which had nothing yet). startNodes waits for the admin
+	// token to work on each (joinedToken, 10 s).
 	assert.NotContains(t, n3.out.String(), "shown once")
 	// Its host gets a local admin token of the cluster's admin user, so
 	// hf-cli there is signed in without copying files.

@@ -91,6 +91,36 @@ var (
 // prints its API address.
 func startNode(t testing.TB, dataDir string, extra ...string) *proc {
 	t.Helper()
+	p, lines := launchNode(t, dataDir, extra...)
+	p.await(lines)
+	return p
+}
+
+// startNodes starts n nodes at the same instant, with the same arguments,
+// and waits for each as startNode does: joiners that meet the cluster
+// together.
+func startNodes(t testing.TB, n int, extra ...string) []*proc {
+	t.Helper()
+	if i := slices.Index(extra, "--join"); i >= 0 && i+1 < len(extra) && !slices.Contains(extra, "--join-token") {
+		// One token for all, fetched first, so the starts are not spaced
+		// out by the CLI runs that make tokens.
+		extra = append(slices.Clone(extra), "--join-token", joinTokenOf(t, extra[i+1]))
+	}
+	ps := make([]*proc, n)
+	lines := make([]chan string, n)
+	for i := range ps {
+		ps[i], lines[i] = launchNode(t, "", extra...)
+	}
+	for i, p := range ps {
+		p.await(lines[i])
+	}
+	return ps
+}
+
+// launchNode starts hf-node on dataDir (a new temp dir when empty) with
+// extra arguments; await waits for what it prints at start.
+func launchNode(t testing.TB, dataDir string, extra ...string) (*proc, chan string) {
+	t.Helper()
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
@@ -122,6 +152,14 @@ func startNode(t testing.TB, dataDir string, extra ...string) *proc {
 		close(lines)
 	}()
 	t.Cleanup(func() { p.stop() })
+	return p, lines
+}
+
+// await reads a launched node's output until it has printed its address
+// and its admin token.
+func (p *proc) await(lines chan string) {
+	t := p.t
+	t.Helper()
 	deadline := time.After(30 * time.Second)
 	for p.API == "" {
 		select {
@@ -156,12 +194,12 @@ func startNode(t testing.TB, dataDir string, extra ...string) *proc {
 				p.Gossip = m[1]
 			}
 			if strings.Contains(l, "admin token: in") {
-				b, err := os.ReadFile(filepath.Join(dataDir, "admin.token"))
+				b, err := os.ReadFile(filepath.Join(p.dataDir, "admin.token"))
 				require.NoError(t, err)
 				p.Token = strings.TrimSpace(string(b))
 			}
 			if strings.Contains(l, "admin token: the cluster's") {
-				p.Token = joinedToken(t, p, args)
+				p.Token = joinedToken(t, p, p.args)
 			}
 		case <-deadline:
 			t.Fatalf("no token line:\n%s", p.out.String())
@@ -174,7 +212,6 @@ func startNode(t testing.TB, dataDir string, extra ...string) *proc {
 	if p.Gossip != "" {
 		gossipProcs.Store(p.Gossip, p)
 	}
-	return p
 }
 
 // gossipProcs maps the gossip address of every node started to it, for the
@@ -214,7 +251,7 @@ func joinedToken(t testing.TB, p *proc, args []string) string {
 		}
 		res.Body.Close()
 		return res.StatusCode == http.StatusOK
-	}, 30*time.Second, 50*time.Millisecond, "the cluster's admin token reaches the joining node")
+	}, 10*time.Second, 50*time.Millisecond, "the cluster's admin token reaches the joining node (by its catch-up pull after the join, well before the first periodic anti-entropy round at 30 s)")
 	if !ok {
 		t.Fatalf("the joining node's log:\n%s\nthe log of the node it joined:\n%s", p.out.String(), first.(*proc).out.String())
 	}

@@ -24,6 +24,14 @@ const inFlightGrace = time.Second
 // once leads to one round.
 const joinSettle = 50 * time.Millisecond
 
+// joinPulls is how many of the members that joined since the last round a
+// member pulls from. One was too few: two members that join an established
+// one at once each see the other two join, and a pull from the other
+// newcomer brings nothing (seen: a node without the cluster's admin token
+// until the next periodic round, 30 s later, in half of the three-node
+// starts). A pull from a member in sync costs one level of the tree.
+const joinPulls = 3
+
 // retryDelay is how long a requested round that failed waits to run again.
 const retryDelay = time.Second
 
@@ -202,8 +210,9 @@ func (a *antiEntropy) take(live []string) []target {
 			joins = append(joins, p)
 		}
 	}
-	if len(joins) > 0 {
-		out = append(out, target{peer: joins[rand.IntN(len(joins))]})
+	rand.Shuffle(len(joins), func(i, j int) { joins[i], joins[j] = joins[j], joins[i] })
+	for _, p := range joins[:min(len(joins), joinPulls)] {
+		out = append(out, target{peer: p})
 	}
 	a.all = false
 	clear(a.full)

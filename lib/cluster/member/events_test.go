@@ -103,11 +103,24 @@ func TestTakeRounds(t *testing.T) {
 			func(t *testing.T, got []target) {
 				assert.Equal(t, []target{{peer: "a", push: true}, {peer: "b", push: true}}, got)
 			}},
-		{"one pull round for many joins", func(a *antiEntropy) { a.joined("a"); a.joined("b"); a.joined("c") }, []string{"a", "b", "c"},
+		{"pull rounds with up to joinPulls of many joins", func(a *antiEntropy) {
+			for _, p := range []string{"a", "b", "c", "d", "e"} {
+				a.joined(p)
+			}
+		}, []string{"a", "b", "c", "d", "e"},
 			func(t *testing.T, got []target) {
-				require.Len(t, got, 1)
-				assert.False(t, got[0].push)
-				assert.Contains(t, []string{"a", "b", "c"}, got[0].peer)
+				require.Len(t, got, joinPulls)
+				seen := map[string]bool{}
+				for _, g := range got {
+					assert.False(t, g.push)
+					assert.Contains(t, []string{"a", "b", "c", "d", "e"}, g.peer)
+					seen[g.peer] = true
+				}
+				assert.Len(t, seen, joinPulls, "distinct peers")
+			}},
+		{"every one of two joins is pulled", func(a *antiEntropy) { a.joined("a"); a.joined("b") }, []string{"a", "b", "c"},
+			func(t *testing.T, got []target) {
+				assert.ElementsMatch(t, []target{{peer: "a"}, {peer: "b"}}, got)
 			}},
 		{"a joined peer already in a full round is not pulled twice", func(a *antiEntropy) { a.joined("a"); a.want("a") }, []string{"a"},
 			func(t *testing.T, got []target) { assert.Equal(t, []target{{peer: "a", push: true}}, got) }},
