@@ -160,6 +160,21 @@ func merge(a, b Record) (out Record, changed bool, err error) {
 	return out, !sameFacets(a, out), nil
 }
 
+// holds reports whether stored holds all of in: its deletion and each of
+// its facets at the same version (and epoch).
+func holds(stored, in Record) bool {
+	if in.Tomb != stored.Tomb && !in.Tomb.IsZero() {
+		return false
+	}
+	for _, f := range in.Facets {
+		g, ok := stored.facet(f.Name)
+		if !ok || g.Version != f.Version || g.Epoch != f.Epoch {
+			return false
+		}
+	}
+	return true
+}
+
 // sameFacets reports whether two records hold the same tombstone and facet
 // versions.
 func sameFacets(a, b Record) bool {

@@ -330,3 +330,24 @@ func TestFingerprintValue(t *testing.T) {
 	assert.Equal(t, fnv("\x00spec\x000\x00"), (&Record{Facets: []FacetRecord{{Name: "spec"}}}).Fingerprint(), "zero versions are empty")
 	assert.Zero(t, testing.AllocsPerRun(100, func() { r.Facets = r.Facets[:1]; _ = r.Fingerprint() }))
 }
+
+// Apply tells a record the store holds exactly (Held) from one it holds a
+// newer copy of: a push that anti-entropy brought first is still relayed.
+func TestApplyHeld(t *testing.T) {
+	v := func(h uint64, n string) types.Version { return types.Version{HLC: h, Node: n} }
+	s, _ := newMemStore(t)
+	spec := FacetRecord{Name: types.FacetSpec, Version: v(5, "a"), Data: []byte(`{"spec":{"machineTemplate":"t"}}`)}
+	rec := Record{Kind: types.KindMachineClaim, Name: "c", Version: v(5, "a"), Facets: []FacetRecord{spec}}
+	got := s.ApplyBatch([]Record{rec})[0]
+	require.NoError(t, got.Err)
+	assert.True(t, got.Changed)
+	assert.False(t, got.Held)
+
+	got = s.ApplyBatch([]Record{rec})[0]
+	assert.Equal(t, Applied{Held: true}, got, "the same copy again")
+
+	newer := spec
+	newer.Version, newer.Data = v(7, "b"), []byte(`{"spec":{"machineTemplate":"u"}}`)
+	require.True(t, s.ApplyBatch([]Record{{Kind: rec.Kind, Name: rec.Name, Version: v(7, "b"), Facets: []FacetRecord{newer}}})[0].Changed)
+	assert.Equal(t, Applied{}, s.ApplyBatch([]Record{rec})[0], "an older copy is neither news nor held")
+}

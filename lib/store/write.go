@@ -216,6 +216,10 @@ var errUnchanged = errors.New("unchanged")
 // errStale tells write that Apply brings nothing newer: no write, no error.
 var errStale = errors.New("stale")
 
+// errHeld is errStale for a record the store holds exactly: every facet and
+// the deletion at the versions it brings.
+var errHeld = fmt.Errorf("%w: held", errStale)
+
 // Apply merges a record from another node (object, facets or tombstone) into
 // the stored one facet by facet (see merge) and reports whether that changed
 // anything. It moves the clock past rec's version, gives a changed record a
@@ -229,7 +233,11 @@ func (s *Store) Apply(rec Record) (bool, error) {
 // Applied is what ApplyBatch did with one record.
 type Applied struct {
 	Changed bool
-	Err     error
+	// Held: the record changed nothing because the store held it already,
+	// every facet and the deletion at the versions it brings (not older
+	// ones).
+	Held bool
+	Err  error
 }
 
 // ApplyBatch applies recs as Apply does, one result per record, queued
@@ -262,6 +270,8 @@ func (s *Store) ApplyBatch(recs []Record) []Applied {
 	for j, w := range ws {
 		i := at[j]
 		switch {
+		case errors.Is(w.err, errHeld):
+			out[i].Held = true
 		case errors.Is(w.err, errStale):
 		case w.err != nil:
 			out[i].Err = fmt.Errorf("apply %s/%s: %w", recs[i].Kind, recs[i].Name, w.err)
@@ -300,6 +310,9 @@ func (s *Store) applyNext(rec Record, w *pendingWrite) func(prev Record, exists 
 			return Record{}, err
 		}
 		if !changed {
+			if holds(prev, in) {
+				return Record{}, errHeld
+			}
 			return Record{}, errStale
 		}
 		if !next.Deleted {

@@ -37,8 +37,9 @@
 // rotated so the writer is its root (treeChildren): the writer sends to k
 // members, each relays what was new to it to its own k children, so a write
 // costs every member at most k sends whatever the cluster's size and reaches
-// N members in about log_k(N) hops. A record already held is not relayed
-// again (the store's version is the seen set). The tree is built over the
+// N members in about log_k(N) hops. A member relays each pushed version
+// once (it remembers the last 16,384 it relayed), also when it held the
+// record already because an anti-entropy round brought it first. The tree is built over the
 // live members and the dead ones not yet forgotten, down: a send to a
 // dead member goes to its children instead, so a death that members learn
 // of seconds apart changes nobody's place in the tree (package

@@ -61,6 +61,8 @@ type Member struct {
 	ae      *antiEntropy
 	senders *senders
 	metrics *metrics
+	// relayed are the pushed versions this member relayed (applyMessage).
+	relayed relayedVersions
 	// joined latches once this member has been part of a cluster (Joined).
 	joined atomic.Bool
 	// noLinks makes the member behave as one of the release before links

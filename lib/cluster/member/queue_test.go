@@ -37,3 +37,19 @@ func TestPeerQueueCoalescesByKey(t *testing.T) {
 	assert.Equal(t, uint64(102), got[0].Version.HLC)
 	assert.Zero(t, q.Bytes())
 }
+
+// Each pushed version is relayed once; the oldest are forgotten past
+// relayedKeep.
+func TestRelayedVersionsOnce(t *testing.T) {
+	var r relayedVersions
+	v := types.Version{HLC: 1, Node: "a"}
+	assert.True(t, r.first("K", "x", v))
+	assert.False(t, r.first("K", "x", v), "the same version again")
+	assert.True(t, r.first("K", "x", types.Version{HLC: 2, Node: "a"}), "a newer version")
+	assert.True(t, r.first("K", "y", v), "another object")
+	for i := range relayedKeep {
+		r.first("K", fmt.Sprint("fill", i), v)
+	}
+	assert.True(t, r.first("K", "x", v), "forgotten past relayedKeep")
+	assert.LessOrEqual(t, len(r.seen), relayedKeep)
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hf-fleet/hf/lib/cluster/member/internal/fanout"
 	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
 )
 
 // coalesceWindow is how long the pusher waits for more writes before it
@@ -124,9 +125,9 @@ func (m *Member) bypass(peer string, recs []store.Record) {
 	}
 }
 
-// relay queues the pushed records that were new here for this node's
-// children in each one's writer's tree (fanout.Relay). A record that was not
-// new here is not relayed: this node had it already and relayed it then.
+// relay queues pushed records for this node's children in each one's
+// writer's tree (fanout.Relay); applyMessage picks them (each version
+// once, see relayedVersions).
 func (m *Member) relay(from string, recs []store.Record) {
 	if m.cfg.Fanout <= 0 || len(recs) == 0 {
 		return
@@ -272,7 +273,7 @@ func (m *Member) applyMessage(buf []byte) {
 		return
 	}
 	applied := 0
-	var fresh []store.Record // pushed records new here, to relay
+	var fresh []store.Record // pushed records to relay
 	// One batch: the message's records share a commit.
 	for i, res := range m.st.ApplyBatch(msg.Records) {
 		r := msg.Records[i]
@@ -281,15 +282,65 @@ func (m *Member) applyMessage(buf []byte) {
 			return
 		case res.Err != nil:
 			m.log.Warn("apply record", "peer", msg.From, "kind", r.Kind, "name", r.Name, "err", res.Err)
+			continue
 		case res.Changed:
 			applied++
-			if t == msgPush {
-				fresh = append(fresh, r)
-			}
+		}
+		// A push is relayed when it was new here, and also when this node
+		// held it already without having relayed it: an anti-entropy round
+		// brought it first (a join's pull round runs while writes are on
+		// their way), and the members below this one in its writer's tree
+		// would otherwise wait for a periodic round. Each version is
+		// relayed once, so copies that meet again stop here.
+		if t == msgPush && (res.Changed || res.Held) && writerOf(&r) != m.cfg.Name && m.relayed.first(r.Kind, r.Name, r.Version) {
+			fresh = append(fresh, r)
 		}
 	}
 	m.relay(msg.From, fresh)
 	m.metrics.received.Add(float64(len(msg.Records)))
 	m.metrics.applied.Add(float64(applied))
 	m.log.Debug("records received", "type", t, "peer", msg.From, "records", len(msg.Records), "applied", applied)
+}
+
+// relayedVersions remembers the last record versions this member relayed,
+// so it relays each at most once: a push it receives twice (two parents
+// during a change of membership, or anti-entropy's copy and then the push)
+// goes down its subtree once. A version older than the last relayedKeep is
+// forgotten; should it come again, it is relayed again, which costs
+// messages, not correctness.
+type relayedVersions struct {
+	mu   sync.Mutex
+	seen map[relayedKey]struct{}
+	ring []relayedKey
+	next int
+}
+
+type relayedKey struct {
+	kind, name string
+	v          types.Version
+}
+
+// relayedKeep is how many versions are remembered: over a second of a
+// burst of 2,000 claims a second (five writes each).
+const relayedKeep = 16384
+
+// first records kind/name at v and reports whether it was not there yet.
+func (r *relayedVersions) first(kind, name string, v types.Version) bool {
+	k := relayedKey{kind, name, v}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.seen[k]; ok {
+		return false
+	}
+	if r.seen == nil {
+		r.seen = make(map[relayedKey]struct{}, relayedKeep)
+		r.ring = make([]relayedKey, relayedKeep)
+	}
+	if old := r.ring[r.next]; old != (relayedKey{}) {
+		delete(r.seen, old)
+	}
+	r.ring[r.next] = k
+	r.next = (r.next + 1) % relayedKeep
+	r.seen[k] = struct{}{}
+	return true
 }
