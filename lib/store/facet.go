@@ -142,17 +142,17 @@ func merge(a, b Record) (out Record, changed bool, err error) {
 	if b.Tomb.Compare(a.Tomb) > 0 {
 		out.Tomb, out.DeletedAt = b.Tomb, b.DeletedAt
 	}
-	byName := map[string]FacetRecord{}
-	for _, f := range a.Facets {
-		byName[f.Name] = f
-	}
+	// A record has a few facets: a scan beats a map.
+	out.Facets = make([]FacetRecord, 0, len(a.Facets)+len(b.Facets))
+	out.Facets = append(out.Facets, a.Facets...)
 	for _, f := range b.Facets {
-		if cur, ok := byName[f.Name]; !ok || f.newer(cur) {
-			byName[f.Name] = f
+		i := slices.IndexFunc(out.Facets, func(g FacetRecord) bool { return g.Name == f.Name })
+		switch {
+		case i < 0:
+			out.Facets = append(out.Facets, f)
+		case f.newer(out.Facets[i]):
+			out.Facets[i] = f
 		}
-	}
-	for _, f := range byName {
-		out.Facets = append(out.Facets, f)
 	}
 	if err := out.finish(); err != nil {
 		return Record{}, false, err

@@ -351,3 +351,29 @@ func TestApplyHeld(t *testing.T) {
 	require.True(t, s.ApplyBatch([]Record{{Kind: rec.Kind, Name: rec.Name, Version: v(7, "b"), Facets: []FacetRecord{newer}}})[0].Changed)
 	assert.Equal(t, Applied{}, s.ApplyBatch([]Record{rec})[0], "an older copy is neither news nor held")
 }
+
+// A record from another node whose facets are not JSON, or not this kind's,
+// is refused whole, whether it creates the object or only brings a facet
+// that waits for its creating one.
+func TestApplyRefusesBadFacets(t *testing.T) {
+	v := types.Version{HLC: 5, Node: "a"}
+	s, _ := newMemStore(t)
+	for _, tc := range []struct {
+		name  string
+		facet FacetRecord
+	}{
+		{"spec not JSON", FacetRecord{Name: types.FacetSpec, Version: v, Data: []byte(`{"spec":`)}},
+		{"spec of another shape", FacetRecord{Name: types.FacetSpec, Version: v, Data: []byte(`{"spec":{"machineTemplate":7}}`)}},
+		{"a lone facet not JSON", FacetRecord{Name: "election", Version: v, Epoch: 1, Data: []byte(`{round`)}},
+		{"no version", FacetRecord{Name: types.FacetSpec, Data: []byte(`{}`)}},
+	} {
+		_, err := s.Apply(Record{Kind: types.KindMachineClaim, Name: "c", Version: v, Facets: []FacetRecord{tc.facet}})
+		assert.Error(t, err, tc.name)
+	}
+	_, err := s.Get(types.KindMachineClaim, "c")
+	assert.ErrorIs(t, err, ErrNotFound, "nothing was stored")
+	changed, err := s.Apply(Record{Kind: types.KindMachineClaim, Name: "c", Version: v,
+		Facets: []FacetRecord{{Name: "election", Version: v, Epoch: 1, Data: []byte(`{"round":1}`)}}})
+	require.NoError(t, err)
+	assert.True(t, changed, "a good lone facet waits for its object")
+}

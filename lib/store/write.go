@@ -290,9 +290,10 @@ func (s *Store) applyNext(rec Record, w *pendingWrite) func(prev Record, exists 
 			return Record{}, err
 		}
 		in := Record{Kind: rec.Kind, Name: rec.Name, Tomb: rec.Tomb, DeletedAt: rec.DeletedAt.UTC()}
+		in.Facets = make([]FacetRecord, 0, len(rec.Facets))
 		for _, f := range rec.Facets {
-			if f.Version.IsZero() || !json.Valid(f.Data) {
-				return Record{}, fmt.Errorf("facet %q has no version or bad JSON", f.Name)
+			if f.Version.IsZero() {
+				return Record{}, fmt.Errorf("facet %q has no version", f.Name)
 			}
 			f.Data = append(json.RawMessage(nil), f.Data...)
 			in.Facets = append(in.Facets, f)
@@ -315,8 +316,18 @@ func (s *Store) applyNext(rec Record, w *pendingWrite) func(prev Record, exists 
 			}
 			return Record{}, errStale
 		}
-		if !next.Deleted {
-			// Facets from another node must decode as this kind's.
+		if next.Deleted {
+			// Kept facets of an object not (or no longer) created are
+			// decoded when its creating facet comes: until then they must
+			// at least be JSON.
+			for _, f := range next.Facets {
+				if !json.Valid(f.Data) {
+					return Record{}, fmt.Errorf("facet %q: bad JSON", f.Name)
+				}
+			}
+		} else {
+			// Facets from another node must decode as this kind's (which
+			// also checks they are JSON).
 			obj, err := types.New(next.Kind)
 			if err != nil {
 				return Record{}, err
