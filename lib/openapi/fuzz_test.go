@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -167,5 +168,48 @@ func FuzzRequests(f *testing.F) {
 		if strings.Contains(logs.String(), "handler panic") {
 			t.Fatalf("panic: %s", logs.String())
 		}
+	})
+}
+
+// FuzzDecodeFastMatchesChecked: whatever the fast decode (goccy) accepts,
+// the checked one (encoding/json, strict) accepts too, as the same object.
+func FuzzDecodeFastMatchesChecked(f *testing.F) {
+	kinds := types.Kinds()
+	for i, kind := range kinds {
+		b, err := json.Marshal(minimal(kind, "fuzz"))
+		require.NoError(f, err)
+		f.Add(uint8(i), b)
+	}
+	for _, o := range fullObjects(f) {
+		b, err := json.Marshal(o)
+		require.NoError(f, err)
+		f.Add(uint8(slices.Index(kinds, o.GetKind())), b)
+	}
+	for _, s := range []string{
+		`{"metadata":{"name":"fuzz"},"spec":{"resources":{"cpu":1e400,"ramGB":1}}}`,
+		`{"metadata":{"name":"fu\u00e9zz"},"Spec":{}}`,
+		`{"metadata":{"name":"a","name":"b"}}`,
+		"{\"metadata\":{\"name\":\"fuzz\xff\"}}",
+		`{"metadata":{"name":"x","labels":{"a":"\ud800"}}}`,
+		`{"kind":null,"metadata":{"name":"x"}}`,
+		`{"metadata":{"name":"x","createdAt":"2026-01-01T00:00:00Z"},"spec":{"bindTimeout":"1h"}}`,
+	} {
+		for i := range kinds {
+			f.Add(uint8(i), []byte(s))
+		}
+	}
+	f.Fuzz(func(t *testing.T, k uint8, body []byte) {
+		kind := kinds[int(k)%len(kinds)]
+		fast, ok := decodeObjectFast(kind, body)
+		if !ok {
+			return
+		}
+		checked, err := decodeObjectChecked(kind, body)
+		require.NoError(t, err, "the fast decode took what the checked one refuses")
+		a, err := json.Marshal(fast)
+		require.NoError(t, err)
+		b, err := json.Marshal(checked)
+		require.NoError(t, err)
+		require.JSONEq(t, string(b), string(a))
 	})
 }
