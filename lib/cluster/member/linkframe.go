@@ -2,6 +2,7 @@ package member
 
 import (
 	"bufio"
+	"cmp"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/rand"
@@ -24,6 +25,7 @@ import (
 // A link starts with a preamble in the clear, then frames:
 //
 //	preamble: magic(0xE8) version(1) flags(1) len(1) label len(1) from
+//	hello:    a frame holding from again
 //	frame:    len(4, big endian) body
 //	body:     the message, or with a key: nonce(12) AES-GCM(message), with
 //	          "hf-link" + label as additional data
@@ -33,8 +35,10 @@ import (
 // tells a link from memberlist's own streams by it. With a key every frame is
 // sealed with the keyring's primary key and opened with any of its keys, as
 // memberlist does for its messages; a member with a key refuses a link
-// without one. From names the dialling member, so its links can be closed
-// when it leaves or comes back.
+// without one. The hello, a frame of at most helloMax bytes, must open and
+// name the member the preamble names: until it has, a link is nobody's and
+// may send no larger frame, so a stranger that connects to the gossip port
+// cannot make a member hold more than that.
 const (
 	linkMagic   byte = 0xE8
 	linkVersion byte = 1
@@ -42,7 +46,10 @@ const (
 	linkSealed byte = 1
 	// maxLinkFrame bounds a frame's body: messages stay under 256 KB.
 	maxLinkFrame = 4 << 20
-	nonceSize    = 12
+	// helloMax bounds the hello frame, the only one before the link is
+	// known to be a member's.
+	helloMax  = 1 << 10
+	nonceSize = 12
 )
 
 // linkAAD is the additional data every sealed frame is bound to: a frame of
@@ -160,6 +167,22 @@ type opener struct {
 	buf    []byte
 	plain  []byte
 	reader *bufio.Reader
+	// max bounds the next frame (helloMax until the hello opened).
+	max uint32
+}
+
+// hello reads the link's first frame, which must name from.
+func (o *opener) hello(from string) error {
+	o.max = helloMax
+	msg, err := o.next()
+	if err != nil {
+		return fmt.Errorf("link hello: %w", err)
+	}
+	if string(msg) != from {
+		return fmt.Errorf("link hello names %q, the preamble %q", msg, from)
+	}
+	o.max = maxLinkFrame
+	return nil
 }
 
 // next reads and opens the next frame. The message is valid until the
@@ -170,8 +193,8 @@ func (o *opener) next() ([]byte, error) {
 		return nil, err
 	}
 	n := binary.BigEndian.Uint32(head[:])
-	if n > maxLinkFrame {
-		return nil, fmt.Errorf("link frame of %d bytes, more than %d", n, maxLinkFrame)
+	if limit := cmp.Or(o.max, maxLinkFrame); n > limit {
+		return nil, fmt.Errorf("link frame of %d bytes, more than %d", n, limit)
 	}
 	if cap(o.buf) < int(n) {
 		o.buf = make([]byte, n)

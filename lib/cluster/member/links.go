@@ -108,8 +108,13 @@ func (ls *links) dial(peer, addr string) (*link, error) {
 		_ = conn.Close()
 		return nil, err
 	}
+	hello, err := s.appendFrame(pre, []byte(ls.self))
+	if err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
 	l := &link{addr: addr, conn: conn, w: bufio.NewWriterSize(conn, 64<<10), seal: s, timeout: ls.timeout, lead: make(chan struct{}, 1)}
-	if _, err := l.w.Write(pre); err != nil {
+	if _, err := l.w.Write(hello); err != nil { // flushed with the first message
 		_ = conn.Close()
 		return nil, fmt.Errorf("link to %s: %w", peer, err)
 	}
@@ -260,9 +265,10 @@ func (l *link) close() {
 // serveLink reads an incoming link's preamble, checks it and hands each of
 // its messages to dispatch until it ends.
 func (m *Member) serveLink(c net.Conn, br *bufio.Reader) {
+	// The preamble and the hello must come within the timeout: until they
+	// have, the link is nobody's.
 	_ = c.SetReadDeadline(time.Now().Add(m.linkTimeout()))
 	hello, err := readPreamble(br)
-	_ = c.SetReadDeadline(time.Time{})
 	if err != nil {
 		m.log.Debug("link refused", "remote", c.RemoteAddr().String(), "err", err)
 		return
@@ -284,6 +290,11 @@ func (m *Member) serveLink(c net.Conn, br *bufio.Reader) {
 	if hello.sealed {
 		o.keys = keys
 	}
+	if err := o.hello(hello.from); err != nil {
+		m.log.Warn("link refused", "from", hello.from, "remote", c.RemoteAddr().String(), "err", err)
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
 	for {
 		msg, err := o.next()
 		if err != nil {

@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -68,6 +70,24 @@ func TestLinkFrames(t *testing.T) {
 	huge := []byte{0x7f, 0xff, 0xff, 0xff}
 	_, err = read(huge, nil, "")
 	assert.ErrorContains(t, err, "more than")
+
+	// The hello must open, name the preamble's member and be small.
+	hello := func(b []byte, keys *memberlist.Keyring) error {
+		o := &opener{keys: keys, aad: linkAAD("lab"), reader: bufio.NewReader(bytes.NewReader(b))}
+		return o.hello("n1")
+	}
+	s, err := newSealer(ring(k1), "lab")
+	require.NoError(t, err)
+	good, err := s.appendFrame(nil, []byte("n1"))
+	require.NoError(t, err)
+	require.NoError(t, hello(good, ring(k1)))
+	wrong, err := s.appendFrame(nil, []byte("n2"))
+	require.NoError(t, err)
+	assert.ErrorContains(t, hello(wrong, ring(k1)), "names")
+	assert.ErrorContains(t, hello(good, ring(k2)), "no installed key")
+	big, err := s.appendFrame(nil, bytes.Repeat([]byte("n"), helloMax))
+	require.NoError(t, err)
+	assert.ErrorContains(t, hello(big, ring(k1)), "more than 1024", "nothing large before the hello")
 
 	var b bytes.Buffer
 	pre, err := preamble("n1", "lab", true)
@@ -164,4 +184,23 @@ func TestOlderPeerGetsReliableSends(t *testing.T) {
 	outA, inA := a.linkCounts()
 	outB, inB := b.linkCounts()
 	assert.Equal(t, [4]int{0, 0, 0, 0}, [4]int{outA, inA, outB, inB}, "no link either way")
+}
+
+// A stranger that connects to the gossip port and starts a link without
+// the key is dropped before it can make the member hold a large frame,
+// and one that says nothing is dropped at the timeout.
+func TestLinkStrangerDropped(t *testing.T) {
+	a, _, got := linkPair(t, false)
+	conn, err := net.Dial("tcp", a.Addr())
+	require.NoError(t, err)
+	defer conn.Close()
+	pre, err := preamble("b", "lab", true)
+	require.NoError(t, err)
+	huge := []byte{0x00, 0x3f, 0xff, 0xff} // a 4 MB frame to come
+	_, err = conn.Write(append(pre, huge...))
+	require.NoError(t, err)
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(5*time.Second)))
+	_, err = conn.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF, "the member closed the link")
+	assert.Empty(t, got(), "nothing was delivered")
 }
