@@ -178,16 +178,7 @@ func holds(stored, in Record) bool {
 // sameFacets reports whether two records hold the same tombstone and facet
 // versions.
 func sameFacets(a, b Record) bool {
-	if a.Tomb != b.Tomb || len(a.Facets) != len(b.Facets) {
-		return false
-	}
-	for _, f := range a.Facets {
-		g, ok := b.facet(f.Name)
-		if !ok || g.Version != f.Version || g.Epoch != f.Epoch {
-			return false
-		}
-	}
-	return true
+	return a.Tomb == b.Tomb && len(a.Facets) == len(b.Facets) && holds(b, a)
 }
 
 // Fingerprint is a hash of the record's tombstone and facet versions: two

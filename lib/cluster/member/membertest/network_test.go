@@ -41,17 +41,24 @@ func dials(t *testing.T, from, to *Transport) bool {
 	return true
 }
 
+// transports makes a transport on n for each name, shut down by the test's
+// cleanup.
+func transports(t *testing.T, n *Network, names ...string) []*Transport {
+	t.Helper()
+	out := make([]*Transport, len(names))
+	for i, name := range names {
+		tr, err := n.Transport(name, "127.0.0.1:0")
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = tr.Shutdown() })
+		out[i] = tr
+	}
+	return out
+}
+
 func TestNetwork(t *testing.T) {
 	n := NewNetwork()
-	a, err := n.Transport("a", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = a.Shutdown() })
-	b, err := n.Transport("b", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Shutdown() })
-	c, err := n.Transport("c", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = c.Shutdown() })
+	trs := transports(t, n, "a", "b", "c")
+	a, b, c := trs[0], trs[1], trs[2]
 
 	assert.True(t, delivered(t, a, b))
 	assert.True(t, dials(t, a, b))
@@ -84,12 +91,8 @@ func TestNetwork(t *testing.T) {
 // A stream dialled before a cut breaks at its next write across it.
 func TestNetworkCutsOpenStreams(t *testing.T) {
 	n := NewNetwork()
-	a, err := n.Transport("a", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = a.Shutdown() })
-	b, err := n.Transport("b", "127.0.0.1:0")
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = b.Shutdown() })
+	trs := transports(t, n, "a", "b")
+	a, b := trs[0], trs[1]
 
 	conn, err := a.DialTimeout(b.Addr(), time.Second)
 	require.NoError(t, err)
