@@ -11,7 +11,8 @@ import (
 type Peers interface {
 	// Self is this node's name.
 	Self() string
-	// Members returns the names of live members, this node included, sorted.
+	// Members returns the names of live members, this node included, sorted;
+	// the slice may be shared: callers must not modify it.
 	Members() []string
 	// Known returns every member seen lately, live or not, sorted.
 	Known() []string

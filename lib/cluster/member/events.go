@@ -80,6 +80,9 @@ type members struct {
 
 	mu     sync.Mutex
 	byName map[string]*memberInfo
+	// liveNames is live's answer until the table changes (nil: to be
+	// made); the elector asks for it several times per claim.
+	liveNames []string
 }
 
 func newMembers(self string, forget time.Duration, changed func(), joined, reset func(string)) *members {
@@ -104,6 +107,7 @@ func (t *members) set(n *memberlist.Node, join bool) {
 	i.meta = slices.Clone(n.Meta)
 	if i.state != StateAlive {
 		i.state, i.since = StateAlive, now
+		t.liveNames = nil
 	}
 	if join {
 		i.leaving = time.Time{}
@@ -128,6 +132,7 @@ func (t *members) gone(n *memberlist.Node) {
 	if !i.leaving.IsZero() && now.Sub(i.leaving) < leavingValid {
 		i.state = StateLeft
 	}
+	t.liveNames = nil
 	t.mu.Unlock()
 	t.changed()
 	if n.Name != t.self {
@@ -158,6 +163,9 @@ func (t *members) leavingNote(name string) {
 func (t *members) live() []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.liveNames != nil {
+		return t.liveNames
+	}
 	out := []string{}
 	seenSelf := false
 	for name, i := range t.byName {
@@ -170,12 +178,20 @@ func (t *members) live() []string {
 		out = append(out, t.self)
 	}
 	slices.Sort(out)
+	t.liveNames = out
 	return out
 }
 
 // peers returns the live members other than self, sorted.
 func (t *members) peers() []string {
-	return slices.DeleteFunc(t.live(), func(n string) bool { return n == t.self })
+	live := t.live()
+	out := make([]string, 0, len(live))
+	for _, n := range live {
+		if n != t.self {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // view is the membership the dissemination trees are built over: the live
@@ -224,6 +240,24 @@ func (t *members) states() []MemberState {
 		out = append(out, MemberState{Name: name, Addr: i.address(), State: i.state, Since: i.since})
 	}
 	slices.SortFunc(out, func(a, b MemberState) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// knownNames returns the names of every member in states, sorted, without
+// their addresses.
+func (t *members) knownNames() []string {
+	now := t.now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]string, 0, len(t.byName))
+	for name, i := range t.byName {
+		if i.state != StateAlive && now.Sub(i.since) > t.forget {
+			delete(t.byName, name)
+			continue
+		}
+		out = append(out, name)
+	}
+	slices.Sort(out)
 	return out
 }
 

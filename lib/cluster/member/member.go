@@ -450,18 +450,13 @@ func (m *Member) Addr() string {
 func (m *Member) Self() string { return m.cfg.Name }
 
 // Members returns the names of the live members, this one included, sorted.
-// A suspected member counts as live until it is declared dead.
+// A suspected member counts as live until it is declared dead. The slice is
+// shared until membership changes: callers must not modify it.
 func (m *Member) Members() []string { return m.table.live() }
 
 // Known returns the names of every member in MemberStates: the live ones
 // and those dead or left within Config.ForgetAfter, sorted.
-func (m *Member) Known() []string {
-	var out []string
-	for _, s := range m.table.states() {
-		out = append(out, s.Name)
-	}
-	return out
-}
+func (m *Member) Known() []string { return m.table.knownNames() }
 
 // Ping checks that the live member name answers now, by direct probe
 // (memberlist's ping, up to three tries of its probe timeout each); nil
