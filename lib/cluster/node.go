@@ -307,6 +307,9 @@ func (n *Node) onChange(kind, name string, old, obj types.Object) {
 	n.el.changed(kind, name, old, obj)
 	n.duties.changed(kind, name, old, obj)
 	if kind == types.KindNode {
+		if old == nil || obj == nil {
+			n.view.nodesChanged()
+		}
 		n.el.refresh()
 	}
 }

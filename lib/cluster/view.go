@@ -39,6 +39,9 @@ type view struct {
 	// it last went from none to a majority (see since).
 	quorate  bool
 	regained time.Time
+	// known is members' count; nodes counts Node objects that came or went.
+	known knownCount
+	nodes atomic.Uint64
 }
 
 // reachProbe is the answer of a probe of the live members.
@@ -173,6 +176,16 @@ func (v *view) confirmQuorum(maxAge time.Duration) (quorum, answered bool) {
 // lately (a node just joined may not have every Node object yet).
 func (v *view) members() (live []string, known int) {
 	live = v.live()
+	gen := v.nodes.Load()
+	v.mu.Lock()
+	m := v.known
+	v.mu.Unlock()
+	// The count holds while the live members' slice is the same one (Peers
+	// keeps it until membership changes) and no Node object came or went:
+	// the elector asks for it for every claim.
+	if m.ok && m.nodes == gen && len(m.live) == len(live) && (len(live) == 0 || &m.live[0] == &live[0]) {
+		return live, m.count
+	}
 	names := map[string]bool{}
 	for _, m := range live {
 		names[m] = true
@@ -183,7 +196,23 @@ func (v *view) members() (live []string, known int) {
 	for _, o := range v.cache.List(types.KindNode) {
 		names[o.Meta().Name] = true
 	}
+	v.mu.Lock()
+	v.known = knownCount{ok: true, live: live, nodes: gen, count: len(names)}
+	v.mu.Unlock()
 	return live, len(names)
+}
+
+// nodesChanged is told that a Node object came or went: members counts
+// again.
+func (v *view) nodesChanged() { v.nodes.Add(1) }
+
+// knownCount is members' last count of the known members, with what it
+// was counted from.
+type knownCount struct {
+	ok    bool
+	live  []string
+	nodes uint64
+	count int
 }
 
 // probe pings the live members and records how many answered.
