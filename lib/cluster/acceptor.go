@@ -405,7 +405,7 @@ func (a *acceptor) reserve(m Message) (*types.Capacity, error) {
 	if r := a.n.claimState(claim).Round(); r >= m.Round {
 		return nil, fmt.Errorf("claim %s is at round %d already; offer of round %d is stale", m.Claim, r, m.Round)
 	}
-	tmpl, err := store.Get[types.MachineTemplate](a.n.st, types.KindMachineTemplate, claim.Spec.MachineTemplate)
+	tmpl, err := a.offeredTemplate(m, claim.Spec.MachineTemplate)
 	if err != nil {
 		return nil, fmt.Errorf("machine template %s: %w", claim.Spec.MachineTemplate, err)
 	}
@@ -457,6 +457,25 @@ func (a *acceptor) reserve(m Message) (*types.Capacity, error) {
 	a.mu.Unlock()
 	a.capacityChanged()
 	return nil, nil
+}
+
+// offeredTemplate is the template the elector judged the offer by: the copy
+// the offer carries (another node's elector), else this node's cache (this
+// node's elector reads the same), else the store. Read-only.
+func (a *acceptor) offeredTemplate(m Message, name string) (*types.MachineTemplate, error) {
+	for _, rec := range m.Records {
+		if rec.Kind == types.KindMachineTemplate && rec.Name == name {
+			if o, err := store.Decode(rec); err == nil {
+				if t, ok := o.(*types.MachineTemplate); ok {
+					return t, nil
+				}
+			}
+		}
+	}
+	if t, ok := a.n.template(name); ok {
+		return t, nil
+	}
+	return store.Get[types.MachineTemplate](a.n.st, types.KindMachineTemplate, name)
 }
 
 // handleTake is the hosting node's side of binding a warm machine: under the

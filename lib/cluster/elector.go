@@ -458,7 +458,11 @@ func (el *elector) records(claim string) []store.Record {
 	}
 	out := []store.Record{rec}
 	if c, ok := el.n.claim(claim); ok {
-		if t, err := el.n.st.Get(types.KindMachineTemplate, c.Spec.MachineTemplate); err == nil {
+		// The template as the elector judged it: from the cache, which
+		// keeps templates packed in the store's form.
+		if t, ok := el.n.cache.Record(types.KindMachineTemplate, c.Spec.MachineTemplate); ok {
+			out = append(out, t)
+		} else if t, err := el.n.st.Get(types.KindMachineTemplate, c.Spec.MachineTemplate); err == nil {
 			out = append(out, t)
 		}
 	}

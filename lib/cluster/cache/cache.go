@@ -415,6 +415,24 @@ func (ix *index) set(name string, old, obj types.Object) {
 	}
 }
 
+// Record returns the record of a packed kind's object, as the store has
+// it (facets and versions), without decoding it: to send it on. Its facets
+// are shared: they must not change. False for a kind that is not packed.
+func (c *Cache) Record(kind, name string) (store.Record, bool) {
+	c.mu.RLock()
+	p := c.packed[kind]
+	var b []byte
+	if p != nil {
+		b = p.recs[name]
+	}
+	c.mu.RUnlock()
+	if b == nil {
+		return store.Record{}, false
+	}
+	r, err := store.Unpack(kind, name, b)
+	return r, err == nil
+}
+
 // Get returns the live object kind/name.
 func (c *Cache) Get(kind, name string) (types.Object, bool) {
 	c.mu.RLock()

@@ -170,6 +170,18 @@ func TestPackedKind(t *testing.T) {
 	}, 5*time.Second, time.Millisecond)
 	assert.Equal(t, 5, c.Len(types.KindMachineTemplate))
 
+	// A packed object's record, as the store holds it, without a decode.
+	rec, ok := c.Record(types.KindMachineTemplate, "t1")
+	require.True(t, ok)
+	stored, err := st.Get(types.KindMachineTemplate, "t1")
+	require.NoError(t, err)
+	assert.Equal(t, stored.Version, rec.Version)
+	assert.Equal(t, stored.Facets, rec.Facets)
+	_, ok = c.Record(types.KindMachineTemplate, "t0")
+	assert.False(t, ok, "deleted")
+	_, ok = c.Record(types.KindMachineClaim, "t1")
+	assert.False(t, ok, "a kind that is not packed")
+
 	mu.Lock()
 	defer mu.Unlock()
 	assert.Equal(t, []change{
