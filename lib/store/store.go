@@ -245,7 +245,7 @@ type Store struct {
 
 	// keys serialises the read-modify-writes of Update per key.
 	keysMu sync.Mutex
-	keys   map[string]*keyLock
+	keys   map[recordKey]*keyLock
 
 	// hot holds the records written last (see hotRecords).
 	hot hotRecords
@@ -398,10 +398,10 @@ type keyLock struct {
 // lockKey takes the lock of kind/name and returns its release. Locks of
 // different keys are independent, so an Update may nest in another's fn.
 func (s *Store) lockKey(kind, name string) (unlock func()) {
-	k := kind + "/" + name
+	k := recordKey{kind, name}
 	s.keysMu.Lock()
 	if s.keys == nil {
-		s.keys = map[string]*keyLock{}
+		s.keys = map[recordKey]*keyLock{}
 	}
 	l := s.keys[k]
 	if l == nil {

@@ -460,7 +460,7 @@ func (s *Store) commitBatch(batch []*pendingWrite) {
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 	seq := s.seq.Load()
-	var written map[string]Record // this batch's writes, for the ones after them
+	var written map[recordKey]Record // this batch's writes, for the ones after them
 	for i, w := range batch {
 		w.rec, w.err, w.stored = Record{}, nil, false
 		prev, exists, err := s.prevRecord(txn, written, w.kind, w.name)
@@ -502,7 +502,7 @@ func (s *Store) commitBatch(batch []*pendingWrite) {
 		w.rec, w.stored = rec, true
 		if len(batch) > 1 {
 			if written == nil {
-				written = map[string]Record{}
+				written = map[recordKey]Record{}
 			}
 			written[hotKey(w.kind, w.name)] = rec
 		}
@@ -536,7 +536,7 @@ func (s *Store) commitBatch(batch []*pendingWrite) {
 
 // prevRecord is the stored record a write of kind/name builds on: an earlier
 // write of the same batch's, the hot one, or badger's.
-func (s *Store) prevRecord(txn *badger.Txn, written map[string]Record, kind, name string) (Record, bool, error) {
+func (s *Store) prevRecord(txn *badger.Txn, written map[recordKey]Record, kind, name string) (Record, bool, error) {
 	if r, ok := written[hotKey(kind, name)]; ok {
 		return r, true, nil
 	}
