@@ -1,6 +1,7 @@
 package types
 
 import (
+	"sync"
 	"time"
 
 	fastjson "github.com/goccy/go-json"
@@ -229,8 +230,11 @@ func (o *Node) Facets() []Facet {
 }
 
 // FacetNames returns the facet names of kind, the creating facet first; nil
-// for an unknown kind.
+// for an unknown kind. The slice is shared (every write asks): read only.
 func FacetNames(kind string) []string {
+	if names, ok := facetNames.Load(kind); ok {
+		return names.([]string)
+	}
 	o, err := New(kind)
 	if err != nil {
 		return nil
@@ -240,5 +244,9 @@ func FacetNames(kind string) []string {
 	for i, f := range fs {
 		out[i] = f.Name
 	}
+	facetNames.Store(kind, out)
 	return out
 }
+
+// facetNames keeps FacetNames' answers by kind.
+var facetNames sync.Map // string -> []string
