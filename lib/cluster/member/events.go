@@ -1,6 +1,7 @@
 package member
 
 import (
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -231,12 +232,9 @@ func (t *members) states() []MemberState {
 	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.forgetLocked(now)
 	out := make([]MemberState, 0, len(t.byName))
 	for name, i := range t.byName {
-		if i.state != StateAlive && now.Sub(i.since) > t.forget {
-			delete(t.byName, name)
-			continue
-		}
 		out = append(out, MemberState{Name: name, Addr: i.address(), State: i.state, Since: i.since})
 	}
 	slices.SortFunc(out, func(a, b MemberState) int { return strings.Compare(a.Name, b.Name) })
@@ -249,16 +247,20 @@ func (t *members) knownNames() []string {
 	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make([]string, 0, len(t.byName))
+	t.forgetLocked(now)
+	out := slices.Collect(maps.Keys(t.byName))
+	slices.Sort(out)
+	return out
+}
+
+// forgetLocked drops the members dead or left for longer than forget. t.mu
+// is held.
+func (t *members) forgetLocked(now time.Time) {
 	for name, i := range t.byName {
 		if i.state != StateAlive && now.Sub(i.since) > t.forget {
 			delete(t.byName, name)
-			continue
 		}
-		out = append(out, name)
 	}
-	slices.Sort(out)
-	return out
 }
 
 // addrs returns the addresses of the live members (self included) and of
