@@ -12,8 +12,10 @@ import (
 // for a burst of work (up to twice the live heap with GOGC's default) and
 // gives it back to the OS slowly; an idle node should not hold it. Once the
 // node has allocated less than quietAlloc per tick for quietTicks ticks and
-// the runtime holds at least trimAtLeast of free heap, it collects and
-// returns what is free (debug.FreeOSMemory). A trim costs one full collection
+// the runtime holds at least trimAtLeast of heap a collection would free (free
+// spans, and the garbage the last collection has not seen: after a burst
+// that is most of it, and the runtime's own collection may be two minutes
+// away), it collects and returns what is free (debug.FreeOSMemory). A trim costs one full collection
 // and the madvise of the free pages (~0.1-0.4 s of CPU for a node holding
 // 20,000 objects), so it waits for that much free heap: after a trim, idle
 // garbage first has to fill the heap to its goal and be collected, which
@@ -69,12 +71,15 @@ func trimMemoryWhenIdle(ctx context.Context, log *slog.Logger) {
 }
 
 // heapFigures reads the bytes allocated since the start and the heap memory
-// that is wholly free and not yet returned to the OS (what a trim can give
-// back; the unused space inside spans that still hold objects it cannot).
+// a trim can give back: the free spans not yet returned to the OS, and the
+// objects the last collection did not find live (garbage made since; the
+// unused space inside spans that still hold live objects it cannot).
 func heapFigures() (allocs, free uint64) {
 	s := []metrics.Sample{
 		{Name: "/gc/heap/allocs:bytes"},
 		{Name: "/memory/classes/heap/free:bytes"},
+		{Name: "/memory/classes/heap/objects:bytes"},
+		{Name: "/gc/heap/live:bytes"},
 	}
 	metrics.Read(s)
 	v := func(i int) uint64 {
@@ -83,7 +88,11 @@ func heapFigures() (allocs, free uint64) {
 		}
 		return 0
 	}
-	return v(0), v(1)
+	free = v(1)
+	if objects, live := v(2), v(3); objects > live {
+		free += objects - live
+	}
+	return v(0), free
 }
 
 // runtimeLimit is the Go runtime's soft limit for a node's memory budget:

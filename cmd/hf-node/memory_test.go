@@ -1,6 +1,8 @@
 package main
 
 import (
+	"runtime"
+	"runtime/debug"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -35,6 +37,25 @@ func TestMemoryTrimmer(t *testing.T) {
 	}
 	allocs, _ = heapFigures()
 	assert.Positive(t, allocs)
+}
+
+// TestHeapFiguresCountGarbage: garbage made since the last collection is
+// what a trim frees after a burst, before the runtime collects it.
+func TestHeapFiguresCountGarbage(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	runtime.GC()
+	_, before := heapFigures()
+	var keep []byte
+	for range 48 << 10 {
+		keep = make([]byte, 1<<10) // 48 MB made and dropped, no collection
+	}
+	runtime.KeepAlive(keep)
+	_, after := heapFigures()
+	assert.GreaterOrEqual(t, after, before+trimAtLeast, "48 MB of garbage is worth a trim")
+	runtime.GC()
+	debug.FreeOSMemory()
+	_, trimmed := heapFigures()
+	assert.Less(t, trimmed, uint64(trimAtLeast), "nothing left to trim after one")
 }
 
 func TestRuntimeLimitLeavesRoomForMappedTables(t *testing.T) {
