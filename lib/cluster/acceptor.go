@@ -312,7 +312,7 @@ func (a *acceptor) capacityChanged() {
 	a.n.rep.kick()
 }
 
-// inboxLoop answers offers and takes one at a time.
+// inboxLoop answers the offers and takes that reach this node.
 func (a *acceptor) inboxLoop() {
 	for {
 		select {
@@ -320,7 +320,20 @@ func (a *acceptor) inboxLoop() {
 			return
 		case <-a.inbox.Wait():
 		}
-		for _, m := range a.inbox.Drain() {
+		a.handleInbox(a.inbox.Drain())
+		if a.n.ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// handleInbox answers a batch of offers and takes: each claim's in order, the
+// claims side by side, so their reservations share the store's group commits
+// instead of waiting for one commit each. A batch is done before the next
+// starts, so a repeated offer never overtakes the reservation it repeats.
+func (a *acceptor) handleInbox(batch []Message) {
+	handle := func(msgs []Message) {
+		for _, m := range msgs {
 			if a.n.ctx.Err() != nil {
 				return
 			}
@@ -332,6 +345,23 @@ func (a *acceptor) inboxLoop() {
 			}
 		}
 	}
+	byClaim := map[string][]Message{}
+	var order []string
+	for _, m := range batch {
+		if _, ok := byClaim[m.Claim]; !ok {
+			order = append(order, m.Claim)
+		}
+		byClaim[m.Claim] = append(byClaim[m.Claim], m)
+	}
+	if len(order) == 1 {
+		handle(batch)
+		return
+	}
+	var wg sync.WaitGroup
+	for _, c := range order {
+		wg.Go(func() { handle(byClaim[c]) })
+	}
+	wg.Wait()
 }
 
 // applyRecords stores the records that came with an offer or take (the
@@ -448,14 +478,17 @@ func (a *acceptor) reserve(m Message) (*types.Capacity, error) {
 		Status: types.MachineStatus{Phase: types.MachinePending},
 	}
 	mach.Status.PhaseTimes.Mark(string(types.MachinePending), a.n.cfg.Now())
+	// The capacity is taken now; the entry stays busy (the reconcilers
+	// leave it alone) until its record is stored, outside the lock, so
+	// reservations of other claims share the commit.
+	a.putLocked(&entry{Machine: name, Claim: m.Claim, Driver: in.Name, Round: m.Round, Res: size, Phase: types.MachinePending, Busy: true})
+	a.mu.Unlock()
 	// Persisted before anyone hears of it: a restart finds the reservation.
 	if _, err := a.n.st.Put(mach, store.PutOptions{Create: true}); err != nil {
-		a.mu.Unlock()
+		a.remove(name)
 		return nil, fmt.Errorf("persist reservation: %w", err)
 	}
-	a.putLocked(&entry{Machine: name, Claim: m.Claim, Driver: in.Name, Round: m.Round, Res: size, Phase: types.MachinePending})
-	a.mu.Unlock()
-	a.capacityChanged()
+	a.update(name, func(e *entry) { e.Busy = false })
 	return nil, nil
 }
 
@@ -492,6 +525,7 @@ func (a *acceptor) handleTake(m Message) {
 	a.reply(reply)
 }
 
+// take gives warm machine m.Machine to m.Claim, or says why not.
 func (a *acceptor) take(m Message) error {
 	self := a.n.cfg.Name
 	claim, err := store.Get[types.MachineClaim](a.n.st, types.KindMachineClaim, m.Claim)

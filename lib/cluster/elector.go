@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hf-fleet/hf/lib/cluster/cache"
@@ -50,7 +51,11 @@ type elector struct {
 	// take or an offer): an answer lost on the way leaves the replica at
 	// the older round, and a round must never be asked of two nodes.
 	issued map[string]uint64
-	due    time.Time // when keyTimeout is asked for
+	// accepted are the acceptances one handle recorded: their election
+	// facets are written together when it ends (flushAccepted), so they
+	// share the store's group commits instead of waiting for one each.
+	accepted []acceptedWrite
+	due      time.Time // when keyTimeout is asked for
 	// awaitProbe: keyTimeout waits for a probe of the members to answer.
 	awaitProbe bool
 }
@@ -139,6 +144,7 @@ func (el *elector) workLoop() {
 			return
 		}
 		el.handle(key)
+		el.flushAccepted()
 		el.q.Done(key)
 		el.arm()
 	}
@@ -337,7 +343,7 @@ func (el *elector) execute(actions []scheduler.Action) {
 			el.n.log.Debug("offer", "claim", a.Claim, "to", a.Node, "driver", a.Driver, "round", a.Round)
 			el.n.spawn(func() { el.n.send(m) })
 		case scheduler.RecordAccepted:
-			el.writeElection(a.Claim, types.ClaimElection{Round: a.Round, Node: a.Node, Driver: a.Driver, At: now})
+			el.accepted = append(el.accepted, acceptedWrite{a.Claim, types.ClaimElection{Round: a.Round, Node: a.Node, Driver: a.Driver, At: now}})
 		case scheduler.Fail:
 			el.fail(a.Claim, a.Reason)
 		case scheduler.Waiting:
@@ -394,8 +400,49 @@ func carryRebinds(c *types.MachineClaim, e *types.ClaimElection) {
 	}
 }
 
+// acceptedWrite is an election facet recording an acceptance, to be written.
+type acceptedWrite struct {
+	claim string
+	e     types.ClaimElection
+}
+
+// flushAccepted writes the acceptances recorded so far: each claim's in
+// order, the claims side by side. Every other write of the elector, and an
+// offer carrying a claim's record, flushes them first, so the elector's
+// writes of one claim land in the order it made them.
+func (el *elector) flushAccepted() {
+	w := el.accepted
+	el.accepted = nil
+	switch len(w) {
+	case 0:
+		return
+	case 1:
+		el.putElection(w[0].claim, w[0].e)
+		return
+	}
+	byClaim := map[string][]types.ClaimElection{}
+	for _, a := range w {
+		byClaim[a.claim] = append(byClaim[a.claim], a.e)
+	}
+	var wg sync.WaitGroup
+	for claim, es := range byClaim {
+		wg.Go(func() {
+			for _, e := range es {
+				el.putElection(claim, e)
+			}
+		})
+	}
+	wg.Wait()
+}
+
 // writeElection writes a claim's election facet.
 func (el *elector) writeElection(claim string, e types.ClaimElection) {
+	el.flushAccepted()
+	el.putElection(claim, e)
+}
+
+// putElection writes a claim's election facet now.
+func (el *elector) putElection(claim string, e types.ClaimElection) {
 	_, err := store.UpdateFacet(el.n.st, types.KindMachineClaim, claim, types.FacetElection, func(c *types.MachineClaim) error {
 		e := e
 		carryRebinds(c, &e)
@@ -413,6 +460,7 @@ func (el *elector) writeElection(claim string, e types.ClaimElection) {
 // fail marks a claim Failed at its current round, keeping what went wrong
 // last (it is usually what a person needs to act on).
 func (el *elector) fail(name, reason string) {
+	el.flushAccepted()
 	now := el.n.cfg.Now()
 	_, err := store.UpdateFacet(el.n.st, types.KindMachineClaim, name, types.FacetElection, func(c *types.MachineClaim) error {
 		if c.Status.Phase != types.ClaimRequested {
@@ -435,6 +483,7 @@ func (el *elector) fail(name, reason string) {
 
 // setWaiting shows why a claim waits, so a person can act on it.
 func (el *elector) setWaiting(name, reason string) {
+	el.flushAccepted()
 	_, err := store.UpdateFacet(el.n.st, types.KindMachineClaim, name, types.FacetElection, func(c *types.MachineClaim) error {
 		if c.Status.Phase != types.ClaimRequested || c.Status.Reason == reason {
 			return store.ErrNoChange
@@ -452,6 +501,9 @@ func (el *elector) setWaiting(name, reason string) {
 // records are the claim's and its template's records as this node has them,
 // sent with an offer or take.
 func (el *elector) records(claim string) []store.Record {
+	if slices.ContainsFunc(el.accepted, func(a acceptedWrite) bool { return a.claim == claim }) {
+		el.flushAccepted()
+	}
 	rec, err := el.n.st.Get(types.KindMachineClaim, claim)
 	if err != nil {
 		return nil
