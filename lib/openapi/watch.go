@@ -201,7 +201,16 @@ func (s *Server) stream(c *gin.Context, p Principal, kinds []string, sel selecto
 
 	heartbeat := time.NewTicker(s.cfg.Heartbeat)
 	defer heartbeat.Stop()
+	// unflushed: an event was written for a flush with the next one, and
+	// the ones after it may all be filtered out: flush once none wait.
+	unflushed := false
 	for {
+		if unflushed && len(events) == 0 {
+			if s.write(c, func() error { return nil }) != nil {
+				return
+			}
+			unflushed = false
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -234,9 +243,11 @@ func (s *Server) stream(c *gin.Context, p Principal, kinds []string, sel selecto
 				// While more events wait, they share one flush (one TLS
 				// record, one syscall): a burst costs a flush per batch,
 				// not per event; the last of it is flushed at once.
-				if s.sendBatched(c, out, len(events) > 0) != nil {
+				more := len(events) > 0
+				if s.sendBatched(c, out, more) != nil {
 					return // the client does not read: drop it
 				}
+				unflushed = more
 			}
 		}
 	}

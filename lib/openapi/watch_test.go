@@ -3,10 +3,12 @@ package openapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"runtime"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -251,5 +254,44 @@ func TestEventEncoding(t *testing.T) {
 		got, err := fastjson.Marshal(ev)
 		require.NoError(t, err)
 		require.Equal(t, string(want), string(got))
+	}
+}
+
+// An event written while more wait is flushed with them; when the ones after
+// it are all filtered out, it is flushed once none wait, not left in the
+// buffer until the next event or heartbeat (seen: hf-cli bench waited 2 s
+// for a Bound claim whose event sat behind other kinds' changes).
+func TestWatchFlushesBeforeFilteredEvents(t *testing.T) {
+	e := newTestEnv(t, func(c *Config) { c.Heartbeat = time.Hour })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, _ := e.openStream(ctx, "/api/v1/events?kinds=machineclaims", adminTok)
+	for round := range 5 {
+		var wg sync.WaitGroup
+		for g := range 8 {
+			wg.Go(func() {
+				for i := range 40 {
+					tmpl := minimal(types.KindMachineTemplate, fmt.Sprintf("t-%d-%d-%d", round, g, i))
+					obj, err := types.New(types.KindMachineTemplate)
+					require.NoError(t, err)
+					b, _ := json.Marshal(tmpl)
+					require.NoError(t, json.Unmarshal(b, obj))
+					_, err = e.st.Put(obj, store.PutOptions{Create: true})
+					require.NoError(t, err)
+				}
+			})
+		}
+		// The claim's event lands amid the templates', which the stream
+		// filters out.
+		time.Sleep(time.Millisecond)
+		claim, err := types.New(types.KindMachineClaim)
+		require.NoError(t, err)
+		b, _ := json.Marshal(minimal(types.KindMachineClaim, fmt.Sprintf("c-%d", round)))
+		require.NoError(t, json.Unmarshal(b, claim))
+		_, err = e.st.Put(claim, store.PutOptions{Create: true})
+		require.NoError(t, err)
+		wg.Wait()
+		ev := next(t, ch)
+		assert.Equal(t, fmt.Sprintf("c-%d", round), ev.data.Name, "round %d", round)
 	}
 }
