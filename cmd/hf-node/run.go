@@ -85,7 +85,7 @@ func newLogger(cfg config.LogConfig, w io.Writer) *slog.Logger {
 }
 
 // serve runs a node with cfg until ctx ends.
-func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, stderr io.Writer) error {
+func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, stderr io.Writer) (err error) {
 	log := newLogger(cfg.Log, stderr)
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
@@ -107,7 +107,11 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer func() {
+		if cerr := closeWithin(st, storeCloseTimeout); cerr != nil && err == nil {
+			err = fmt.Errorf("store: %w", cerr)
+		}
+	}()
 	trimCtx, stopTrim := context.WithCancel(ctx)
 	defer stopTrim()
 	go trimMemoryWhenIdle(trimCtx, log)
@@ -436,4 +440,23 @@ func nodeName(dataDir, configured string) (string, error) {
 		return "", fmt.Errorf("save node name: %w", err)
 	}
 	return name, nil
+}
+
+// storeCloseTimeout bounds closing the store when the node stops. Badger's
+// close flushes its memtable and retries for ever when it cannot (the data
+// dir gone or unwritable): the node then stops without it, which is safe,
+// since every write it acknowledged is in badger's log and replayed at the
+// next start.
+const storeCloseTimeout = 30 * time.Second
+
+// closeWithin closes c, giving up after d.
+func closeWithin(c io.Closer, d time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- c.Close() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		return fmt.Errorf("did not close within %s (the log says why); stopping without it: what was written is in its log and is replayed at the next start", d)
+	}
 }
