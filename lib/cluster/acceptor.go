@@ -89,9 +89,18 @@ func (a *acceptor) deliver(m Message) { a.inbox.Push(m) }
 
 func (a *acceptor) start() {
 	a.n.spawn(a.inboxLoop)
-	a.n.spawn(a.workLoop)
+	for range acceptorWorkers {
+		a.n.spawn(a.workLoop)
+	}
 	a.n.spawn(a.healthLoop)
 }
+
+// acceptorWorkers is how many claims the acceptor reconciles side by side
+// (never one claim twice at once: the work queue hands a key to one worker).
+// Their writes, a binding each, share the store's group commits; what
+// several of them could change together (a machine's entry) is guarded by
+// the ledger's busy mark.
+var acceptorWorkers = 4
 
 func (a *acceptor) stop() { a.q.ShutDown() }
 
