@@ -100,7 +100,7 @@ func (a *acceptor) start() {
 // Their writes, a binding each, share the store's group commits; what
 // several of them could change together (a machine's entry) is guarded by
 // the ledger's busy mark.
-var acceptorWorkers = 4
+const acceptorWorkers = 4
 
 func (a *acceptor) stop() { a.q.ShutDown() }
 
