@@ -70,4 +70,11 @@
 // triggered, asking to run again when a time limit trips; nothing lists a
 // kind on a timer, so an idle node costs (almost) nothing whatever it holds.
 // Node is the wiring.
+//
+// Writes wait for the store's group commit, so a reconciler that wrote one
+// key at a time would get one commit per key: the acceptor reconciles up to
+// acceptorWorkers keys side by side (never one key twice) and reserves the
+// offers of one inbox batch side by side (each claim's in order); the elector,
+// one goroutine over its pure state, writes the acceptances of one pass
+// together at its end, before any other write of its own.
 package cluster
