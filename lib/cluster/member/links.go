@@ -263,11 +263,13 @@ func (l *link) close() {
 }
 
 // serveLink reads an incoming link's preamble, checks it and hands each of
-// its messages to dispatch until it ends.
-func (m *Member) serveLink(c net.Conn, br *bufio.Reader) {
+// its messages to dispatch until it ends. The transport calls it from its
+// first accept on, which can come before Start has finished (a peer dialling
+// a member that restarts): it reads nothing Start sets but under m.mu.
+func (m *Member) serveLink(c net.Conn, br *bufio.Reader, timeout time.Duration) {
 	// The preamble and the hello must come within the timeout: until they
 	// have, the link is nobody's.
-	_ = c.SetReadDeadline(time.Now().Add(m.linkTimeout()))
+	_ = c.SetReadDeadline(time.Now().Add(timeout))
 	hello, err := readPreamble(br)
 	if err != nil {
 		m.log.Debug("link refused", "remote", c.RemoteAddr().String(), "err", err)

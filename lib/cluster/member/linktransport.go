@@ -26,7 +26,7 @@ type linkTransport struct {
 	log     *slog.Logger
 	timeout time.Duration
 	// serve runs an accepted link until it ends.
-	serve func(net.Conn, *bufio.Reader)
+	serve func(c net.Conn, br *bufio.Reader, timeout time.Duration)
 
 	streams chan net.Conn
 	done    chan struct{}
@@ -39,7 +39,7 @@ type linkTransport struct {
 
 var _ memberlist.NodeAwareTransport = (*linkTransport)(nil)
 
-func newLinkTransport(inner memberlist.Transport, log *slog.Logger, timeout time.Duration, serve func(net.Conn, *bufio.Reader)) *linkTransport {
+func newLinkTransport(inner memberlist.Transport, log *slog.Logger, timeout time.Duration, serve func(net.Conn, *bufio.Reader, time.Duration)) *linkTransport {
 	t := &linkTransport{
 		inner: inner, log: log, timeout: timeout, serve: serve,
 		streams: make(chan net.Conn), done: make(chan struct{}),
@@ -181,7 +181,7 @@ func (t *linkTransport) serveLink(c net.Conn, br *bufio.Reader) {
 		t.mu.Unlock()
 		_ = c.Close()
 	}()
-	t.serve(c, br)
+	t.serve(c, br, t.timeout)
 }
 
 // peekedConn is an accepted stream whose first bytes were read into r.

@@ -561,9 +561,6 @@ func (m *Member) deliver(ml *memberlist.Memberlist, node *memberlist.Node, buf [
 	return ml.SendReliable(node, buf)
 }
 
-// linkTimeout bounds a link's dial, preamble and each write.
-func (m *Member) linkTimeout() time.Duration { return m.tr.timeout }
-
 // inboxLoop hands election messages to OnMessage, one at a time.
 func (m *Member) inboxLoop(ctx context.Context) {
 	for {
