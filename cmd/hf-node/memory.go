@@ -12,14 +12,14 @@ import (
 // for a burst of work (up to twice the live heap with GOGC's default) and
 // gives it back to the OS slowly; an idle node should not hold it. Once the
 // node has allocated less than quietAlloc per tick for quietTicks ticks and
-// the runtime holds at least trimAtLeast of heap a collection would free (free
-// spans, and the garbage the last collection has not seen: after a burst
-// that is most of it, and the runtime's own collection may be two minutes
-// away), it collects and returns what is free (debug.FreeOSMemory). A trim costs one full collection
-// and the madvise of the free pages (~0.1-0.4 s of CPU for a node holding
-// 20,000 objects), so it waits for that much free heap: after a trim, idle
-// garbage first has to fill the heap to its goal and be collected, which
-// takes minutes on an idle node.
+// the runtime holds at least trimAtLeast of heap a collection would free
+// (free spans, and the garbage the last collection has not seen: after a
+// burst that is most of it, and the runtime's own collection may be two
+// minutes away), it collects and returns what is free (debug.FreeOSMemory).
+// A trim costs one full collection and the madvise of the free pages
+// (~0.1-0.4 s of CPU for a node holding 20,000 objects), so it waits for
+// that much free heap: after a trim, idle garbage first has to fill the heap
+// to its goal and be collected, which takes minutes on an idle node.
 const (
 	trimTick   = 10 * time.Second
 	quietTicks = 2

@@ -341,34 +341,45 @@ func (a *acceptor) inboxLoop() {
 // instead of waiting for one commit each. A batch is done before the next
 // starts, so a repeated offer never overtakes the reservation it repeats.
 func (a *acceptor) handleInbox(batch []Message) {
-	handle := func(msgs []Message) {
-		for _, m := range msgs {
-			if a.n.ctx.Err() != nil {
-				return
-			}
-			switch m.Type {
-			case wire.MsgOffer:
-				a.handleOffer(m)
-			case wire.MsgTake:
-				a.handleTake(m)
-			}
+	byKey(batch, func(m Message) string { return m.Claim }, func(m Message) {
+		if a.n.ctx.Err() != nil {
+			return
+		}
+		switch m.Type {
+		case wire.MsgOffer:
+			a.handleOffer(m)
+		case wire.MsgTake:
+			a.handleTake(m)
+		}
+	})
+}
+
+// byKey runs fn on items: those of one key one after the other, in their
+// order, the keys side by side (inline when there is one). It returns when
+// all are done. The reconcilers use it so that the writes of several keys
+// share the store's group commits while each key's stay in order.
+func byKey[T any](items []T, key func(T) string, fn func(T)) {
+	groups := map[string][]T{}
+	var keys []string
+	for _, it := range items {
+		k := key(it)
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], it)
+	}
+	run := func(its []T) {
+		for _, it := range its {
+			fn(it)
 		}
 	}
-	byClaim := map[string][]Message{}
-	var order []string
-	for _, m := range batch {
-		if _, ok := byClaim[m.Claim]; !ok {
-			order = append(order, m.Claim)
-		}
-		byClaim[m.Claim] = append(byClaim[m.Claim], m)
-	}
-	if len(order) == 1 {
-		handle(batch)
+	if len(keys) == 1 {
+		run(items)
 		return
 	}
 	var wg sync.WaitGroup
-	for _, c := range order {
-		wg.Go(func() { handle(byClaim[c]) })
+	for _, k := range keys {
+		wg.Go(func() { run(groups[k]) })
 	}
 	wg.Wait()
 }

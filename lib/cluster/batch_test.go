@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,4 +112,35 @@ func TestAcceptancesAreWrittenTogetherInOrder(t *testing.T) {
 	assert.Equal(t, types.ClaimFailed, got.Status.Phase)
 	assert.Equal(t, uint64(2), got.Status.Election.Round, "failed at the round accepted just before")
 	assert.Contains(t, got.Status.Reason, "no node can take it")
+}
+
+// byKey keeps each key's items in order and runs the keys side by side.
+func TestByKeyKeepsEachKeysOrder(t *testing.T) {
+	type item struct {
+		key string
+		i   int
+	}
+	var items []item
+	want := map[string][]int{}
+	for i := range 300 {
+		k := fmt.Sprintf("k%d", i%7)
+		items = append(items, item{k, i})
+		want[k] = append(want[k], i)
+	}
+	var mu sync.Mutex
+	seen := map[string][]int{}
+	running, most := 0, 0
+	byKey(items, func(it item) string { return it.key }, func(it item) {
+		mu.Lock()
+		seen[it.key] = append(seen[it.key], it.i)
+		running++
+		most = max(most, running)
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		mu.Lock()
+		running--
+		mu.Unlock()
+	})
+	assert.Equal(t, want, seen, "every item once, each key's in order")
+	assert.Greater(t, most, 1, "keys side by side")
 }

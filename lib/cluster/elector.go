@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/hf-fleet/hf/lib/cluster/cache"
@@ -413,26 +412,7 @@ type acceptedWrite struct {
 func (el *elector) flushAccepted() {
 	w := el.accepted
 	el.accepted = nil
-	switch len(w) {
-	case 0:
-		return
-	case 1:
-		el.putElection(w[0].claim, w[0].e)
-		return
-	}
-	byClaim := map[string][]types.ClaimElection{}
-	for _, a := range w {
-		byClaim[a.claim] = append(byClaim[a.claim], a.e)
-	}
-	var wg sync.WaitGroup
-	for claim, es := range byClaim {
-		wg.Go(func() {
-			for _, e := range es {
-				el.putElection(claim, e)
-			}
-		})
-	}
-	wg.Wait()
+	byKey(w, func(a acceptedWrite) string { return a.claim }, func(a acceptedWrite) { el.putElection(a.claim, a.e) })
 }
 
 // writeElection writes a claim's election facet.

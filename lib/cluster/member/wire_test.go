@@ -90,13 +90,6 @@ func TestTreeMessagesRoundTrip(t *testing.T) {
 func TestElectionRoundTrip(t *testing.T) {
 	msg := wire.Message{Type: wire.MsgDecline, From: "a", To: "b", Claim: "c", Round: 4, Reason: "full",
 		Fresh: &types.Capacity{Total: types.Resources{CPU: 2}}}
-	buf, err := encodeElection(msg)
-	require.NoError(t, err)
-	assert.Equal(t, byte(msgElection), buf[0])
-	got, err := decodeElection(buf[1:])
-	require.NoError(t, err)
-	assert.Equal(t, msg, got)
-
 	// The binary form carries every field, an offer's records included.
 	offer := wire.Message{Type: wire.MsgOffer, From: "a", To: "b", Claim: "c", Node: "b", Driver: "test", Round: 2, Set: "pool",
 		Records: []store.Record{
@@ -106,15 +99,26 @@ func TestElectionRoundTrip(t *testing.T) {
 			{Kind: types.KindMachineTemplate, Name: "t", Version: types.Version{HLC: 5, Node: "x"}, Tomb: types.Version{HLC: 5, Node: "x"},
 				DeletedAt: time.Unix(7, 0).UTC()},
 		}}
-	for _, m := range []wire.Message{msg, offer, {Type: wire.MsgTake, From: "a", To: "b", Claim: "c", Machine: "m-1"}} {
-		buf, err := encodeElectionBinary(m)
-		require.NoError(t, err)
-		assert.Equal(t, byte(msgElectionBinary), buf[0])
-		got, err := decodeElectionBinary(buf[1:])
-		require.NoError(t, err)
-		assert.Equal(t, m, got)
+	for _, codec := range []struct {
+		typ    msgType
+		encode func(wire.Message) ([]byte, error)
+		decode func([]byte) (wire.Message, error)
+		msgs   []wire.Message
+	}{
+		{msgElection, encodeElection, decodeElection, []wire.Message{msg}},
+		{msgElectionBinary, encodeElectionBinary, decodeElectionBinary,
+			[]wire.Message{msg, offer, {Type: wire.MsgTake, From: "a", To: "b", Claim: "c", Machine: "m-1"}}},
+	} {
+		for _, m := range codec.msgs {
+			buf, err := codec.encode(m)
+			require.NoError(t, err)
+			assert.Equal(t, byte(codec.typ), buf[0])
+			got, err := codec.decode(buf[1:])
+			require.NoError(t, err)
+			assert.Equal(t, m, got)
+		}
 	}
-	_, err = decodeElectionBinary([]byte{0})
+	_, err := decodeElectionBinary([]byte{0})
 	assert.ErrorContains(t, err, "out of range", "type 0")
 }
 
