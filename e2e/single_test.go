@@ -94,7 +94,14 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 	out, errOut, code = n.cli(ctx, strings.NewReader(strings.ReplaceAll(strings.ReplaceAll(smallTemplate, "small", "tiny"), "cpu: 1, ramGB: 1", "cpu: 0.1, ramGB: 0.1")),
 		"template", "create", "-f", "-")
 	require.Equal(t, 0, code, out+errOut)
-	out, errOut, code = n.cli(ctx, nil, "bench", "claims", "--template", "tiny", "--count", "30", "--concurrency", "5", "-o", "json")
+	// A user's token may bench: its claims are the user's, labelled outside
+	// the system's keys.
+	n.mustCLI("user", "create", "benchuser", "--role", "user")
+	tok, errOut, code := n.cli(ctx, nil, "token", "create", "bench-tok", "--user", "benchuser", "--role", "user", "-o", "json")
+	require.Equal(t, 0, code, tok+errOut)
+	var userTok struct{ Token string }
+	require.NoError(t, json.Unmarshal([]byte(tok), &userTok), tok)
+	out, errOut, code = n.cli(ctx, nil, "--token", userTok.Token, "bench", "claims", "--template", "tiny", "--count", "30", "--concurrency", "5", "-o", "json")
 	require.Equal(t, 0, code, out+errOut)
 	var bench struct {
 		Claims, Bound, Failed int

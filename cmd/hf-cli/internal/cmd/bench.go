@@ -20,8 +20,9 @@ import (
 	"github.com/hf-fleet/hf/lib/types"
 )
 
-// LabelBench marks the claims of one `bench claims` run.
-const LabelBench = "hf/bench"
+// LabelBench marks the claims of one `bench claims` run. It is outside the
+// keys the system reserves ("hf/..."), so a user's token may bench too.
+const LabelBench = "hf-bench"
 
 // benchOptions are the options of `bench claims`.
 type benchOptions struct {

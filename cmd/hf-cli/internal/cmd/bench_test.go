@@ -67,7 +67,7 @@ func TestBenchClaims(t *testing.T) {
 	assert.Empty(t, c.srv.Objects(types.KindMachineClaim), "the run's claims are deleted")
 	q := watchQueries(t, c)
 	require.Len(t, q, 1)
-	assert.Equal(t, "hf/bench="+got.Run, q[0].Get("labelSelector"), "the server sends this run's claims only")
+	assert.Equal(t, "hf-bench="+got.Run, q[0].Get("labelSelector"), "the server sends this run's claims only")
 	assert.Equal(t, "status.phase!=Requested", q[0].Get("fieldSelector"), "once they settled")
 
 	// Failures are counted with their reason; --keep keeps the claims.
@@ -78,7 +78,7 @@ func TestBenchClaims(t *testing.T) {
 	assert.Equal(t, "CLAIMS\tBOUND\tFAILED\tSECONDS\tCLAIMS/S\tP50-MS\tP90-MS\tP99-MS\tMAX-MS", lines[0])
 	assert.True(t, strings.HasPrefix(lines[1], "3\t0\t3\t"), lines[1])
 	assert.Contains(t, r.err, "failed (3): no capacity")
-	assert.Contains(t, r.err, "kept the claims labelled hf/bench=")
+	assert.Contains(t, r.err, "kept the claims labelled hf-bench=")
 	assert.Len(t, c.srv.Objects(types.KindMachineClaim), 3)
 
 	assert.Equal(t, ExitUsage, c.run("bench", "claims").code, "--template is required")
