@@ -204,3 +204,41 @@ func TestLinkStrangerDropped(t *testing.T) {
 	assert.ErrorIs(t, err, io.EOF, "the member closed the link")
 	assert.Empty(t, got(), "nothing was delivered")
 }
+
+// acceptingTransport is an inner transport whose listener, like
+// memberlist's NetTransport's, hands on a stream it accepted as the shutdown
+// began, blocking until someone takes it.
+type acceptingTransport struct {
+	memberlist.Transport
+	streams chan net.Conn
+	closed  chan net.Conn
+}
+
+func (a *acceptingTransport) StreamCh() <-chan net.Conn { return a.streams }
+
+func (a *acceptingTransport) Shutdown() error {
+	c1, c2 := net.Pipe()
+	a.streams <- c1 // accepted just now: blocks until it is taken
+	a.closed <- c2
+	return nil
+}
+
+// A stream the inner transport accepts while the transport shuts down is
+// taken and closed, so the shutdown ends (it hung a member's Kill for ever
+// in a -race run of the package).
+func TestLinkTransportShutdownDrainsAccepts(t *testing.T) {
+	inner := &acceptingTransport{streams: make(chan net.Conn), closed: make(chan net.Conn, 1)}
+	tr := newLinkTransport(inner, slog.New(slog.DiscardHandler), time.Second, func(net.Conn, *bufio.Reader, time.Duration) {})
+	done := make(chan error, 1)
+	go func() { done <- tr.Shutdown() }()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Shutdown hangs on a stream accepted as it began")
+	}
+	peer := <-inner.closed
+	_ = peer.SetReadDeadline(time.Now().Add(time.Second))
+	_, err := peer.Read(make([]byte, 1))
+	assert.ErrorIs(t, err, io.EOF, "the late stream was closed")
+}

@@ -30,7 +30,11 @@ type linkTransport struct {
 
 	streams chan net.Conn
 	done    chan struct{}
-	wg      sync.WaitGroup
+	// innerDown is closed once the inner transport has shut down: demux
+	// drains its streams until then, since the inner transport's listener
+	// blocks handing on a stream it accepted as the shutdown began.
+	innerDown chan struct{}
+	wg        sync.WaitGroup
 
 	mu       sync.Mutex
 	closed   bool
@@ -42,7 +46,7 @@ var _ memberlist.NodeAwareTransport = (*linkTransport)(nil)
 func newLinkTransport(inner memberlist.Transport, log *slog.Logger, timeout time.Duration, serve func(net.Conn, *bufio.Reader, time.Duration)) *linkTransport {
 	t := &linkTransport{
 		inner: inner, log: log, timeout: timeout, serve: serve,
-		streams: make(chan net.Conn), done: make(chan struct{}),
+		streams: make(chan net.Conn), done: make(chan struct{}), innerDown: make(chan struct{}),
 		accepted: map[net.Conn]bool{},
 	}
 	t.wg.Add(1)
@@ -124,20 +128,30 @@ func (t *linkTransport) Shutdown() error {
 	t.mu.Unlock()
 	close(t.done)
 	err := t.inner.Shutdown()
+	close(t.innerDown)
 	t.wg.Wait()
 	return err
 }
 
-// demux sorts the inner transport's accepted streams.
+// demux sorts the inner transport's accepted streams; once the transport
+// shuts down it closes them, until the inner transport is down.
 func (t *linkTransport) demux() {
 	defer t.wg.Done()
 	for {
 		select {
-		case <-t.done:
+		case <-t.innerDown:
 			return
-		case c := <-t.inner.StreamCh():
-			t.wg.Add(1)
-			go t.sort(c)
+		case c, ok := <-t.inner.StreamCh():
+			if !ok {
+				return // (a transport that closes it has no more)
+			}
+			select {
+			case <-t.done:
+				_ = c.Close()
+			default:
+				t.wg.Add(1)
+				go t.sort(c)
+			}
 		}
 	}
 }
