@@ -79,7 +79,10 @@ func New(t testing.TB) *Server {
 		watchers: map[int]chan Event{},
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.requests = append(s.requests, Request{Method: r.Method, Host: r.Host, Path: r.URL.Path})
+		s.mu.Unlock()
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -151,7 +154,7 @@ func (s *Server) CloseWatches() {
 	}
 }
 
-// Requests returns the API requests received so far.
+// Requests returns the requests received so far: the API's and /healthz.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()

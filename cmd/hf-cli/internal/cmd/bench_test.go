@@ -97,13 +97,19 @@ func TestBenchClaimsEndpoints(t *testing.T) {
 	var got benchResult
 	require.NoError(t, json.Unmarshal([]byte(r.out), &got), r.out)
 	assert.Equal(t, 10, got.Bound)
-	hosts := map[string]int{}
+	hosts, warm := map[string]int{}, map[string]int{}
 	for _, req := range c.srv.Requests() {
-		if req.Method == "POST" && strings.HasSuffix(req.Path, "/machineclaims") {
-			hosts[strings.Split(req.Host, ":")[0]]++
+		host := strings.Split(req.Host, ":")[0]
+		switch {
+		case req.Method == "POST" && strings.HasSuffix(req.Path, "/machineclaims"):
+			hosts[host]++
+		case req.Path == "/healthz" && len(hosts) == 0:
+			warm[host]++
 		}
 	}
 	assert.Equal(t, map[string]int{"127.0.0.1": 5, "localhost": 5}, hosts)
+	assert.Equal(t, map[string]int{"127.0.0.1": 2, "localhost": 2}, warm,
+		"before the clock starts, as many connections as claims in flight are opened to each endpoint")
 	assert.Contains(t, r.err, "through 2 endpoint(s)")
 }
 
