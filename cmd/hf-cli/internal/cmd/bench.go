@@ -105,9 +105,11 @@ func newBenchClaimsCmd(f *Factory) *cobra.Command {
 	return c
 }
 
-// benchFits fails at once, with the reason, when no node could hold even
-// one machine of the template now: a run would only wait for its timeout.
-func benchFits(ctx context.Context, f *Factory, c *client.Client, template string) error {
+// benchFits fails at once, with the reason, when the cluster could not hold
+// count machines of the template now: the run keeps every claim until its
+// end, so the claims past that room would only wait for their bind timeout
+// (and the run for its own).
+func benchFits(ctx context.Context, f *Factory, c *client.Client, template string, count int) error {
 	rctx, cancel := f.requestContext(ctx)
 	defer cancel()
 	o, err := c.Get(rctx, types.KindMachineTemplate, template)
@@ -119,7 +121,10 @@ func benchFits(ctx context.Context, f *Factory, c *client.Client, template strin
 	if err != nil {
 		return err
 	}
-	var seen []string
+	var (
+		seen []string
+		room int64
+	)
 	for _, n := range nodes {
 		node := n.(*types.Node)
 		if node.Status.Phase != types.NodeUp || node.Spec.Maintenance {
@@ -132,17 +137,22 @@ func benchFits(ctx context.Context, f *Factory, c *client.Client, template strin
 					continue
 				}
 			}
-			if scheduler.Fit(d.Capacity, t.Spec.Resources, t.Spec.AllowOverbook) > 0 {
-				return nil
-			}
+			room = min(room+scheduler.Fit(d.Capacity, t.Spec.Resources, t.Spec.AllowOverbook), scheduler.Unlimited)
 			seen = append(seen, fmt.Sprintf("%s/%s has %s CPU, %s GiB free", node.Metadata.Name, d.Name, num(d.Capacity.Free.CPU), num(d.Capacity.Free.RAMGB)))
 		}
 	}
 	if len(seen) == 0 {
 		seen = append(seen, "no node runs a driver the template configures")
 	}
-	return fmt.Errorf("%w: no node has room for one machine of template %s (%s CPU, %s GiB RAM) now: %s",
-		errClaimFailed, template, num(t.Spec.Resources.CPU), num(t.Spec.Resources.RAMGB), strings.Join(seen, "; "))
+	switch {
+	case room == 0:
+		return fmt.Errorf("%w: no node has room for one machine of template %s (%s CPU, %s GiB RAM) now: %s",
+			errClaimFailed, template, num(t.Spec.Resources.CPU), num(t.Spec.Resources.RAMGB), strings.Join(seen, "; "))
+	case room < int64(count):
+		return fmt.Errorf("%w: the cluster has room for %d machines of template %s (%s CPU, %s GiB RAM) now, and the run holds all %d of its claims until it ends: lower --count or add capacity (%s)",
+			errClaimFailed, room, template, num(t.Spec.Resources.CPU), num(t.Spec.Resources.RAMGB), count, strings.Join(seen, "; "))
+	}
+	return nil
 }
 
 func runBench(ctx context.Context, opts *benchOptions) error {
@@ -156,7 +166,7 @@ func runBench(ctx context.Context, opts *benchOptions) error {
 		return fmt.Errorf("bench run id: %w", err)
 	}
 	run := "bench-" + hex.EncodeToString(b)
-	if err := benchFits(ctx, f, c, opts.template); err != nil {
+	if err := benchFits(ctx, f, c, opts.template, opts.count); err != nil {
 		return err
 	}
 	creators := []*client.Client{c}
