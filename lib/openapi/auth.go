@@ -276,9 +276,12 @@ func privateKind(kind string) bool { return ownedKind(kind) || kind == types.Kin
 type sight struct {
 	p  Principal
 	st *store.Store
-	// machines are the user's machines, loaded when first needed (forget
-	// drops them when the user's claims change).
-	machines map[string]bool
+	// machines counts, for each machine, the user's claims that name it,
+	// and byClaim is each such claim's machine: loaded when first needed,
+	// then kept up to date by claimChanged (a stream's sight follows the
+	// claims as they change instead of listing them all again).
+	machines map[string]int
+	byClaim  map[string]string
 }
 
 func (s *Server) sight(p Principal) *sight { return &sight{p: p, st: s.st} }
@@ -295,7 +298,7 @@ func (v *sight) sees(o types.Object) bool {
 		return owner == v.p.User
 	}
 	if m, ok := o.(*types.Machine); ok {
-		return v.userMachines()[m.Metadata.Name]
+		return v.userMachines()[m.Metadata.Name] > 0
 	}
 	return true
 }
@@ -320,23 +323,36 @@ func (v *sight) boundTo(machine string) bool {
 	return false
 }
 
-// forget drops what sight knows of the user's machines.
-func (v *sight) forget() { v.machines = nil }
+// claimChanged tells a loaded sight that claim name changed: c is the claim
+// now, nil when it is gone.
+func (v *sight) claimChanged(name string, c *types.MachineClaim) {
+	if v.machines == nil {
+		return // not loaded: the first look reads the claims as they are then
+	}
+	if old, ok := v.byClaim[name]; ok {
+		delete(v.byClaim, name)
+		if v.machines[old]--; v.machines[old] <= 0 {
+			delete(v.machines, old)
+		}
+	}
+	if c != nil && c.Spec.User == v.p.User && c.Status.Machine != "" {
+		v.byClaim[name] = c.Status.Machine
+		v.machines[c.Status.Machine]++
+	}
+}
 
 // userMachines are the machines the user's claims are or were bound to.
-func (v *sight) userMachines() map[string]bool {
+func (v *sight) userMachines() map[string]int {
 	if v.machines != nil {
 		return v.machines
 	}
-	v.machines = map[string]bool{}
+	v.machines, v.byClaim = map[string]int{}, map[string]string{}
 	claims, err := store.List[types.MachineClaim](v.st, types.KindMachineClaim)
 	if err != nil {
 		return v.machines
 	}
 	for _, c := range claims {
-		if c.Spec.User == v.p.User && c.Status.Machine != "" {
-			v.machines[c.Status.Machine] = true
-		}
+		v.claimChanged(c.Metadata.Name, c)
 	}
 	return v.machines
 }

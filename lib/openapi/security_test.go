@@ -124,6 +124,29 @@ func TestUsersSeeOnlyTheirMachines(t *testing.T) {
 		seen[nextPut(t, events).Name] = true
 	}
 	assert.Equal(t, map[string]bool{"m-alice": true, "m-shared": true}, seen)
+
+	// The stream follows alice's claims as they change, though it sends
+	// no claims: a warm machine bound to a new claim of hers becomes hers,
+	// and one whose claim went to bob is gone for her.
+	put(bound("a3", "alice", "m-warm", false))
+	m := machine("m-warm", types.MachineTypeUser, "a3")
+	m.Spec.Round = 1
+	_, err := e.st.Put(m, store.PutOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, "m-warm", nextPut(t, events).Name)
+	a1 := bound("a1", "bob", "m-alice", false)
+	_, err = e.st.Put(a1, store.PutOptions{})
+	require.NoError(t, err)
+	_, err = e.st.Put(machine("m-alice", types.MachineTypeUser, "a1-bob"), store.PutOptions{})
+	require.NoError(t, err)
+	_, err = e.st.Put(machine("m-bob", types.MachineTypeUser, "b1-again"), store.PutOptions{})
+	require.NoError(t, err)
+	_, err = e.st.Put(machine("m-shared", types.MachineTypeShared, "x"), store.PutOptions{})
+	require.NoError(t, err)
+	got := next(t, events)
+	assert.Equal(t, "delete", got.name, "m-alice's claim is bob's now")
+	assert.Equal(t, "m-alice", got.data.Name)
+	assert.Equal(t, "m-shared", nextPut(t, events).Name, "m-bob stays hidden")
 }
 
 // nextPut returns the next put event of a stream (skipping the end of the

@@ -95,12 +95,21 @@ func TestWatchUserSeesOnlyOwnObjects(t *testing.T) {
 	}
 	require.Equal(t, 201, e.do("POST", path(types.KindMachineClaim), adminTok, claim("bob-0", "bob")).code)
 	require.Equal(t, 201, e.do("POST", path(types.KindMachineClaim), adminTok, claim("alice-0", "alice")).code)
+	require.Equal(t, 201, e.do("POST", path(types.KindMachineClaim), adminTok, claim("alice-00", "alice")).code)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch, _ := e.openStream(ctx, "/api/v1/events", aliceTok)
 	ev := next(t, ch)
 	assert.Equal(t, "alice-0", ev.data.Name, "replay skips bob's claim")
+	ev = next(t, ch)
+	assert.Equal(t, "alice-00", ev.data.Name)
+
+	// The user's objects the snapshot sent are known: their deletion is sent.
+	require.Equal(t, 200, e.do("DELETE", path(types.KindMachineClaim, "alice-00"), adminTok, nil).code)
+	ev = next(t, ch)
+	assert.Equal(t, "delete", ev.name)
+	assert.Equal(t, "alice-00", ev.data.Name)
 
 	require.Equal(t, 201, e.do("POST", path(types.KindAccessCode), adminTok, minimal(types.KindAccessCode, "code1")).code)
 	require.Equal(t, 201, e.do("POST", path(types.KindMachineClaim), adminTok, claim("bob-1", "bob")).code)
