@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"log/slog"
 
 	"github.com/hf-fleet/hf/lib/cluster/cache"
@@ -25,6 +26,7 @@ const (
 	idxClaimEvent     = "claim/event"        // spec.scheduledEvent
 	idxClaimSession   = "claim/session"      // hf/session label
 	idxClaimTemplate  = "claim/template"     // spec.machineTemplate
+	idxClaimUser      = "claim/user"         // spec.user (the API's quota and a user's sight)
 	idxMachineClaim   = "machine/claim"      // spec.claim
 	idxMachineNode    = "machine/node"       // spec.node
 	idxMachineSet     = "machine/set"        // spec.machineSet
@@ -86,6 +88,9 @@ func newCache(st *store.Store, log *slog.Logger) *cache.Cache {
 	c.Index(idxClaimTemplate, types.KindMachineClaim, func(o types.Object) []string {
 		return one(claim(o).Spec.MachineTemplate)
 	})
+	c.Index(idxClaimUser, types.KindMachineClaim, func(o types.Object) []string {
+		return one(claim(o).Spec.User)
+	})
 	c.Index(idxMachineClaim, types.KindMachine, func(o types.Object) []string {
 		return one(machine(o).Spec.Claim)
 	})
@@ -121,4 +126,19 @@ func newCache(st *store.Store, log *slog.Logger) *cache.Cache {
 		return []string{""}
 	})
 	return c
+}
+
+// ClaimsOf returns user's claims from the node's cache once it holds every
+// write the store had when called (read-your-writes), or ctx's error. The
+// claims are the cache's: read only.
+func (n *Node) ClaimsOf(ctx context.Context, user string) ([]*types.MachineClaim, error) {
+	if err := n.cache.WaitSeq(ctx, n.st.Seq()); err != nil {
+		return nil, err
+	}
+	objs := n.cache.ByIndex(idxClaimUser, user)
+	out := make([]*types.MachineClaim, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.(*types.MachineClaim))
+	}
+	return out, nil
 }

@@ -6,17 +6,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/cluster/cache"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -111,9 +114,42 @@ func TestStreamLimits(t *testing.T) {
 }
 
 // A user holds at most MaxClaimsPerUser live claims (429 past it); ending
-// one frees a place; admins have no cap.
+// one frees a place; admins have no cap. The claims are counted from the
+// store, or from a node's index (ClaimsOf, read-your-writes: each create
+// right after the last).
 func TestClaimQuota(t *testing.T) {
-	e := newTestEnv(t, func(c *Config) { c.MaxClaimsPerUser = 2 })
+	t.Run("store", func(t *testing.T) { testClaimQuota(t, newTestEnv(t, func(c *Config) { c.MaxClaimsPerUser = 2 })) })
+	t.Run("index", func(t *testing.T) {
+		st := openStore(t)
+		claimsOf, calls := indexedClaims(t, st)
+		testClaimQuota(t, newTestEnvOn(t, st, func(c *Config) { c.MaxClaimsPerUser = 2; c.ClaimsOf = claimsOf }))
+		assert.Positive(t, calls.Load(), "the index counted them")
+	})
+}
+
+// indexedClaims is a node's ClaimsOf over a cache of st with a user index,
+// and how often it was called.
+func indexedClaims(t *testing.T, st *store.Store) (func(context.Context, string) ([]*types.MachineClaim, error), *atomic.Int64) {
+	c := cache.New(st, slog.New(slog.DiscardHandler))
+	c.Index("user", types.KindMachineClaim, func(o types.Object) []string { return []string{o.(*types.MachineClaim).Spec.User} })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); c.Wait() })
+	require.NoError(t, c.Start(ctx))
+	calls := new(atomic.Int64)
+	return func(ctx context.Context, user string) ([]*types.MachineClaim, error) {
+		calls.Add(1)
+		if err := c.WaitSeq(ctx, st.Seq()); err != nil {
+			return nil, err
+		}
+		var out []*types.MachineClaim
+		for _, o := range c.ByIndex("user", user) {
+			out = append(out, o.(*types.MachineClaim))
+		}
+		return out, nil
+	}, calls
+}
+
+func testClaimQuota(t *testing.T, e *testEnv) {
 	e.do("POST", path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, "small"))
 	for _, n := range []string{"a1", "a2"} {
 		require.Equal(t, http.StatusCreated, e.do("POST", path(types.KindMachineClaim), aliceTok, minimal(types.KindMachineClaim, n)).code)

@@ -225,7 +225,7 @@ func (s *Server) checkClaimQuota(p Principal, o types.Object) error {
 	if p.Staff() || s.cfg.MaxClaimsPerUser <= 0 || o.GetKind() != types.KindMachineClaim {
 		return nil
 	}
-	claims, err := store.List[types.MachineClaim](s.st, types.KindMachineClaim)
+	claims, err := s.userClaims(p.User)
 	if err != nil {
 		return err
 	}

@@ -77,7 +77,16 @@ func TestAccessCodeSecretsAndReservedLabels(t *testing.T) {
 // claims are bound to, a shared machine by every user bound to it; another
 // user's machine is 404.
 func TestUsersSeeOnlyTheirMachines(t *testing.T) {
-	e := newTestEnv(t)
+	t.Run("store", func(t *testing.T) { testUsersSeeOnlyTheirMachines(t, newTestEnv(t)) })
+	t.Run("index", func(t *testing.T) {
+		st := openStore(t)
+		claimsOf, calls := indexedClaims(t, st)
+		testUsersSeeOnlyTheirMachines(t, newTestEnvOn(t, st, func(c *Config) { c.ClaimsOf = claimsOf }))
+		assert.Positive(t, calls.Load(), "the index found alice's claims")
+	})
+}
+
+func testUsersSeeOnlyTheirMachines(t *testing.T, e *testEnv) {
 	put := func(o types.Object) {
 		_, err := e.st.Put(o, store.PutOptions{Create: true})
 		require.NoError(t, err)

@@ -84,6 +84,10 @@ type Config struct {
 	// Keyring is the node's gossip keyring, for key rotation (nil: gossip
 	// is not encrypted).
 	Keyring Keyring
+	// ClaimsOf returns one user's claims from the node's index, holding
+	// every write the store had when called (read only); nil, or an error,
+	// reads every claim from the store instead.
+	ClaimsOf func(ctx context.Context, user string) ([]*types.MachineClaim, error)
 	// MachineLogs writes the output of one of this node's machines
 	// (ErrLogsNotHere, ErrNoLogs); nil serves none.
 	MachineLogs func(ctx context.Context, machine string, opts drivers.LogOptions, w io.Writer) error

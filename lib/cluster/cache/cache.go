@@ -134,6 +134,12 @@ type Cache struct {
 	handlers []Handler
 
 	wg sync.WaitGroup
+
+	// seq is the store sequence the cache holds every write up to; seqCh,
+	// when someone waits (WaitSeq), is closed at the next advance.
+	seqMu sync.Mutex
+	seq   uint64
+	seqCh chan struct{}
 }
 
 // New returns an empty cache of st.
@@ -187,6 +193,7 @@ func (c *Cache) Start(ctx context.Context) error {
 	if err := c.load(); err != nil {
 		return err
 	}
+	c.advance(from)
 	events := c.st.Watch(ctx, from)
 	c.wg.Add(1)
 	go func() {
@@ -249,13 +256,52 @@ func (c *Cache) apply(ev store.Event) {
 	switch ev.Type {
 	case store.EventResync:
 		c.log.Info("cache watch fell behind, listing the store again")
+		at := c.st.Seq()
 		if err := c.load(); err != nil {
 			c.log.Warn("cache reload", "err", err)
+			return
 		}
+		c.advance(at)
 	case store.EventDelete:
 		c.set(ev.Record.Kind, ev.Record.Name, nil, nil)
+		c.advance(ev.Record.Seq)
 	case store.EventPut:
 		c.put(ev)
+		c.advance(ev.Record.Seq)
+	}
+}
+
+// advance records that the cache holds every write up to seq.
+func (c *Cache) advance(seq uint64) {
+	c.seqMu.Lock()
+	defer c.seqMu.Unlock()
+	c.seq = max(c.seq, seq)
+	if c.seqCh != nil {
+		close(c.seqCh)
+		c.seqCh = nil
+	}
+}
+
+// WaitSeq returns once the cache holds every write of the store up to seq
+// (the store's Seq when the caller read it: read-your-writes), or ctx's
+// error.
+func (c *Cache) WaitSeq(ctx context.Context, seq uint64) error {
+	for {
+		c.seqMu.Lock()
+		if c.seq >= seq {
+			c.seqMu.Unlock()
+			return nil
+		}
+		if c.seqCh == nil {
+			c.seqCh = make(chan struct{})
+		}
+		ch := c.seqCh
+		c.seqMu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 }
 

@@ -256,3 +256,31 @@ func BenchmarkIndexedUpdate(b *testing.B) {
 		i++
 	}
 }
+
+// WaitSeq is read-your-writes: once it returns for the store's Seq, the
+// cache holds every write up to it; a wait for a write not made yet ends
+// with its context.
+func TestWaitSeqReadsYourWrites(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := store.Open(store.Config{InMemory: true, NodeID: "n1"}, log)
+	require.NoError(t, err)
+	defer st.Close()
+	c := New(st, log)
+	c.Index("tmpl", types.KindMachineClaim, func(o types.Object) []string {
+		return []string{o.(*types.MachineClaim).Spec.MachineTemplate}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); c.Wait() }()
+	require.NoError(t, c.Start(ctx))
+	require.NoError(t, c.WaitSeq(ctx, st.Seq()), "an empty store's")
+	for i := range 200 {
+		_, err := st.Put(&types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim},
+			Metadata: types.ObjectMeta{Name: fmt.Sprintf("c%03d", i)}, Spec: types.MachineClaimSpec{MachineTemplate: "t"}}, store.PutOptions{})
+		require.NoError(t, err)
+		require.NoError(t, c.WaitSeq(ctx, st.Seq()))
+		require.Len(t, c.ByIndex("tmpl", "t"), i+1, "the write just made is in the cache")
+	}
+	short, stop := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer stop()
+	assert.ErrorIs(t, c.WaitSeq(short, st.Seq()+1), context.DeadlineExceeded)
+}
