@@ -26,21 +26,28 @@ func names(objs []types.Object) []string {
 	return out
 }
 
-// The index follows puts, changes of key and deletes, for keys holding one
-// object and keys holding more than a slice's worth (the bucket turns into a
-// map and keeps working).
-func TestIndexFollowsChanges(t *testing.T) {
+// startedByTemplate is a started cache of a new in-memory store, with the
+// claims indexed by template under "tmpl"; both end with the test.
+func startedByTemplate(t *testing.T) (*store.Store, *Cache, context.Context) {
+	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	st, err := store.Open(store.Config{InMemory: true, NodeID: "n1"}, log)
 	require.NoError(t, err)
-	defer st.Close()
 	c := New(st, log)
 	c.Index("tmpl", types.KindMachineClaim, func(o types.Object) []string {
 		return []string{o.(*types.MachineClaim).Spec.MachineTemplate}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
-	defer func() { cancel(); c.Wait() }()
+	t.Cleanup(func() { cancel(); c.Wait(); _ = st.Close() })
 	require.NoError(t, c.Start(ctx))
+	return st, c, ctx
+}
+
+// The index follows puts, changes of key and deletes, for keys holding one
+// object and keys holding more than a slice's worth (the bucket turns into a
+// map and keeps working).
+func TestIndexFollowsChanges(t *testing.T) {
+	st, c, _ := startedByTemplate(t)
 
 	put := func(name, tmpl string) {
 		_, err := st.Put(&types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim},
@@ -67,7 +74,7 @@ func TestIndexFollowsChanges(t *testing.T) {
 	assert.Zero(t, c.Count("tmpl", "none"))
 
 	put("c00", "small") // moves from the big key to the small one
-	_, err = st.Delete(types.KindMachineClaim, "c01", types.Version{})
+	_, err := st.Delete(types.KindMachineClaim, "c01", types.Version{})
 	require.NoError(t, err)
 	_, err = st.Delete(types.KindMachineClaim, "lone", types.Version{})
 	require.NoError(t, err)
@@ -261,17 +268,7 @@ func BenchmarkIndexedUpdate(b *testing.B) {
 // cache holds every write up to it; a wait for a write not made yet ends
 // with its context.
 func TestWaitSeqReadsYourWrites(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st, err := store.Open(store.Config{InMemory: true, NodeID: "n1"}, log)
-	require.NoError(t, err)
-	defer st.Close()
-	c := New(st, log)
-	c.Index("tmpl", types.KindMachineClaim, func(o types.Object) []string {
-		return []string{o.(*types.MachineClaim).Spec.MachineTemplate}
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer func() { cancel(); c.Wait() }()
-	require.NoError(t, c.Start(ctx))
+	st, c, ctx := startedByTemplate(t)
 	require.NoError(t, c.WaitSeq(ctx, st.Seq()), "an empty store's")
 	for i := range 200 {
 		_, err := st.Put(&types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim},
