@@ -132,10 +132,10 @@ func newCache(st *store.Store, log *slog.Logger) *cache.Cache {
 // write the store had when called (read-your-writes), or ctx's error. The
 // claims are the cache's: read only.
 func (n *Node) ClaimsOf(ctx context.Context, user string) ([]*types.MachineClaim, error) {
-	if err := n.cache.WaitSeq(ctx, n.st.Seq()); err != nil {
+	objs, err := n.cache.ByIndexNow(ctx, idxClaimUser, user)
+	if err != nil {
 		return nil, err
 	}
-	objs := n.cache.ByIndex(idxClaimUser, user)
 	out := make([]*types.MachineClaim, 0, len(objs))
 	for _, o := range objs {
 		out = append(out, o.(*types.MachineClaim))

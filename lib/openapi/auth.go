@@ -349,11 +349,16 @@ func (v *sight) boundTo(machine string) bool {
 	return false
 }
 
+// loaded reports whether the sight holds the user's machines: until it
+// does, claim changes need not be told (the first look reads the claims as
+// they are then).
+func (v *sight) loaded() bool { return v.machines != nil }
+
 // claimChanged tells a loaded sight that claim name changed: c is the claim
 // now, nil when it is gone.
 func (v *sight) claimChanged(name string, c *types.MachineClaim) {
-	if v.machines == nil {
-		return // not loaded: the first look reads the claims as they are then
+	if !v.loaded() {
+		return
 	}
 	if old, ok := v.byClaim[name]; ok {
 		delete(v.byClaim, name)

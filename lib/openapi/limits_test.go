@@ -138,11 +138,12 @@ func indexedClaims(t *testing.T, st *store.Store) (func(context.Context, string)
 	calls := new(atomic.Int64)
 	return func(ctx context.Context, user string) ([]*types.MachineClaim, error) {
 		calls.Add(1)
-		if err := c.WaitSeq(ctx, st.Seq()); err != nil {
+		objs, err := c.ByIndexNow(ctx, "user", user)
+		if err != nil {
 			return nil, err
 		}
 		var out []*types.MachineClaim
-		for _, o := range c.ByIndex("user", user) {
+		for _, o := range objs {
 			out = append(out, o.(*types.MachineClaim))
 		}
 		return out, nil

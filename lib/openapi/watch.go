@@ -372,7 +372,7 @@ func (f *streamFilter) apply(ev store.Event, warn func(string, ...any)) (WatchEv
 	case store.EventSynced:
 		return WatchEvent{Type: WatchSynced}, true
 	}
-	if rec.Kind == types.KindMachineClaim && f.tracksOwners() {
+	if rec.Kind == types.KindMachineClaim && f.tracksOwners() && f.sight.loaded() {
 		// The user's machines change with their claims, whether or not the
 		// stream sends claims. (It used to forget them at every claim and
 		// list every claim again at the next machine: a user's stream on a

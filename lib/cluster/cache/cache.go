@@ -282,6 +282,15 @@ func (c *Cache) advance(seq uint64) {
 	}
 }
 
+// ByIndexNow is ByIndex once the cache holds every write the store had
+// when it was called (read-your-writes), or ctx's error.
+func (c *Cache) ByIndexNow(ctx context.Context, name, key string) ([]types.Object, error) {
+	if err := c.WaitSeq(ctx, c.st.Seq()); err != nil {
+		return nil, err
+	}
+	return c.ByIndex(name, key), nil
+}
+
 // WaitSeq returns once the cache holds every write of the store up to seq
 // (the store's Seq when the caller read it: read-your-writes), or ctx's
 // error.

@@ -264,9 +264,9 @@ func BenchmarkIndexedUpdate(b *testing.B) {
 	}
 }
 
-// WaitSeq is read-your-writes: once it returns for the store's Seq, the
-// cache holds every write up to it; a wait for a write not made yet ends
-// with its context.
+// WaitSeq is read-your-writes: once it returns for the store's Seq (as in
+// ByIndexNow), the cache holds every write up to it; a wait for a write not
+// made yet ends with its context.
 func TestWaitSeqReadsYourWrites(t *testing.T) {
 	st, c, ctx := startedByTemplate(t)
 	require.NoError(t, c.WaitSeq(ctx, st.Seq()), "an empty store's")
@@ -274,8 +274,9 @@ func TestWaitSeqReadsYourWrites(t *testing.T) {
 		_, err := st.Put(&types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim},
 			Metadata: types.ObjectMeta{Name: fmt.Sprintf("c%03d", i)}, Spec: types.MachineClaimSpec{MachineTemplate: "t"}}, store.PutOptions{})
 		require.NoError(t, err)
-		require.NoError(t, c.WaitSeq(ctx, st.Seq()))
-		require.Len(t, c.ByIndex("tmpl", "t"), i+1, "the write just made is in the cache")
+		objs, err := c.ByIndexNow(ctx, "tmpl", "t")
+		require.NoError(t, err)
+		require.Len(t, objs, i+1, "the write just made is in the cache")
 	}
 	short, stop := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer stop()
