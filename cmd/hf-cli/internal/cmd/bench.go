@@ -183,7 +183,7 @@ func runBench(ctx context.Context, opts *benchOptions) error {
 	// Open the connections the run will use before the clock starts, as a
 	// cluster's long-lived clients hold theirs: the figures are of claims,
 	// not of TLS handshakes (64 of them cost a 100-claim run half its time).
-	benchWarm(ctx, f, creators, opts.concurrency)
+	benchWarm(ctx, f, creators, warmPerEndpoint(opts.concurrency, opts.count, len(creators)))
 	var next atomic.Int64
 	names := make([]string, opts.count)
 	for i := range names {
@@ -227,6 +227,15 @@ func runBench(ctx context.Context, opts *benchOptions) error {
 	}
 	benchCleanup(ctx, f, c, run, opts.keep)
 	return err
+}
+
+// warmPerEndpoint is how many connections each of k endpoints needs for
+// a run of count claims, concurrency in flight, spread over them in turn: no
+// more than the claims in flight there, nor than the client keeps idle (a
+// --concurrency of 99999 opened 99999 connections).
+func warmPerEndpoint(concurrency, count, k int) int {
+	inFlight := min(concurrency, count)
+	return min((inFlight+k-1)/k, keptPerHost)
 }
 
 // benchWarm opens up to n connections to each endpoint, with n health

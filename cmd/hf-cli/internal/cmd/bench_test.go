@@ -108,9 +108,19 @@ func TestBenchClaimsEndpoints(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string]int{"127.0.0.1": 5, "localhost": 5}, hosts)
-	assert.Equal(t, map[string]int{"127.0.0.1": 2, "localhost": 2}, warm,
-		"before the clock starts, as many connections as claims in flight are opened to each endpoint")
+	assert.Equal(t, map[string]int{"127.0.0.1": 1, "localhost": 1}, warm,
+		"before the clock starts, as many connections as claims in flight there are opened to each endpoint")
 	assert.Contains(t, r.err, "through 2 endpoint(s)")
+}
+
+// The warm-up opens a connection for each claim an endpoint will have in
+// flight, and never more than the client keeps.
+func TestWarmPerEndpoint(t *testing.T) {
+	assert.Equal(t, 64, warmPerEndpoint(64, 10000, 1))
+	assert.Equal(t, 22, warmPerEndpoint(64, 10000, 3), "64 spread over 3 endpoints")
+	assert.Equal(t, 5, warmPerEndpoint(64, 5, 1), "no more than the run's claims")
+	assert.Equal(t, keptPerHost, warmPerEndpoint(99999, 99999, 1), "no more than the client keeps idle")
+	assert.Equal(t, 1, warmPerEndpoint(1, 1, 3))
 }
 
 // A claim that never settles ends the wait with the timeout exit code, and

@@ -306,9 +306,12 @@ func flagSet(fs *pflag.FlagSet, name string) bool {
 // bench of 64 in flight shook hands with TLS on most requests).
 func keepAliveTransport() *http.Transport {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 1024, 256
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 1024, keptPerHost
 	return tr
 }
+
+// keptPerHost is how many idle connections to one endpoint the CLI keeps.
+const keptPerHost = 256
 
 // httpClient is HTTPClient, trusting the resolved CA when there is one.
 func (f *Factory) httpClient() *http.Client {
