@@ -136,9 +136,5 @@ func (n *Node) ClaimsOf(ctx context.Context, user string) ([]*types.MachineClaim
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*types.MachineClaim, 0, len(objs))
-	for _, o := range objs {
-		out = append(out, o.(*types.MachineClaim))
-	}
-	return out, nil
+	return types.Cast[*types.MachineClaim](objs), nil
 }

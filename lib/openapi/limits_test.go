@@ -142,11 +142,7 @@ func indexedClaims(t *testing.T, st *store.Store) (func(context.Context, string)
 		if err != nil {
 			return nil, err
 		}
-		var out []*types.MachineClaim
-		for _, o := range objs {
-			out = append(out, o.(*types.MachineClaim))
-		}
-		return out, nil
+		return types.Cast[*types.MachineClaim](objs), nil
 	}, calls
 }
 

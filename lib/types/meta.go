@@ -35,6 +35,15 @@ type Object interface {
 	Facets() []Facet
 }
 
+// Cast returns objs as their kind's type; every one must be a T.
+func Cast[T Object](objs []Object) []T {
+	out := make([]T, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.(T))
+	}
+	return out
+}
+
 var (
 	nameRe  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	labelRe = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?$`)

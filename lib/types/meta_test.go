@@ -103,3 +103,10 @@ func TestMatchLabels(t *testing.T) {
 	}
 	assert.False(t, types.MatchLabels(map[string]string{"zone": "a"}, nil))
 }
+
+func TestCast(t *testing.T) {
+	a, b := &types.MachineClaim{Metadata: types.ObjectMeta{Name: "a"}}, &types.MachineClaim{Metadata: types.ObjectMeta{Name: "b"}}
+	assert.Equal(t, []*types.MachineClaim{a, b}, types.Cast[*types.MachineClaim]([]types.Object{a, b}))
+	assert.Empty(t, types.Cast[*types.MachineClaim](nil))
+	assert.Panics(t, func() { types.Cast[*types.MachineClaim]([]types.Object{&types.Machine{}}) }, "an object of another kind")
+}

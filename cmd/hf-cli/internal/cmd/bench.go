@@ -365,11 +365,7 @@ func benchClaims(ctx context.Context, f *Factory, c *client.Client, run string) 
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*types.MachineClaim, 0, len(objs))
-	for _, o := range objs {
-		out = append(out, o.(*types.MachineClaim))
-	}
-	return out, nil
+	return types.Cast[*types.MachineClaim](objs), nil
 }
 
 const (
