@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/internal/leakcheck"
 )
 
 // Stopping a node ends every goroutine it started, allocations included.
@@ -25,12 +27,5 @@ func TestStopLeavesNoGoroutines(t *testing.T) {
 
 	}, 5*time.Second, 5*time.Millisecond)
 	tn.stop()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := runtime.NumGoroutine(); n > before {
-		buf := make([]byte, 1<<20)
-		t.Fatalf("%d goroutines before, %d after stop:\n%s", before, n, buf[:runtime.Stack(buf, true)])
-	}
+	leakcheck.Goroutines(t, before, 5*time.Second)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/internal/leakcheck"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -178,8 +179,10 @@ func TestWatchLeaksNothing(t *testing.T) {
 	}
 	require.Eventually(t, func() bool {
 		e.http.Client().CloseIdleConnections()
-		return e.srv.ActiveStreams() == 0 && runtime.NumGoroutine() <= base
-	}, 5*time.Second, 20*time.Millisecond, "goroutines: base %d", base)
+		return e.srv.ActiveStreams() == 0
+	}, 5*time.Second, 20*time.Millisecond)
+	e.http.Client().CloseIdleConnections()
+	leakcheck.Goroutines(t, base, 5*time.Second)
 }
 
 func TestWatchEndsWhenStoreCloses(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/internal/leakcheck"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -355,24 +356,7 @@ func TestWatchClosesWithoutLeaks(t *testing.T) {
 	require.NoError(t, s.Close())
 	waitClosed(t, idle)
 	waitClosed(t, replaying)
-	waitGoroutines(t, base)
-}
-
-// waitGoroutines waits until no more than want goroutines run. It polls by
-// hand: require.Eventually runs goroutines of its own.
-func waitGoroutines(t *testing.T, want int) {
-	t.Helper()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	deadline := time.After(waitFor)
-	for runtime.NumGoroutine() > want {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines, want <= %d:\n%s", runtime.NumGoroutine(), want, buf[:runtime.Stack(buf, true)])
-		}
-	}
+	leakcheck.Goroutines(t, base, waitFor)
 }
 
 // The watchers of a commit share one decoding of its record (the cache and

@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/hf-fleet/hf/lib/cluster/member/membertest"
+	"github.com/hf-fleet/hf/lib/internal/leakcheck"
 )
 
 func TestNoGoroutineLeak(t *testing.T) {
@@ -25,10 +24,5 @@ func TestNoGoroutineLeak(t *testing.T) {
 		c.Stop(2)
 		// The cleanup stops the rest and closes the stores.
 	})
-	var after int
-	require.Eventually(t, func() bool {
-		after = runtime.NumGoroutine()
-		return after <= before+2
-	}, 10*time.Second, 50*time.Millisecond, "goroutines: %d before, %d after", before, after)
-	t.Logf("goroutines: %d before, %d after", before, after)
+	leakcheck.Goroutines(t, before, 10*time.Second)
 }
