@@ -107,6 +107,9 @@ func (a *acceptor) changed(kind, name string, old, obj types.Object) {
 			a.q.Add(name)
 		}
 	case types.KindMachine:
+		if m, ok := obj.(*types.Machine); ok && m.Spec.Node == self {
+			a.shareResource(name, m.Status.Resource)
+		}
 		for _, o := range []types.Object{old, obj} {
 			if m, ok := o.(*types.Machine); ok && m.Spec.Node == self {
 				a.q.Add(a.keyOf(name, m.Spec.Claim))
@@ -119,6 +122,23 @@ func (a *acceptor) changed(kind, name string, old, obj types.Object) {
 				a.q.Add(s.Status.MachineClaim)
 			}
 		}
+	}
+}
+
+// shareResource makes machine's entry hold res, the resource of its record
+// as the cache holds it, in place of the driver's copy of the same
+// resource: once the record has it, the node keeps one copy, not two (the
+// cache's objects never change, and drivers do not change the resources
+// they are given).
+func (a *acceptor) shareResource(machine string, res *types.Resource) {
+	if res == nil {
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if e, ok := a.entries[machine]; ok && e.Resource != nil && e.Resource != res &&
+		e.Resource.ID == res.ID && e.Resource.Driver == res.Driver {
+		e.Resource = res
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -77,4 +78,31 @@ func TestUsageFollowsTheLedger(t *testing.T) {
 		}
 		a.mu.Unlock()
 	}
+}
+
+// Once a running machine's record reaches the cache, the ledger holds the
+// record's resource, not a second copy of the driver's; releasing the
+// machine still releases the driver's resource.
+func TestLedgerSharesTheRecordsResource(t *testing.T) {
+	tn := newTestNode(t, "n1", `{"cpus": 4, "ram_gb": 8}`)
+	tn.put(template("small", 1, 1, `{}`))
+	tn.put(claim("c1", "small", time.Minute))
+	tn.waitPhase("c1", types.ClaimBound)
+	var name string
+	require.Eventually(t, func() bool {
+		ms := tn.machines()
+		if len(ms) != 1 || ms[0].Status.Resource == nil {
+			return false
+		}
+		name = ms[0].Metadata.Name
+		m, _ := tn.node.machine(name)
+		e, ok := tn.node.acc.get(name)
+		return ok && e.Resource == m.Status.Resource
+	}, 5*time.Second, 5*time.Millisecond, "the ledger still holds its own copy of the resource")
+	_, err := tn.st.Delete(types.KindMachineClaim, "c1", types.Version{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, held := tn.node.acc.get(name)
+		return !held && testdriver.Held(tn.drv) == 0
+	}, 5*time.Second, 5*time.Millisecond, "the driver's resource was not released")
 }

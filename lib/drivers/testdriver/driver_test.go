@@ -170,11 +170,21 @@ func TestStateSurvivesRestart(t *testing.T) {
 	want, err := d.List(t.Context())
 	require.NoError(t, err)
 	require.Len(t, want, 2)
+	// List hands out what Allocate did (the driver holds less of it).
+	assert.ElementsMatch(t, []types.Resource{*rs[0], *rs[2]}, want)
 
 	again := prepared(t, dir, `{}`)
 	got, err := again.List(t.Context())
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
+
+	// Under another node name, what an earlier one made stays as it was.
+	renamed := newDriver(drivers.Env{Instance: "test", DataDir: dir, NodeName: "node-b"})
+	require.NoError(t, renamed.Prepare(t.Context(), []byte(`{}`)))
+	got, err = renamed.List(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	assert.Equal(t, "node-a", got[0].Info["host"])
 	phase, err := again.Status(t.Context(), rs[0])
 	require.NoError(t, err)
 	assert.Equal(t, types.MachineRunning, phase)

@@ -174,7 +174,7 @@ func (d *Driver) compactLocked() error {
 	if d.env.DataDir == "" {
 		return nil
 	}
-	if err := stateFile(d.env.DataDir).Save(d.sortedLocked(false)); err != nil {
+	if err := stateFile(d.env.DataDir).Save(d.sortedLocked()); err != nil {
 		return err
 	}
 	d.closeJournalLocked()
