@@ -116,6 +116,6 @@ func TestStartOnRealNetTransport(t *testing.T) {
 	require.Eventually(t, func() bool { return slices.Equal(m1.Members(), []string{"r1", "r2"}) }, 5*time.Second, 10*time.Millisecond)
 
 	rec := put(t, st1, "c1", "alice")
-	require.Eventually(t, func() bool { return hasVersion(st2, types.KindMachineClaim, "c1", rec.Version) }, 2*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return hasVersion(st2, types.KindMachineClaim, "c1", rec.Version) }, 10*time.Second, 5*time.Millisecond)
 	assert.ErrorContains(t, m2.Start(ctx), "already started")
 }

@@ -38,7 +38,7 @@ func TestMembershipStates(t *testing.T) {
 			stateOf(c.Nodes[1].Member, "n2") == member.StateLeft &&
 			stateOf(c.Nodes[3].Member, "n2") == member.StateLeft
 	}, 5*time.Second, 10*time.Millisecond, "stopped member not seen as left")
-	require.Eventually(t, func() bool { return observer.MembershipCalls() > calls }, time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return observer.MembershipCalls() > calls }, 10*time.Second, 5*time.Millisecond)
 	assert.Equal(t, []string{"n0", "n1", "n3"}, observer.Member.Members())
 
 	calls = observer.MembershipCalls()
@@ -50,7 +50,7 @@ func TestMembershipStates(t *testing.T) {
 	}, 15*time.Second, 10*time.Millisecond, "killed member not seen as dead")
 	t.Logf("killed member declared dead after %s", time.Since(killed).Round(time.Millisecond))
 	// OnMembership runs on the membership loop, after the table changed.
-	require.Eventually(t, func() bool { return observer.MembershipCalls() > calls }, time.Second, 5*time.Millisecond,
+	require.Eventually(t, func() bool { return observer.MembershipCalls() > calls }, 10*time.Second, 5*time.Millisecond,
 		"OnMembership not called after the death")
 	assert.Equal(t, []string{"n0", "n1"}, observer.Member.Members())
 	assert.Equal(t, member.StateLeft, stateOf(observer.Member, "n2"), "left stays left")

@@ -95,12 +95,12 @@ func TestSend(t *testing.T) {
 	msg := wire.Message{Type: wire.MsgOffer, From: n0.Name, To: n1.Name, Claim: "c1", Round: 3,
 		Fresh: &types.Capacity{Total: types.Resources{CPU: 4, RAMGB: 8}}}
 	require.NoError(t, n0.Member.Send(ctx, msg))
-	require.Eventually(t, func() bool { return len(n1.Messages()) == 1 }, 2*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(n1.Messages()) == 1 }, 10*time.Second, 5*time.Millisecond)
 	assert.Equal(t, msg, n1.Messages()[0])
 
 	self := wire.Message{Type: wire.MsgAccept, From: n0.Name, To: n0.Name, Claim: "c2"}
 	require.NoError(t, n0.Member.Send(ctx, self))
-	require.Eventually(t, func() bool { return len(n0.Messages()) == 1 }, 2*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(n0.Messages()) == 1 }, 10*time.Second, 5*time.Millisecond)
 	assert.Equal(t, self, n0.Messages()[0])
 
 	withTimeout, cancel := context.WithTimeout(ctx, time.Second)
@@ -108,5 +108,5 @@ func TestSend(t *testing.T) {
 	err := n0.Member.Send(withTimeout, wire.Message{Type: wire.MsgOffer, From: n0.Name, To: "nobody"})
 	assert.ErrorIs(t, err, member.ErrNotMember)
 	require.NoError(t, n0.Member.Send(withTimeout, wire.Message{Type: wire.MsgDecline, From: n0.Name, To: n1.Name, Reason: "full"}))
-	require.Eventually(t, func() bool { return len(n1.Messages()) == 2 }, 2*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return len(n1.Messages()) == 2 }, 10*time.Second, 5*time.Millisecond)
 }
