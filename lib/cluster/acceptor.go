@@ -63,16 +63,16 @@ type acceptor struct {
 	q     *workqueue.Queue
 
 	mu       sync.Mutex
-	entries  map[string]*entry          // by machine name
-	usage    map[string]*usage          // by driver instance, of entries
-	byClaim  map[string]map[string]bool // claim -> machine names
-	failures map[string]int             // claim -> failed allocations here
+	entries  map[string]*entry   // by machine name
+	usage    map[string]*usage   // by driver instance, of entries
+	byClaim  map[string][]string // claim -> machine names (mostly one: a slice, not a map each)
+	failures map[string]int      // claim -> failed allocations here
 }
 
 func newAcceptor(n *Node) *acceptor {
 	return &acceptor{
 		n: n, inbox: queue.New[Message](), q: workqueue.New(nil),
-		entries: map[string]*entry{}, usage: map[string]*usage{}, byClaim: map[string]map[string]bool{}, failures: map[string]int{},
+		entries: map[string]*entry{}, usage: map[string]*usage{}, byClaim: map[string][]string{}, failures: map[string]int{},
 	}
 }
 
@@ -187,11 +187,8 @@ func (a *acceptor) putLocked(e *entry) {
 	}
 	a.countLocked(e, true)
 	a.entries[e.Machine] = e
-	if e.Claim != "" {
-		if a.byClaim[e.Claim] == nil {
-			a.byClaim[e.Claim] = map[string]bool{}
-		}
-		a.byClaim[e.Claim][e.Machine] = true
+	if e.Claim != "" && !slices.Contains(a.byClaim[e.Claim], e.Machine) {
+		a.byClaim[e.Claim] = append(a.byClaim[e.Claim], e.Machine)
 	}
 }
 
@@ -228,12 +225,15 @@ func (a *acceptor) countLocked(e *entry, in bool) {
 	}
 }
 
-func (a *acceptor) unindexLocked(e *entry) {
-	if m := a.byClaim[e.Claim]; m != nil {
-		delete(m, e.Machine)
-		if len(m) == 0 {
-			delete(a.byClaim, e.Claim)
-		}
+func (a *acceptor) unindexLocked(e *entry) { a.unindexClaimLocked(e.Claim, e.Machine) }
+
+// unindexClaimLocked drops machine from claim's machines. Caller holds mu.
+func (a *acceptor) unindexClaimLocked(claim, machine string) {
+	ms := slices.DeleteFunc(a.byClaim[claim], func(m string) bool { return m == machine })
+	if len(ms) == 0 {
+		delete(a.byClaim, claim)
+	} else {
+		a.byClaim[claim] = ms
 	}
 }
 
@@ -261,12 +261,7 @@ func (a *acceptor) update(machine string, fn func(e *entry)) bool {
 		fn(e)
 		a.countLocked(e, true)
 		if e.Claim != old {
-			if m := a.byClaim[old]; m != nil {
-				delete(m, machine)
-				if len(m) == 0 {
-					delete(a.byClaim, old)
-				}
-			}
+			a.unindexClaimLocked(old, machine)
 			a.putLocked(e)
 		}
 	}
@@ -293,13 +288,12 @@ func (a *acceptor) ofClaim(claim string) []entry {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := make([]entry, 0, len(a.byClaim[claim]))
-	for m := range a.byClaim[claim] {
+	for _, m := range a.byClaim[claim] {
 		out = append(out, *a.entries[m])
 	}
 	return out
 }
 
-// all returns copies of every entry.
 // appendAll appends a copy of every entry to out.
 func (a *acceptor) appendAll(out []entry) []entry {
 	a.mu.Lock()

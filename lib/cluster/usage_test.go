@@ -15,8 +15,8 @@ import (
 	"github.com/hf-fleet/hf/lib/types"
 )
 
-// TestUsageFollowsTheLedger checks the usage kept as entries change against
-// a sum over the ledger, after each of many random puts, updates and
+// TestUsageFollowsTheLedger checks the usage and the index of machines by
+// claim, kept as entries change, against the ledger itself, after each of many random puts, updates and
 // removals (through the acceptor's own functions).
 func TestUsageFollowsTheLedger(t *testing.T) {
 	st, err := store.Open(store.Config{InMemory: true, NodeID: "n0"}, testLogger())
@@ -72,6 +72,21 @@ func TestUsageFollowsTheLedger(t *testing.T) {
 				!assert.InDelta(t, used.RAMGB, gu.RAMGB, 1e-9, "step %d used ram", i) ||
 				!assert.InDelta(t, reserved.CPU, gr.CPU, 1e-9, "step %d reserved cpu", i) ||
 				!assert.InDelta(t, reserved.RAMGB, gr.RAMGB, 1e-9, "step %d reserved ram", i) {
+				a.mu.Unlock()
+				return
+			}
+		}
+		// The index of machines by claim holds each entry once, under its claim.
+		byClaim := map[string][]string{}
+		for _, e := range a.entries {
+			byClaim[e.Claim] = append(byClaim[e.Claim], e.Machine)
+		}
+		if !assert.Len(t, a.byClaim, len(byClaim), "step %d claims", i) {
+			a.mu.Unlock()
+			return
+		}
+		for c, ms := range byClaim {
+			if !assert.ElementsMatch(t, ms, a.byClaim[c], "step %d claim %s", i, c) {
 				a.mu.Unlock()
 				return
 			}
