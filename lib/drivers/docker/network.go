@@ -21,10 +21,22 @@ import (
 // networks of that name; all pick the same one (the oldest, ties by id) and
 // each removes its own if it lost, so every container ends up on one network.
 // (Under load, listing at once could miss an older duplicate still being
-// created, and two networks stayed: seen once in CI.)
+// created, and two networks stayed: seen once in CI, and again with the
+// settle below. So the nodes of one host first take a lock of that host,
+// lockNetwork, and create the network one after the other; the settle is
+// for nodes of several hosts on one remote engine.)
 func ensureNetwork(ctx context.Context, cli *client.Client, name string, lbl labels) (string, error) {
 	existing, err := networksNamed(ctx, cli, name)
 	if err != nil {
+		return "", err
+	}
+	if len(existing) > 0 {
+		return pickNetwork(existing).ID, nil
+	}
+	unlock := lockNetwork(ctx, cli.DaemonHost(), name)
+	defer unlock()
+	// Another node of this host may have made it while this one waited.
+	if existing, err = networksNamed(ctx, cli, name); err != nil {
 		return "", err
 	}
 	if len(existing) > 0 {
@@ -74,6 +86,10 @@ func ensureNetwork(ctx context.Context, cli *client.Client, name string, lbl lab
 	}
 	return winner.ID, nil
 }
+
+// networkLockWait is how long a node waits for another of its host to
+// create the network (lockNetwork) before it goes on without the lock.
+const networkLockWait = 30 * time.Second
 
 // networkSettle is how long a node that created the network waits before it
 // looks for racing duplicates; it looks up to networkChecks times.

@@ -1,0 +1,54 @@
+//go:build unix
+
+package docker
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// lockNetwork makes the nodes of one host that share an engine create its
+// network one at a time: the second lists the network the first created,
+// however loaded the engine is. It holds an advisory lock (flock) on a file
+// in the temporary directory named for the user, the engine and the network,
+// and waits for it at most networkLockWait; without the lock (it cannot be
+// opened, or someone holds it that long) it goes on unlocked, and the
+// settle-and-pick of ensureNetwork still resolves the race. Nodes on other
+// hosts sharing a remote engine rely on that alone.
+func lockNetwork(ctx context.Context, engine, name string) (unlock func()) {
+	sum := sha256.Sum256([]byte(engine + "\x00" + name))
+	path := filepath.Join(os.TempDir(), "hf-docker-network-"+strconv.Itoa(os.Getuid())+"-"+hex.EncodeToString(sum[:8])+".lock")
+	// O_NOFOLLOW: a link planted in a shared temporary directory is not
+	// followed; no O_TRUNC: the file is never written.
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return func() {}
+	}
+	deadline := time.Now().Add(networkLockWait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() {
+				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+				_ = f.Close()
+			}
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			_ = f.Close()
+			return func() {}
+		}
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return func() {}
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
