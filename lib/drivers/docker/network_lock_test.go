@@ -3,6 +3,10 @@
 package docker
 
 import (
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -48,4 +52,29 @@ func TestLockNetworkTakesTurns(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		require.FailNow(t, "the second lock was not taken once the first was released")
 	}
+	left, err := filepath.Glob(filepath.Join(os.TempDir(), "hf-docker-network-*"))
+	require.NoError(t, err)
+	assert.Empty(t, left, "lock files left behind")
+}
+
+// Holders that remove the file as they let go never let two in at once.
+func TestLockNetworkExcludes(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	var inside, most atomic.Int32
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 25 {
+				unlock := lockNetwork(t.Context(), "unix:///test/excludes", "net")
+				n := inside.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				time.Sleep(100 * time.Microsecond)
+				inside.Add(-1)
+				unlock()
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, int32(1), most.Load(), "holders at once")
 }

@@ -25,30 +25,55 @@ import (
 func lockNetwork(ctx context.Context, engine, name string) (unlock func()) {
 	sum := sha256.Sum256([]byte(engine + "\x00" + name))
 	path := filepath.Join(os.TempDir(), "hf-docker-network-"+strconv.Itoa(os.Getuid())+"-"+hex.EncodeToString(sum[:8])+".lock")
-	// O_NOFOLLOW: a link planted in a shared temporary directory is not
-	// followed; no O_TRUNC: the file is never written.
-	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return func() {}
-	}
 	deadline := time.Now().Add(networkLockWait)
 	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		f, err := tryLockFile(path)
 		if err == nil {
+			// The holder removes the file before it lets go, so no file is
+			// left behind; whoever waited on the removed file tries again.
 			return func() {
+				_ = os.Remove(path)
 				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 				_ = f.Close()
 			}
 		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
-			_ = f.Close()
+		if !errors.Is(err, errLockBusy) || time.Now().After(deadline) {
 			return func() {}
 		}
 		select {
 		case <-ctx.Done():
-			_ = f.Close()
 			return func() {}
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+var errLockBusy = errors.New("lock busy")
+
+// tryLockFile opens path and takes its lock without waiting: errLockBusy
+// when another holds it, or when the file was removed or replaced between
+// the open and the lock (its holder let go: try again).
+func tryLockFile(path string) (*os.File, error) {
+	// O_NOFOLLOW: a link planted in a shared temporary directory is not
+	// followed; no O_TRUNC: the file is never written.
+	f, err := os.OpenFile(path, os.O_RDONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if err != nil {
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, errLockBusy
+		}
+		return nil, err
+	}
+	held, err1 := f.Stat()
+	now, err2 := os.Lstat(path)
+	if err1 != nil || err2 != nil || !os.SameFile(held, now) {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		_ = f.Close()
+		return nil, errLockBusy
+	}
+	return f, nil
 }
