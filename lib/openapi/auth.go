@@ -349,6 +349,10 @@ func (v *sight) boundTo(machine string) bool {
 	return false
 }
 
+// forget drops what the sight holds of the user's machines: the next look
+// reads the user's claims again (after a stream missed their changes).
+func (v *sight) forget() { v.machines, v.byClaim = nil, nil }
+
 // loaded reports whether the sight holds the user's machines: until it
 // does, claim changes need not be told (the first look reads the claims as
 // they are then).

@@ -340,11 +340,14 @@ func (f *streamFilter) tracksOwners() bool {
 	return f.kinds[types.KindMachineClaim] || f.kinds[types.KindSession] || f.kinds[types.KindMachine]
 }
 
-// seed (re)loads the user's owned objects.
+// seed (re)loads the user's owned objects, and their machines: a stream
+// seeds when it starts later in the log and after a resync, having missed
+// changes of the user's claims that the sight follows.
 func (f *streamFilter) seed(st *store.Store) error {
 	if !f.tracksOwners() {
 		return nil
 	}
+	f.sight.forget()
 	f.known = map[string]bool{}
 	for _, kind := range []string{types.KindMachineClaim, types.KindSession, types.KindMachine} {
 		if !f.kinds[kind] {

@@ -307,3 +307,38 @@ func TestWatchFlushesBeforeFilteredEvents(t *testing.T) {
 		assert.Equal(t, fmt.Sprintf("c-%d", round), ev.data.Name, "round %d", round)
 	}
 }
+
+// A user's stream that fell behind (resync) missed claim changes: what it
+// knew of the user's machines is read again, so a machine whose claim went
+// to another user meanwhile is not sent to the first.
+func TestWatchResyncForgetsTheUsersMachines(t *testing.T) {
+	e := newTestEnv(t)
+	put := func(o types.Object) store.Record {
+		rec, err := e.st.Put(o, store.PutOptions{})
+		require.NoError(t, err)
+		return rec
+	}
+	claim := func(user string) *types.MachineClaim {
+		c := &types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim}, Metadata: types.ObjectMeta{Name: "c1"},
+			Spec: types.MachineClaimSpec{MachineTemplate: "small", User: user}}
+		c.Status.Binding = &types.ClaimBinding{Round: 1, Node: "n1", Driver: "test", Machine: "m1", Phase: types.BindingBound}
+		return c
+	}
+	machine := func(reason string) *types.Machine {
+		return &types.Machine{TypeMeta: types.TypeMeta{Kind: types.KindMachine}, Metadata: types.ObjectMeta{Name: "m1"},
+			Spec:   types.MachineSpec{MachineTemplate: "small", MachineType: types.MachineTypeUser, Node: "n1", Driver: "test", Claim: "c1"},
+			Status: types.MachineStatus{Reason: reason}}
+	}
+	put(claim("alice"))
+	f := &streamFilter{p: Principal{Name: "alice-laptop", User: "alice", Role: RoleUser}, sight: e.srv.sight(Principal{User: "alice", Role: RoleUser}),
+		kinds: map[string]bool{types.KindMachine: true}, known: map[string]bool{}}
+	_, sent := f.apply(store.Event{Type: store.EventPut, Record: put(machine("first"))}, t.Logf)
+	require.True(t, sent, "alice's machine")
+
+	// The stream falls behind; meanwhile the claim becomes bob's. The
+	// stream reseeds, as it does on a resync, then the machine changes.
+	put(claim("bob"))
+	require.NoError(t, f.seed(e.st))
+	out, sent := f.apply(store.Event{Type: store.EventPut, Record: put(machine("second"))}, t.Logf)
+	assert.False(t, sent, "bob's machine was sent to alice after a resync: %s %s", out.Type, out.Name)
+}
