@@ -35,11 +35,14 @@ type Object interface {
 	Facets() []Facet
 }
 
-// Cast returns objs as their kind's type; every one must be a T.
+// Cast returns the objects of objs that are a T, as T (lists of one kind
+// from the cache, the store or the API, as their kind's type).
 func Cast[T Object](objs []Object) []T {
 	out := make([]T, 0, len(objs))
 	for _, o := range objs {
-		out = append(out, o.(T))
+		if t, ok := o.(T); ok {
+			out = append(out, t)
+		}
 	}
 	return out
 }

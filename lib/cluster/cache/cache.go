@@ -588,14 +588,7 @@ func TypedIndex[T any, PT interface {
 	*T
 	types.Object
 }](c *Cache, name, key string) []PT {
-	objs := c.ByIndex(name, key)
-	out := make([]PT, 0, len(objs))
-	for _, o := range objs {
-		if t, ok := o.(PT); ok {
-			out = append(out, t)
-		}
-	}
-	return out
+	return types.Cast[PT](c.ByIndex(name, key))
 }
 
 // TypedList returns every live object of kind as T.
@@ -603,12 +596,5 @@ func TypedList[T any, PT interface {
 	*T
 	types.Object
 }](c *Cache, kind string) []PT {
-	objs := c.List(kind)
-	out := make([]PT, 0, len(objs))
-	for _, o := range objs {
-		if t, ok := o.(PT); ok {
-			out = append(out, t)
-		}
-	}
-	return out
+	return types.Cast[PT](c.List(kind))
 }
