@@ -177,7 +177,7 @@ func (a *acceptor) holds(claim string) bool {
 func (a *acceptor) putLocked(e *entry) {
 	old, ok := a.entries[e.Machine]
 	if ok && old.Claim != e.Claim {
-		a.unindexLocked(old)
+		a.unindexLocked(old.Claim, old.Machine)
 	}
 	if old != e {
 		if ok {
@@ -225,10 +225,8 @@ func (a *acceptor) countLocked(e *entry, in bool) {
 	}
 }
 
-func (a *acceptor) unindexLocked(e *entry) { a.unindexClaimLocked(e.Claim, e.Machine) }
-
-// unindexClaimLocked drops machine from claim's machines. Caller holds mu.
-func (a *acceptor) unindexClaimLocked(claim, machine string) {
+// unindexLocked drops machine from claim's machines. Caller holds mu.
+func (a *acceptor) unindexLocked(claim, machine string) {
 	ms := slices.DeleteFunc(a.byClaim[claim], func(m string) bool { return m == machine })
 	if len(ms) == 0 {
 		delete(a.byClaim, claim)
@@ -242,7 +240,7 @@ func (a *acceptor) remove(machine string) {
 	a.mu.Lock()
 	e, ok := a.entries[machine]
 	if ok {
-		a.unindexLocked(e)
+		a.unindexLocked(e.Claim, e.Machine)
 		a.countLocked(e, false)
 		delete(a.entries, machine)
 	}
@@ -261,7 +259,7 @@ func (a *acceptor) update(machine string, fn func(e *entry)) bool {
 		fn(e)
 		a.countLocked(e, true)
 		if e.Claim != old {
-			a.unindexClaimLocked(old, machine)
+			a.unindexLocked(old, machine)
 			a.putLocked(e)
 		}
 	}
