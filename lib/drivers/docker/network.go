@@ -33,7 +33,7 @@ func ensureNetwork(ctx context.Context, cli *client.Client, name string, lbl lab
 	if len(existing) > 0 {
 		return pickNetwork(existing).ID, nil
 	}
-	unlock := lockNetwork(ctx, cli.DaemonHost(), name)
+	unlock := lockNetwork(ctx, networkLockDir(), cli.DaemonHost(), name)
 	defer unlock()
 	// Another node of this host may have made it while this one waited.
 	if existing, err = networksNamed(ctx, cli, name); err != nil {

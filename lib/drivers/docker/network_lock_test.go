@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,13 +19,13 @@ import (
 // lock of the same engine and network waits for the first, another network's
 // does not.
 func TestLockNetworkTakesTurns(t *testing.T) {
-	t.Setenv("TMPDIR", t.TempDir()) // the lock files go there
+	dir := t.TempDir()
 	engine, name := "unix:///test/"+t.Name(), "net"
-	unlock := lockNetwork(t.Context(), engine, name)
+	unlock := lockNetwork(t.Context(), dir, engine, name)
 
 	other := make(chan struct{})
 	go func() {
-		lockNetwork(t.Context(), engine, "another")()
+		lockNetwork(t.Context(), dir, engine, "another")()
 		close(other)
 	}()
 	select {
@@ -35,7 +36,7 @@ func TestLockNetworkTakesTurns(t *testing.T) {
 
 	second := make(chan struct{})
 	go func() {
-		lockNetwork(t.Context(), engine, name)()
+		lockNetwork(t.Context(), dir, engine, name)()
 		close(second)
 	}()
 	assert.Never(t, func() bool {
@@ -52,20 +53,20 @@ func TestLockNetworkTakesTurns(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		require.FailNow(t, "the second lock was not taken once the first was released")
 	}
-	left, err := filepath.Glob(filepath.Join(os.TempDir(), "hf-docker-network-*"))
+	left, err := filepath.Glob(filepath.Join(dir, "*"))
 	require.NoError(t, err)
 	assert.Empty(t, left, "lock files left behind")
 }
 
 // Holders that remove the file as they let go never let two in at once.
 func TestLockNetworkExcludes(t *testing.T) {
-	t.Setenv("TMPDIR", t.TempDir())
+	dir := t.TempDir()
 	var inside, most atomic.Int32
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
 			for range 25 {
-				unlock := lockNetwork(t.Context(), "unix:///test/excludes", "net")
+				unlock := lockNetwork(t.Context(), dir, "unix:///test/excludes", "net")
 				n := inside.Add(1)
 				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 				}
@@ -77,4 +78,29 @@ func TestLockNetworkExcludes(t *testing.T) {
 	}
 	wg.Wait()
 	assert.Equal(t, int32(1), most.Load(), "holders at once")
+}
+
+// What another user planted at the lock's path in a shared directory (a
+// link, a FIFO) is neither followed nor waited on: the node goes on without
+// the lock at once, and the link's target is untouched.
+func TestLockNetworkIgnoresPlantedFiles(t *testing.T) {
+	dir := t.TempDir()
+	engine := "unix:///test/planted"
+	probe := lockNetwork(t.Context(), dir, engine, "net")
+	paths, err := filepath.Glob(filepath.Join(dir, "*.lock"))
+	require.NoError(t, err)
+	require.Len(t, paths, 1)
+	probe()
+
+	target := filepath.Join(t.TempDir(), "target")
+	require.NoError(t, os.Symlink(target, paths[0]))
+	start := time.Now()
+	lockNetwork(t.Context(), dir, engine, "net")()
+	assert.NoFileExists(t, target, "the link was followed")
+
+	require.NoError(t, os.Remove(paths[0]))
+	require.NoError(t, syscall.Mkfifo(paths[0], 0o600))
+	lockNetwork(t.Context(), dir, engine, "net")()
+	assert.Less(t, time.Since(start), networkLockWait, "a planted file held the node")
+	assert.FileExists(t, paths[0], "what was planted is left alone")
 }
