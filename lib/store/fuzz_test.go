@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"reflect"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,7 +44,7 @@ func FuzzDecodeRecord(f *testing.F) {
 		if err != nil {
 			t.Fatalf("a decoded record does not decode again: %v", err)
 		}
-		if len(again.Facets) != len(r.Facets) || again.Version != r.Version || again.Deleted != r.Deleted || again.Seq != r.Seq {
+		if !reflect.DeepEqual(again, r) {
 			t.Fatalf("round trip changed the record: %+v -> %+v", r, again)
 		}
 		if !r.Deleted {

@@ -156,6 +156,9 @@ func decodeRecord(kind, name string, b []byte) (Record, error) {
 		r.Tomb.HLC = d.uint("tomb")
 		r.Tomb.Node = intern(d.bytes("tomb node"))
 		r.DeletedAt = time.Unix(0, d.int("deletedAt")).UTC()
+		if d.err == nil && r.Tomb.IsZero() {
+			d.fail("tomb") // written only for a deletion's version
+		}
 	}
 	n := d.uint("facets")
 	if d.err == nil && n > uint64(len(d.b)) {
@@ -273,6 +276,9 @@ func decodeRecordV1(kind, name string, b []byte) (Record, error) {
 	var v types.Version
 	v.HLC = d.uint("hlc")
 	v.Node = intern(d.bytes("node"))
+	if d.err == nil && v.IsZero() {
+		return bad("version") // every record of format 1 was written with one
+	}
 	if deleted {
 		ns := d.int("deletedAt")
 		if d.err != nil {
