@@ -2,6 +2,7 @@ package openapi
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"net/http"
@@ -211,5 +212,31 @@ func FuzzDecodeFastMatchesChecked(f *testing.F) {
 		b, err := json.Marshal(checked)
 		require.NoError(t, err)
 		require.JSONEq(t, string(b), string(a))
+	})
+}
+
+// FuzzParseJoinToken: a join token is what an operator pastes into
+// --join-token. Whatever it holds, parsing fails or gives an https endpoint,
+// a 64-hex-digit pin and a bearer that make the same token again.
+func FuzzParseJoinToken(f *testing.F) {
+	f.Add(FormatJoinToken("https://127.0.0.1:7700", testFingerprint, "join-1.secret"))
+	f.Add(FormatJoinToken("http://127.0.0.1:7700", testFingerprint, "join-1.secret"))
+	f.Add("hfjoin1.aHR0cHM6Ly94.short.a.b")
+	f.Add(" hfjoin1..." + testFingerprint + "..\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		ep, fp, bearer, ok := ParseJoinToken(s)
+		if !ok {
+			return
+		}
+		if u, err := url.Parse(ep); err != nil || u.Scheme != "https" || u.Host == "" {
+			t.Fatalf("endpoint %q is not an https URL", ep)
+		}
+		if _, err := hex.DecodeString(fp); err != nil || len(fp) != 64 {
+			t.Fatalf("pin %q", fp)
+		}
+		ep2, fp2, bearer2, ok := ParseJoinToken(FormatJoinToken(ep, fp, bearer))
+		if !ok || ep2 != ep || fp2 != fp || bearer2 != bearer {
+			t.Fatalf("%q does not make the same token again: %q %q %q", s, ep2, fp2, bearer2)
+		}
 	})
 }

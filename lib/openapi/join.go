@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -59,7 +60,8 @@ func FormatJoinToken(endpoint, caFingerprint, bearer string) string {
 	return strings.Join([]string{JoinTokenPrefix, base64.RawURLEncoding.EncodeToString([]byte(endpoint)), caFingerprint, bearer}, ".")
 }
 
-// ParseJoinToken splits a join token into its parts.
+// ParseJoinToken splits a join token into its parts; the endpoint is an
+// https URL.
 func ParseJoinToken(t string) (endpoint, caFingerprint, bearer string, ok bool) {
 	parts := strings.SplitN(strings.TrimSpace(t), ".", 5)
 	if len(parts) != 5 || parts[0] != JoinTokenPrefix {
@@ -67,6 +69,11 @@ func ParseJoinToken(t string) (endpoint, caFingerprint, bearer string, ok bool) 
 	}
 	ep, err := base64.RawURLEncoding.DecodeString(parts[1])
 	if err != nil || len(parts[2]) != 64 {
+		return "", "", "", false
+	}
+	// Only over TLS does the pin guard the bearer and the secrets: a token
+	// naming a plain-HTTP (or any other) endpoint is not one this cluster made.
+	if u, err := url.Parse(string(ep)); err != nil || u.Scheme != "https" || u.Host == "" {
 		return "", "", "", false
 	}
 	if _, err := hex.DecodeString(parts[2]); err != nil {

@@ -80,7 +80,9 @@ func TestJoinTokens(t *testing.T) {
 	now.Store(&later)
 	assert.Equal(t, http.StatusUnauthorized, e.do("POST", "/api/v1/cluster/join", bearer, nil).code, "expired")
 
-	for _, s := range []string{"", "hfjoin1", "hfjoin1.x.y.z.w", "hfjoin2.aHR0cHM6Ly94." + testFingerprint + ".a.b", "hfjoin1.aHR0cHM6Ly94.short.a.b"} {
+	for _, s := range []string{"", "hfjoin1", "hfjoin1.x.y.z.w", "hfjoin2.aHR0cHM6Ly94." + testFingerprint + ".a.b", "hfjoin1.aHR0cHM6Ly94.short.a.b",
+		FormatJoinToken("http://10.0.0.1:7700", testFingerprint, "a.b"), FormatJoinToken("file:///etc", testFingerprint, "a.b"),
+		FormatJoinToken("https://", testFingerprint, "a.b")} {
 		_, _, _, ok := ParseJoinToken(s)
 		assert.False(t, ok, s)
 	}
