@@ -48,8 +48,9 @@ func (t *memoryTrimmer) tick(allocs, free uint64) bool {
 	return t.quiet >= quietTicks && free >= trimAtLeast
 }
 
-// trimMemoryWhenIdle runs the trimmer until ctx ends.
-func trimMemoryWhenIdle(ctx context.Context, log *slog.Logger) {
+// trimMemoryWhenIdle runs the trimmer until ctx ends; cool, before each
+// trim, drops what is kept only for speed.
+func trimMemoryWhenIdle(ctx context.Context, log *slog.Logger, cool func()) {
 	tick := time.NewTicker(trimTick)
 	defer tick.Stop()
 	allocs, _ := heapFigures()
@@ -65,6 +66,7 @@ func trimMemoryWhenIdle(ctx context.Context, log *slog.Logger) {
 			continue
 		}
 		start := time.Now()
+		cool()
 		debug.FreeOSMemory()
 		log.Debug("idle: returned free memory to the OS", "free_mb", free>>20, "took", time.Since(start))
 	}

@@ -16,6 +16,7 @@ import (
 	"regexp"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -114,7 +115,13 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 	}()
 	trimCtx, stopTrim := context.WithCancel(ctx)
 	defer stopTrim()
-	go trimMemoryWhenIdle(trimCtx, log)
+	// The node, once started, drops its cache's decoded copies at a trim.
+	var started atomic.Pointer[cluster.Node]
+	go trimMemoryWhenIdle(trimCtx, log, func() {
+		if n := started.Load(); n != nil {
+			n.Cool()
+		}
+	})
 
 	sec, err := loadSecrets(ctx, cfg, cfg.Cluster.JoinToken, log)
 	if err != nil {
@@ -198,6 +205,7 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 		_ = mem.Stop(context.Background())
 		return err
 	}
+	started.Store(node)
 	// One registry for /metrics: the process, the API and the node.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

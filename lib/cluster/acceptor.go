@@ -18,10 +18,14 @@ import (
 type entry struct {
 	Machine string
 	Claim   string // "" for a warm machine of a pool
-	Driver  string
-	Round   uint64
-	Res     types.Resources
-	Phase   types.MachinePhase
+	// Set is the machine set the machine is of ("" none), as its spec says:
+	// the health pass meters only a set's machines, and must not read each
+	// machine to learn which (a packed machine is decoded to be read).
+	Set    string
+	Driver string
+	Round  uint64
+	Res    types.Resources
+	Phase  types.MachinePhase
 	// Resource is what the driver holds, once allocated: enough to release it
 	// even when the machine record is gone.
 	Resource *types.Resource

@@ -63,7 +63,7 @@ type meterReading struct {
 func (a *acceptor) meterActivity(ctx context.Context, entries []entry, readings map[string]meterReading) {
 	seen := map[string]bool{}
 	for _, e := range entries {
-		if e.Phase != types.MachineRunning || e.Resource == nil || e.Claim == "" || e.Busy {
+		if e.Phase != types.MachineRunning || e.Resource == nil || e.Claim == "" || e.Set == "" || e.Busy {
 			continue
 		}
 		in, ok := a.n.instances[e.Driver]

@@ -57,7 +57,7 @@ func newCache(st *store.Store, log *slog.Logger) *cache.Cache {
 	c := cache.New(st, log)
 	// Read one at a time by name, and in a big fleet the most numerous after
 	// claims and machines: kept packed (see cache.Pack).
-	for _, kind := range []string{types.KindMachineTemplate, types.KindProvider, types.KindUser, types.KindToken} {
+	for _, kind := range []string{types.KindMachineClaim, types.KindMachine, types.KindMachineTemplate, types.KindProvider, types.KindUser, types.KindToken} {
 		c.Pack(kind, packedHot)
 	}
 	claim := func(o types.Object) *types.MachineClaim { return o.(*types.MachineClaim) }
@@ -127,6 +127,10 @@ func newCache(st *store.Store, log *slog.Logger) *cache.Cache {
 	})
 	return c
 }
+
+// Cool drops what the node's cache keeps decoded for speed (see
+// cache.Cool): the memory trimmer calls it once the node is idle.
+func (n *Node) Cool() { n.cache.Cool() }
 
 // ClaimsOf returns user's claims from the node's cache once it holds every
 // write the store had when called (read-your-writes), or ctx's error. The

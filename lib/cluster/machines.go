@@ -275,7 +275,7 @@ func (a *acceptor) bind(e entry, claim *types.MachineClaim) {
 // warm, unclaimed machine of its set, and ends the claim (its creator, the
 // set's owner, deletes it).
 func (a *acceptor) joinPool(e entry, claim *types.MachineClaim, set string) {
-	if !a.update(e.Machine, func(x *entry) { x.Claim = "" }) {
+	if !a.update(e.Machine, func(x *entry) { x.Claim, x.Set = "", set }) {
 		return
 	}
 	if err := a.setMachine(e.Machine, func(m *types.Machine) { m.Spec.Claim, m.Spec.MachineSet = "", set }); err != nil {

@@ -200,7 +200,7 @@ func (a *acceptor) reserve(m Message) (*types.Capacity, error) {
 	// The capacity is taken now; the entry stays busy (the reconcilers
 	// leave it alone) until its record is stored, outside the lock, so
 	// reservations of other claims share the commit.
-	a.putLocked(&entry{Machine: name, Claim: m.Claim, Driver: in.Name, Round: m.Round, Res: size, Phase: types.MachinePending, Busy: true})
+	a.putLocked(&entry{Machine: name, Claim: m.Claim, Set: mach.Spec.MachineSet, Driver: in.Name, Round: m.Round, Res: size, Phase: types.MachinePending, Busy: true})
 	a.mu.Unlock()
 	// Persisted before anyone hears of it: a restart finds the reservation.
 	if _, err := a.n.st.Put(mach, store.PutOptions{Create: true}); err != nil {

@@ -47,7 +47,7 @@ func (a *acceptor) reconcileStart(ctx context.Context) error {
 			}
 			known[m.Spec.Driver][res.ID] = true
 		}
-		e := &entry{Machine: name, Claim: m.Spec.Claim, Driver: m.Spec.Driver, Round: m.Spec.Round, Phase: m.Status.Phase, Resource: res}
+		e := &entry{Machine: name, Claim: m.Spec.Claim, Set: m.Spec.MachineSet, Driver: m.Spec.Driver, Round: m.Spec.Round, Phase: m.Status.Phase, Resource: res}
 		if res != nil {
 			e.Res = res.Resources
 		} else if t, err := store.Get[types.MachineTemplate](a.n.st, types.KindMachineTemplate, m.Spec.MachineTemplate); err == nil {

@@ -27,13 +27,17 @@ func names(objs []types.Object) []string {
 }
 
 // startedByTemplate is a started cache of a new in-memory store, with the
-// claims indexed by template under "tmpl"; both end with the test.
-func startedByTemplate(t *testing.T) (*store.Store, *Cache, context.Context) {
+// claims indexed by template under "tmpl", packed with keep decoded when
+// keep > 0; both end with the test.
+func startedByTemplate(t *testing.T, keep int) (*store.Store, *Cache, context.Context) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	st, err := store.Open(store.Config{InMemory: true, NodeID: "n1"}, log)
 	require.NoError(t, err)
 	c := New(st, log)
+	if keep > 0 {
+		c.Pack(types.KindMachineClaim, keep)
+	}
 	c.Index("tmpl", types.KindMachineClaim, func(o types.Object) []string {
 		return []string{o.(*types.MachineClaim).Spec.MachineTemplate}
 	})
@@ -45,9 +49,16 @@ func startedByTemplate(t *testing.T) (*store.Store, *Cache, context.Context) {
 
 // The index follows puts, changes of key and deletes, for keys holding one
 // object and keys holding more than a slice's worth (the bucket turns into a
-// map and keeps working).
+// map and keeps working); of a packed kind too, whose objects a lookup and a
+// change's old keys mostly decode again (only 2 stay decoded).
 func TestIndexFollowsChanges(t *testing.T) {
-	st, c, _ := startedByTemplate(t)
+	for _, keep := range []int{0, 2} {
+		t.Run(fmt.Sprintf("packed=%v", keep > 0), func(t *testing.T) { testIndexFollowsChanges(t, keep) })
+	}
+}
+
+func testIndexFollowsChanges(t *testing.T, keep int) {
+	st, c, _ := startedByTemplate(t, keep)
 
 	put := func(name, tmpl string) {
 		_, err := st.Put(&types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim},
@@ -117,7 +128,7 @@ func TestIndexFollowsChanges(t *testing.T) {
 
 // A packed kind reads back what was written, through loads, changes and
 // deletes, whatever its few decoded objects hold; handlers see the old and
-// the new object of each change once; it refuses an index.
+// the new object of each change once; its indexes come after it.
 func TestPackedKind(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	st, err := store.Open(store.Config{InMemory: true, NodeID: "n1"}, log)
@@ -133,9 +144,11 @@ func TestPackedKind(t *testing.T) {
 	for i := range 5 {
 		put(fmt.Sprintf("t%d", i), i+1) // before Start: the load packs them
 	}
+	late := New(st, log)
+	late.Index("x", types.KindMachineTemplate, func(types.Object) []string { return nil })
+	assert.Panics(t, func() { late.Pack(types.KindMachineTemplate, 2) }, "Pack after Index")
 	c := New(st, log)
 	c.Pack(types.KindMachineTemplate, 2)
-	assert.Panics(t, func() { c.Index("x", types.KindMachineTemplate, func(types.Object) []string { return nil }) })
 	type change struct{ name, old, new string }
 	var mu sync.Mutex
 	var changes []change
@@ -165,6 +178,10 @@ func TestPackedKind(t *testing.T) {
 	}
 	assert.Equal(t, map[string]string{"t0": "1/1", "t1": "2/2", "t2": "3/3", "t3": "4/4", "t4": "5/5"}, read())
 	assert.Equal(t, read(), read(), "reads past the decoded few decode again")
+	decodes := c.Decodes()
+	c.Cool()
+	assert.Equal(t, map[string]string{"t0": "1/1", "t1": "2/2", "t2": "3/3", "t3": "4/4", "t4": "5/5"}, read(), "cooled")
+	assert.Equal(t, decodes+5, c.Decodes(), "a cooled cache decodes each object it reads")
 	assert.Equal(t, 5, c.Len(types.KindMachineTemplate))
 	assert.Len(t, c.List(types.KindMachineTemplate), 5)
 
@@ -186,7 +203,7 @@ func TestPackedKind(t *testing.T) {
 	assert.Equal(t, stored.Facets, rec.Facets)
 	_, ok = c.Record(types.KindMachineTemplate, "t0")
 	assert.False(t, ok, "deleted")
-	_, ok = c.Record(types.KindMachineClaim, "t1")
+	_, ok = c.Record(types.KindMachine, "t1")
 	assert.False(t, ok, "a kind that is not packed")
 
 	mu.Lock()
@@ -268,7 +285,7 @@ func BenchmarkIndexedUpdate(b *testing.B) {
 // ByIndexNow), the cache holds every write up to it; a wait for a write not
 // made yet ends with its context.
 func TestWaitSeqReadsYourWrites(t *testing.T) {
-	st, c, ctx := startedByTemplate(t)
+	st, c, ctx := startedByTemplate(t, 0)
 	require.NoError(t, c.WaitSeq(ctx, st.Seq()), "an empty store's")
 	for i := range 200 {
 		_, err := st.Put(&types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim},
