@@ -55,8 +55,9 @@ const packedHot = 1024
 // newCache builds the node's cache with its indexes.
 func newCache(st *store.Store, log *slog.Logger) *cache.Cache {
 	c := cache.New(st, log)
-	// Read one at a time by name, and in a big fleet the most numerous after
-	// claims and machines: kept packed (see cache.Pack).
+	// The kinds a big fleet holds most of, read a few at a time (by name, or
+	// by an index): kept packed (see cache.Pack). Sets, events and sessions
+	// are few and read whole by their reconcilers: kept decoded.
 	for _, kind := range []string{types.KindMachineClaim, types.KindMachine, types.KindMachineTemplate, types.KindProvider, types.KindUser, types.KindToken} {
 		c.Pack(kind, packedHot)
 	}
