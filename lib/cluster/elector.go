@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hf-fleet/hf/lib/cluster/cache"
 	"github.com/hf-fleet/hf/lib/cluster/internal/queue"
 	"github.com/hf-fleet/hf/lib/cluster/internal/workqueue"
 	"github.com/hf-fleet/hf/lib/cluster/wire"
@@ -175,14 +174,15 @@ func (el *elector) handle(key string) {
 		}
 		el.execute(el.e.Step(now, scheduler.Timeout{NoQuorum: !quorum}))
 	case key == keyRequested:
-		for _, c := range cache.TypedIndex[types.MachineClaim](el.n.cache, idxClaimPhase, string(types.ClaimRequested)) {
-			el.q.Add(c.Metadata.Name)
+		// By name: a packed claim is not decoded to be queued.
+		for _, name := range el.n.cache.Names(idxClaimPhase, string(types.ClaimRequested)) {
+			el.q.Add(name)
 		}
 	case strings.HasPrefix(key, keyTemplate):
 		tmpl := strings.TrimPrefix(key, keyTemplate)
-		for _, c := range cache.TypedIndex[types.MachineClaim](el.n.cache, idxClaimTemplate, tmpl) {
-			if c.Status.Phase == types.ClaimRequested {
-				el.q.Add(c.Metadata.Name)
+		for _, name := range el.n.cache.Names(idxClaimTemplate, tmpl) {
+			if el.n.cache.Indexed(idxClaimPhase, string(types.ClaimRequested), name) {
+				el.q.Add(name)
 			}
 		}
 	default:

@@ -57,12 +57,19 @@ func newCache(st *store.Store, log *slog.Logger) *cache.Cache {
 	c := cache.New(st, log)
 	// The kinds a big fleet holds most of, read a few at a time (by name, or
 	// by an index): kept packed (see cache.Pack). Sets, events and sessions
-	// are few and read whole by their reconcilers: kept decoded.
-	for _, kind := range []string{types.KindMachineClaim, types.KindMachine, types.KindMachineTemplate, types.KindProvider, types.KindUser, types.KindToken} {
-		c.Pack(kind, packedHot)
-	}
+	// are few and read whole by their reconcilers: kept decoded, and so are
+	// the claims and machines those read many of at a time, for each claim
+	// they route: a set's machines and provisioning claims, an event's
+	// claims.
 	claim := func(o types.Object) *types.MachineClaim { return o.(*types.MachineClaim) }
 	machine := func(o types.Object) *types.Machine { return o.(*types.Machine) }
+	c.Pack(types.KindMachineClaim, packedHot, func(o types.Object) bool {
+		return claim(o).Spec.ScheduledEvent != "" || claim(o).Metadata.Labels[LabelProvisionFor] != ""
+	})
+	c.Pack(types.KindMachine, packedHot, func(o types.Object) bool { return machine(o).Spec.MachineSet != "" })
+	for _, kind := range []string{types.KindMachineTemplate, types.KindProvider, types.KindUser, types.KindToken} {
+		c.Pack(kind, packedHot, nil)
+	}
 	c.Index(idxClaimPhase, types.KindMachineClaim, func(o types.Object) []string {
 		return one(string(claim(o).Status.Phase))
 	})

@@ -185,7 +185,7 @@ func (el *elector) underWay(m map[string]string, except string, claimed map[stri
 		if claim == except {
 			continue
 		}
-		if claimed[claim] || len(cache.TypedIndex[types.Machine](el.n.cache, idxMachineClaim, claim)) > 0 {
+		if claimed[claim] || el.n.cache.Count(idxMachineClaim, claim) > 0 {
 			continue
 		}
 		if c, ok := el.n.claim(claim); !ok || c.Status.Phase != types.ClaimRequested {
@@ -217,8 +217,10 @@ func (el *elector) electDirect(now time.Time, c *types.MachineClaim, cs schedule
 	}
 	key := capKey(env, c.Spec.MachineTemplate)
 	live := 0
-	for _, m := range cache.TypedIndex[types.Machine](el.n.cache, idxMachineEnvTmpl, key) {
-		if m.Spec.Claim != name {
+	// By name (a packed machine is not decoded to be counted): those not
+	// of this claim.
+	for _, m := range el.n.cache.Names(idxMachineEnvTmpl, key) {
+		if !el.n.cache.Indexed(idxMachineClaim, name, m) {
 			live++
 		}
 	}

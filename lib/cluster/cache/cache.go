@@ -102,6 +102,15 @@ func (b *bucket) len() int {
 	return len(b.few)
 }
 
+// has reports whether name is under the key.
+func (b *bucket) has(name string) bool {
+	if b.many != nil {
+		_, ok := b.many[name]
+		return ok
+	}
+	return slices.ContainsFunc(b.few, func(n named) bool { return n.name == name })
+}
+
 // names returns the names under the key, in no order.
 func (b *bucket) names() []string {
 	out := make([]string, 0, b.len())
@@ -135,6 +144,20 @@ type packed struct {
 	mu   sync.Mutex
 	hot  map[string]types.Object
 	keep int
+	// pinned are the objects pin holds decoded whatever is read: those the
+	// reconcilers read many at a time, over and over. Guarded by Cache.mu.
+	pin    func(types.Object) bool
+	pinned map[string]types.Object
+}
+
+// decoded returns name's object when it is held decoded. The caller holds
+// Cache.mu for writing, or p.mu with Cache.mu for reading.
+func (p *packed) decoded(name string) (types.Object, bool) {
+	if o, ok := p.pinned[name]; ok {
+		return o, true
+	}
+	o, ok := p.hot[name]
+	return o, ok
 }
 
 // Cache is the indexed copy. Configure it (Index, Pack, OnChange) before
@@ -173,12 +196,16 @@ func New(st *store.Store, log *slog.Logger) *Cache {
 // or by index (templates: a million of them take ~250 MB packed where
 // decoded they took ~750 MB; a bound claim and its machine 1.4 KB where
 // decoded they took ~4.5 KB, in ~50 small allocations that fragment the
-// heap). List of such a kind decodes every object. Call Pack before Index.
-func (c *Cache) Pack(kind string, keep int) {
+// heap). List of such a kind decodes every object. Objects for which pin
+// (when not nil) is true stay decoded too: those read many at a time and
+// often (a pool's machines, read for each claim routed to the pool). Call
+// Pack before Index.
+func (c *Cache) Pack(kind string, keep int, pin func(types.Object) bool) {
 	if len(c.byKind[kind]) > 0 {
 		panic("cache: Pack " + kind + " before its indexes")
 	}
-	c.packed[kind] = &packed{recs: map[string][]byte{}, hot: map[string]types.Object{}, keep: max(1, keep)}
+	c.packed[kind] = &packed{recs: map[string][]byte{}, hot: map[string]types.Object{}, keep: max(1, keep),
+		pin: pin, pinned: map[string]types.Object{}}
 }
 
 // remember keeps o decoded (nil: forgets name). The caller holds c.mu for
@@ -407,7 +434,8 @@ func (c *Cache) setPacked(p *packed, kind, name string, obj types.Object, pack [
 	// again while they are), or decoded now.
 	var old types.Object
 	if had && (len(c.handlers) > 0 || len(c.byKind[kind]) > 0) {
-		if old = p.hot[name]; old == nil {
+		var ok bool
+		if old, ok = p.decoded(name); !ok {
 			old = c.unpack(kind, name, prev)
 		}
 	}
@@ -419,7 +447,13 @@ func (c *Cache) setPacked(p *packed, kind, name string, obj types.Object, pack [
 		}
 		ix.set(name, old, obj)
 	}
-	p.remember(name, obj)
+	if obj != nil && p.pin != nil && p.pin(obj) {
+		p.pinned[name] = obj
+		p.remember(name, nil)
+	} else {
+		delete(p.pinned, name)
+		p.remember(name, obj)
+	}
 	c.mu.Unlock()
 	for _, h := range c.handlers {
 		h(kind, name, old, obj)
@@ -427,8 +461,9 @@ func (c *Cache) setPacked(p *packed, kind, name string, obj types.Object, pack [
 }
 
 // Cool drops the decoded copies the packed kinds keep of the objects read
-// or written last: the decoding of 1,000 claims and 1,000 machines is ~5 MB
-// of heap an idle node need not hold. They are decoded again when read.
+// or written last (not the pinned ones): the decoding of 1,000 claims and
+// 1,000 machines is ~5 MB of heap an idle node need not hold. They are
+// decoded again when read.
 func (c *Cache) Cool() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -465,7 +500,7 @@ func (c *Cache) getPackedLocked(p *packed, kind, name string) (types.Object, boo
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if o, ok := p.hot[name]; ok {
+	if o, ok := p.decoded(name); ok {
 		return o, true
 	}
 	o := c.unpack(kind, name, b)
@@ -612,6 +647,33 @@ func (c *Cache) ByIndex(name, key string) []types.Object {
 		}
 	}
 	return out
+}
+
+// Names returns the names under key in the named index, in no order: whose
+// objects ByIndex returns, without reading (for a packed kind, decoding)
+// them.
+func (c *Cache) Names(name, key string) []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if ix := c.indexes[name]; ix != nil {
+		if b := ix.byKey[key]; b != nil {
+			return b.names()
+		}
+	}
+	return nil
+}
+
+// Indexed reports whether the object named obj is under key in the named
+// index.
+func (c *Cache) Indexed(name, key, obj string) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if ix := c.indexes[name]; ix != nil {
+		if b := ix.byKey[key]; b != nil {
+			return b.has(obj)
+		}
+	}
+	return false
 }
 
 // Count is the number of objects under key in the named index.

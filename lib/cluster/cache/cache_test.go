@@ -36,7 +36,7 @@ func startedByTemplate(t *testing.T, keep int) (*store.Store, *Cache, context.Co
 	require.NoError(t, err)
 	c := New(st, log)
 	if keep > 0 {
-		c.Pack(types.KindMachineClaim, keep)
+		c.Pack(types.KindMachineClaim, keep, nil)
 	}
 	c.Index("tmpl", types.KindMachineClaim, func(o types.Object) []string {
 		return []string{o.(*types.MachineClaim).Spec.MachineTemplate}
@@ -146,9 +146,9 @@ func TestPackedKind(t *testing.T) {
 	}
 	late := New(st, log)
 	late.Index("x", types.KindMachineTemplate, func(types.Object) []string { return nil })
-	assert.Panics(t, func() { late.Pack(types.KindMachineTemplate, 2) }, "Pack after Index")
+	assert.Panics(t, func() { late.Pack(types.KindMachineTemplate, 2, nil) }, "Pack after Index")
 	c := New(st, log)
-	c.Pack(types.KindMachineTemplate, 2)
+	c.Pack(types.KindMachineTemplate, 2, nil)
 	type change struct{ name, old, new string }
 	var mu sync.Mutex
 	var changes []change
@@ -228,7 +228,7 @@ func TestReloadDropsWhatIsGone(t *testing.T) {
 		require.NoError(t, err)
 	}
 	c := New(st, log)
-	c.Pack(types.KindMachineTemplate, 8)
+	c.Pack(types.KindMachineTemplate, 8, nil)
 	var gone []string
 	c.OnChange(func(kind, name string, old, new types.Object) {
 		if new == nil {
@@ -298,4 +298,56 @@ func TestWaitSeqReadsYourWrites(t *testing.T) {
 	short, stop := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer stop()
 	assert.ErrorIs(t, c.WaitSeq(short, st.Seq()+1), context.DeadlineExceeded)
+}
+
+// Pinned objects of a packed kind stay decoded, through Cool, while they
+// are pinned; Names and Indexed answer from the index without decoding.
+func TestPinnedAndNames(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st, err := store.Open(store.Config{InMemory: true, NodeID: "n1"}, log)
+	require.NoError(t, err)
+	c := New(st, log)
+	c.Pack(types.KindMachineClaim, 1, func(o types.Object) bool { return o.Meta().Labels["pin"] == "y" })
+	c.Index("tmpl", types.KindMachineClaim, func(o types.Object) []string {
+		return []string{o.(*types.MachineClaim).Spec.MachineTemplate}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); c.Wait(); _ = st.Close() })
+	require.NoError(t, c.Start(ctx))
+	put := func(name, pin string) {
+		t.Helper()
+		_, err := st.Put(&types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim},
+			Metadata: types.ObjectMeta{Name: name, Labels: map[string]string{"pin": pin}}, Spec: types.MachineClaimSpec{MachineTemplate: "a"}}, store.PutOptions{})
+		require.NoError(t, err)
+	}
+	put("p1", "y")
+	put("u1", "n")
+	put("u2", "n")
+	require.Eventually(t, func() bool { return c.Count("tmpl", "a") == 3 }, 5*time.Second, time.Millisecond)
+
+	c.Cool()
+	decodes := c.Decodes()
+	assert.Equal(t, []string{"p1", "u1", "u2"}, names(c.ByIndex("tmpl", "a")))
+	assert.Equal(t, decodes+2, c.Decodes(), "the two unpinned claims decoded, the pinned one held")
+	decodes = c.Decodes()
+	got := c.Names("tmpl", "a")
+	slices.Sort(got)
+	assert.Equal(t, []string{"p1", "u1", "u2"}, got)
+	assert.True(t, c.Indexed("tmpl", "a", "u1"))
+	assert.False(t, c.Indexed("tmpl", "b", "u1"))
+	assert.False(t, c.Indexed("tmpl", "a", "x"))
+	assert.False(t, c.Indexed("none", "a", "u1"))
+	assert.Empty(t, c.Names("tmpl", "b"))
+	assert.Equal(t, decodes, c.Decodes(), "names are read without decoding")
+
+	put("p1", "n") // unpinned: decoded again once cooled
+	require.Eventually(t, func() bool {
+		o, ok := c.Get(types.KindMachineClaim, "p1")
+		return ok && o.Meta().Labels["pin"] == "n"
+	}, 5*time.Second, time.Millisecond)
+	c.Cool()
+	decodes = c.Decodes()
+	_, ok := c.Get(types.KindMachineClaim, "p1")
+	require.True(t, ok)
+	assert.Equal(t, decodes+1, c.Decodes())
 }
