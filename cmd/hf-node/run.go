@@ -219,9 +219,10 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 		AuditFile:        filepath.Join(cfg.DataDir, "audit.log"),
 		Joining: &openapi.Joining{Bundle: sec.Bundle, Endpoint: scheme + "://" + advertisedAPI(apiAddr, mem.Addr()),
 			CAFingerprint: sec.CA.Fingerprint(), GossipAddress: mem.Addr()},
-		Keyring:     keyringOf(sec, mem, cfg.Cluster.Key != ""),
-		ClaimsOf:    node.ClaimsOf,
-		MachineLogs: machineLogs(node),
+		Keyring:      keyringOf(sec, mem, cfg.Cluster.Key != ""),
+		ClaimsOf:     node.ClaimsOf,
+		LiveClaimsOf: node.LiveClaimsOf,
+		MachineLogs:  machineLogs(node),
 		MachineShell: func(ctx context.Context, m string, opts drivers.ShellOptions, open func() (io.ReadWriteCloser, error)) error {
 			return apiError(node.MachineShell(ctx, m, opts, open))
 		},

@@ -62,9 +62,55 @@ func TestHealthPassDecodesNothing(t *testing.T) {
 		10*time.Second, 5*time.Millisecond)
 	// The machines decoded no longer (as on an idle node after a trim, or
 	// past the last 1,024 written), passes over every machine, counted by
-	// the driver, decode none of them.
-	n.Cool()
-	from, decodes := drv.statuses.Load(), n.cache.Decodes()
-	require.Eventually(t, func() bool { return drv.statuses.Load()-from >= 5*claims }, 10*time.Second, 5*time.Millisecond)
-	require.Equal(t, decodes, n.cache.Decodes(), "decodes during 5 health passes over %d machines", claims)
+	// the driver, decode none of them. (A reconciler still finishing the
+	// bindings may read a claim in a window: a few windows are allowed, and
+	// the old pass decoded every machine in every one.)
+	var got []uint64
+	for range 5 {
+		n.Cool()
+		from, decodes := drv.statuses.Load(), n.cache.Decodes()
+		require.Eventually(t, func() bool { return drv.statuses.Load()-from >= 5*claims }, 10*time.Second, 5*time.Millisecond)
+		if got = append(got, n.cache.Decodes()-decodes); got[len(got)-1] == 0 {
+			return
+		}
+	}
+	t.Fatalf("decodes in windows of 5 health passes over %d machines: %v, want a window with none", claims, got)
+}
+
+// LiveClaimsOf counts a user's Requested and Bound claims from the indexes
+// (by name: TestPinnedAndNames shows those read no object), as the claims
+// themselves say.
+func TestLiveClaimsOf(t *testing.T) {
+	tn := newTestNode(t, "n1", `{"cpus": 4, "ram_gb": 8}`)
+	tn.put(template("small", 1, 1, `{}`))
+	tn.put(template("huge", 100, 1, `{}`))
+	mine := func(name, tmpl, user string, timeout time.Duration) {
+		c := claim(name, tmpl, timeout)
+		c.Spec.User = user
+		tn.put(c)
+	}
+	mine("a1", "small", "alice", time.Minute)
+	mine("a2", "small", "alice", time.Minute)
+	mine("a3", "huge", "alice", 300*time.Millisecond) // fails at its bind timeout
+	mine("b1", "small", "bob", time.Minute)
+	tn.waitPhase("a1", types.ClaimBound)
+	tn.waitPhase("a3", types.ClaimFailed)
+	mine("a4", "huge", "alice", time.Minute) // stays Requested
+	ctx := context.Background()
+	live, err := tn.node.LiveClaimsOf(ctx, "alice")
+	require.NoError(t, err)
+	require.Equal(t, 3, live, "a1, a2 bound, a4 requested; a3 failed")
+	live, err = tn.node.LiveClaimsOf(ctx, "bob")
+	require.NoError(t, err)
+	require.Equal(t, 1, live)
+	live, err = tn.node.LiveClaimsOf(ctx, "carol")
+	require.NoError(t, err)
+	require.Zero(t, live)
+	claims, err := tn.node.ClaimsOf(ctx, "alice")
+	require.NoError(t, err)
+	phases := map[types.ClaimPhase]int{}
+	for _, c := range claims {
+		phases[c.Status.Phase]++
+	}
+	require.Equal(t, map[types.ClaimPhase]int{types.ClaimBound: 2, types.ClaimFailed: 1, types.ClaimRequested: 1}, phases)
 }

@@ -136,6 +136,22 @@ func newCache(st *store.Store, log *slog.Logger) *cache.Cache {
 	return c
 }
 
+// LiveClaimsOf counts user's Requested and Bound claims from the node's
+// indexes once the cache holds every write the store had when called
+// (read-your-writes), without reading a claim.
+func (n *Node) LiveClaimsOf(ctx context.Context, user string) (int, error) {
+	if err := n.cache.WaitSeq(ctx, n.st.Seq()); err != nil {
+		return 0, err
+	}
+	live := 0
+	for _, name := range n.cache.Names(idxClaimUser, user) {
+		if n.cache.Indexed(idxClaimPhase, string(types.ClaimRequested), name) || n.cache.Indexed(idxClaimPhase, string(types.ClaimBound), name) {
+			live++
+		}
+	}
+	return live, nil
+}
+
 // Cool drops what the node's cache keeps decoded for speed (see
 // cache.Cool): the memory trimmer calls it once the node is idle.
 func (n *Node) Cool() { n.cache.Cool() }

@@ -125,6 +125,38 @@ func TestClaimQuota(t *testing.T) {
 		testClaimQuota(t, newTestEnvOn(t, st, func(c *Config) { c.MaxClaimsPerUser = 2; c.ClaimsOf = claimsOf }))
 		assert.Positive(t, calls.Load(), "the index counted them")
 	})
+	t.Run("live count", func(t *testing.T) {
+		st := openStore(t)
+		liveOf, calls := indexedLiveClaims(t, st)
+		testClaimQuota(t, newTestEnvOn(t, st, func(c *Config) { c.MaxClaimsPerUser = 2; c.LiveClaimsOf = liveOf }))
+		assert.Positive(t, calls.Load(), "the indexes counted them")
+	})
+}
+
+// indexedLiveClaims is a node's LiveClaimsOf over a packed cache of st with
+// a user and a phase index, and how often it was called.
+func indexedLiveClaims(t *testing.T, st *store.Store) (func(context.Context, string) (int, error), *atomic.Int64) {
+	c := cache.New(st, slog.New(slog.DiscardHandler))
+	c.Pack(types.KindMachineClaim, 1, nil)
+	c.Index("user", types.KindMachineClaim, func(o types.Object) []string { return []string{o.(*types.MachineClaim).Spec.User} })
+	c.Index("phase", types.KindMachineClaim, func(o types.Object) []string { return []string{string(o.(*types.MachineClaim).Status.Phase)} })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); c.Wait() })
+	require.NoError(t, c.Start(ctx))
+	calls := new(atomic.Int64)
+	return func(ctx context.Context, user string) (int, error) {
+		calls.Add(1)
+		if err := c.WaitSeq(ctx, st.Seq()); err != nil {
+			return 0, err
+		}
+		live := 0
+		for _, name := range c.Names("user", user) {
+			if c.Indexed("phase", string(types.ClaimRequested), name) || c.Indexed("phase", string(types.ClaimBound), name) {
+				live++
+			}
+		}
+		return live, nil
+	}, calls
 }
 
 // indexedClaims is a node's ClaimsOf over a cache of st with a user index,

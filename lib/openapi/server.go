@@ -88,6 +88,10 @@ type Config struct {
 	// every write the store had when called (read only); nil, or an error,
 	// reads every claim from the store instead.
 	ClaimsOf func(ctx context.Context, user string) ([]*types.MachineClaim, error)
+	// LiveClaimsOf counts one user's live (Requested or Bound) claims from
+	// the node's indexes, as ClaimsOf holds them, without reading the
+	// claims; nil, or an error, counts what userClaims returns.
+	LiveClaimsOf func(ctx context.Context, user string) (int, error)
 	// MachineLogs writes the output of one of this node's machines
 	// (ErrLogsNotHere, ErrNoLogs); nil serves none.
 	MachineLogs func(ctx context.Context, machine string, opts drivers.LogOptions, w io.Writer) error
