@@ -180,10 +180,8 @@ func (el *elector) handle(key string) {
 		}
 	case strings.HasPrefix(key, keyTemplate):
 		tmpl := strings.TrimPrefix(key, keyTemplate)
-		for _, name := range el.n.cache.Names(idxClaimTemplate, tmpl) {
-			if el.n.cache.Indexed(idxClaimPhase, string(types.ClaimRequested), name) {
-				el.q.Add(name)
-			}
+		for _, name := range el.n.cache.Intersect(idxClaimTemplate, tmpl, idxClaimPhase, string(types.ClaimRequested)) {
+			el.q.Add(name)
 		}
 	default:
 		el.reconcile(now, key)

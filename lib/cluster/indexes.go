@@ -143,13 +143,7 @@ func (n *Node) LiveClaimsOf(ctx context.Context, user string) (int, error) {
 	if err := n.cache.WaitSeq(ctx, n.st.Seq()); err != nil {
 		return 0, err
 	}
-	live := 0
-	for _, name := range n.cache.Names(idxClaimUser, user) {
-		if n.cache.Indexed(idxClaimPhase, string(types.ClaimRequested), name) || n.cache.Indexed(idxClaimPhase, string(types.ClaimBound), name) {
-			live++
-		}
-	}
-	return live, nil
+	return len(n.cache.Intersect(idxClaimUser, user, idxClaimPhase, string(types.ClaimRequested), string(types.ClaimBound))), nil
 }
 
 // Cool drops what the node's cache keeps decoded for speed (see

@@ -149,13 +149,7 @@ func indexedLiveClaims(t *testing.T, st *store.Store) (func(context.Context, str
 		if err := c.WaitSeq(ctx, st.Seq()); err != nil {
 			return 0, err
 		}
-		live := 0
-		for _, name := range c.Names("user", user) {
-			if c.Indexed("phase", string(types.ClaimRequested), name) || c.Indexed("phase", string(types.ClaimBound), name) {
-				live++
-			}
-		}
-		return live, nil
+		return len(c.Intersect("user", user, "phase", string(types.ClaimRequested), string(types.ClaimBound))), nil
 	}, calls
 }
 

@@ -37,10 +37,10 @@ type index struct {
 	kind  string
 	fn    IndexFunc
 	byKey map[string]*bucket // key -> the objects under it
-	// names: the kind is packed, so the buckets hold names alone (holding
-	// the decoded objects would keep them all in memory), and a lookup
-	// reads each object from the packed kind.
-	names bool
+	// packed is the kind's, when it is packed: the buckets hold names alone
+	// (holding the decoded objects would keep them all in memory), and a
+	// lookup reads each object from it.
+	packed *packed
 }
 
 // fewMax is how many objects a bucket holds in a slice before it needs a
@@ -223,7 +223,7 @@ func (p *packed) remember(name string, o types.Object) {
 
 // Index adds an index named name over the objects of kind.
 func (c *Cache) Index(name, kind string, fn IndexFunc) {
-	ix := &index{kind: kind, fn: fn, byKey: map[string]*bucket{}, names: c.packed[kind] != nil}
+	ix := &index{kind: kind, fn: fn, byKey: map[string]*bucket{}, packed: c.packed[kind]}
 	c.indexes[name] = ix
 	c.byKind[kind] = append(c.byKind[kind], ix)
 }
@@ -525,13 +525,13 @@ func (ix *index) set(name string, old, obj types.Object) {
 		keys = ix.fn(obj)
 	}
 	held := obj
-	if ix.names {
+	if ix.packed != nil {
 		held = nil
 	}
 	if old != nil && obj != nil && slices.Equal(was, keys) {
-		if !ix.names {
+		if ix.packed == nil { // (names alone stay as they are)
 			for _, k := range keys {
-				ix.byKey[k].put(name, held)
+				ix.byKey[k].put(name, obj)
 			}
 		}
 		return
@@ -636,13 +636,12 @@ func (c *Cache) ByIndex(name, key string) []types.Object {
 	if b == nil {
 		return nil
 	}
-	if !ix.names {
+	if ix.packed == nil {
 		return b.objects()
 	}
-	p := c.packed[ix.kind]
 	out := make([]types.Object, 0, b.len())
 	for _, name := range b.names() {
-		if o, ok := c.getPackedLocked(p, ix.kind, name); ok {
+		if o, ok := c.getPackedLocked(ix.packed, ix.kind, name); ok {
 			out = append(out, o)
 		}
 	}
@@ -661,6 +660,31 @@ func (c *Cache) Names(name, key string) []string {
 		}
 	}
 	return nil
+}
+
+// Intersect returns the names under key in the named index that are also
+// under one of otherKeys in the index other (a user's claims that are
+// Requested or Bound, say), in no order, without reading the objects.
+func (c *Cache) Intersect(name, key, other string, otherKeys ...string) []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	ix, ox := c.indexes[name], c.indexes[other]
+	if ix == nil || ox == nil || ix.byKey[key] == nil {
+		return nil
+	}
+	var in []*bucket
+	for _, k := range otherKeys {
+		if b := ox.byKey[k]; b != nil {
+			in = append(in, b)
+		}
+	}
+	var out []string
+	for _, n := range ix.byKey[key].names() {
+		if slices.ContainsFunc(in, func(b *bucket) bool { return b.has(n) }) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // Indexed reports whether the object named obj is under key in the named

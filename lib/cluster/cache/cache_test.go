@@ -311,6 +311,7 @@ func TestPinnedAndNames(t *testing.T) {
 	c.Index("tmpl", types.KindMachineClaim, func(o types.Object) []string {
 		return []string{o.(*types.MachineClaim).Spec.MachineTemplate}
 	})
+	c.Index("pin", types.KindMachineClaim, func(o types.Object) []string { return []string{o.Meta().Labels["pin"]} })
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() { cancel(); c.Wait(); _ = st.Close() })
 	require.NoError(t, c.Start(ctx))
@@ -338,6 +339,14 @@ func TestPinnedAndNames(t *testing.T) {
 	assert.False(t, c.Indexed("tmpl", "a", "x"))
 	assert.False(t, c.Indexed("none", "a", "u1"))
 	assert.Empty(t, c.Names("tmpl", "b"))
+	both := c.Intersect("tmpl", "a", "pin", "y", "x")
+	assert.Equal(t, []string{"p1"}, both, "a's claims pinned y (or x, which none is)")
+	both = c.Intersect("tmpl", "a", "pin", "n", "y")
+	slices.Sort(both)
+	assert.Equal(t, []string{"p1", "u1", "u2"}, both)
+	assert.Empty(t, c.Intersect("tmpl", "a", "pin", "x"))
+	assert.Empty(t, c.Intersect("tmpl", "b", "pin", "y"))
+	assert.Empty(t, c.Intersect("tmpl", "a", "none", "y"))
 	assert.Equal(t, decodes, c.Decodes(), "names are read without decoding")
 
 	put("p1", "n") // unpinned: decoded again once cooled
@@ -350,4 +359,24 @@ func TestPinnedAndNames(t *testing.T) {
 	_, ok := c.Get(types.KindMachineClaim, "p1")
 	require.True(t, ok)
 	assert.Equal(t, decodes+1, c.Decodes())
+}
+
+// A packed object whose stored form no longer decodes (it cannot be read
+// for its old keys) still leaves its old keys when it changes.
+func TestPackedChangeOfUndecodableOld(t *testing.T) {
+	st, c, _ := startedByTemplate(t, 2)
+	put := func(tmpl string) {
+		_, err := st.Put(&types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim},
+			Metadata: types.ObjectMeta{Name: "c1"}, Spec: types.MachineClaimSpec{MachineTemplate: tmpl}}, store.PutOptions{})
+		require.NoError(t, err)
+	}
+	put("a")
+	require.Eventually(t, func() bool { return c.Count("tmpl", "a") == 1 }, 5*time.Second, time.Millisecond)
+	c.Cool()
+	c.mu.Lock()
+	c.packed[types.KindMachineClaim].recs["c1"] = []byte("not a packed record")
+	c.mu.Unlock()
+	put("b")
+	require.Eventually(t, func() bool { return c.Count("tmpl", "b") == 1 }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, map[string]int{"b": 1}, c.Keys("tmpl"))
 }
