@@ -126,3 +126,21 @@ func TestLogin(t *testing.T) {
 	r = c.run("profile", "list")
 	assert.Contains(t, r.out, "lab")
 }
+
+// login on a node's host takes the node's token even when the current
+// profile holds another (a cluster re-created on the host): it used to
+// check, and fail, with the profile's.
+func TestLoginTakesLocalNodeOverProfile(t *testing.T) {
+	c := newCLI(t)
+	delete(c.env, "HF_ENDPOINT")
+	delete(c.env, "HF_TOKEN")
+	r := c.run("profile", "set", "default", "--endpoint", c.srv.URL, "--token", "an-old-clusters-token", "--use")
+	require.Equal(t, 0, r.code, r.err)
+	c.localToken = func() (string, error) { return clienttest.Token, nil }
+	r = c.run("login", c.srv.URL)
+	require.Equal(t, 0, r.code, r.err)
+	assert.Contains(t, r.out, `profile "default" is current`)
+	c.localToken = nil
+	r = c.run("whoami")
+	assert.Equal(t, 0, r.code, "the saved profile holds the node's token: %s", r.err)
+}

@@ -46,9 +46,10 @@ func newLoginCmd(f *Factory) *cobra.Command {
 
 func runLogin(ctx context.Context, opts *loginOptions, endpoint string) error {
 	f := opts.f
-	// The endpoint, token and CA of this command, then the usual lookup
-	// (environment, the local node) for what they leave empty.
+	// The endpoint, token and CA of this command, then the environment and
+	// the local node for what they leave empty; never a saved profile.
 	f.endpoint, f.token, f.caFile, f.profile = endpoint, cmp.Or(opts.token, f.token), cmp.Or(opts.caFile, f.caFile), ""
+	f.noProfile = true
 	if f.token == "" && f.Getenv("HF_TOKEN") == "" && !(f.LocalToken != nil && isLoopback(endpoint) && localTokenOK(f)) {
 		fmt.Fprint(f.Err, "token: ")
 		line, err := bufio.NewReader(f.In).ReadString('\n')

@@ -105,6 +105,10 @@ type Factory struct {
 	output   string
 	caFile   string
 	timeout  time.Duration
+	// noProfile: Client takes nothing from a saved profile (login, which
+	// makes one: a profile of a cluster since re-created on this host
+	// held the old token and CA, and login failed on them).
+	noProfile bool
 
 	client *client.Client
 	// tokenUsed is the token Client settled on, for clientFor; caPEM the
@@ -185,7 +189,7 @@ func (f *Factory) Client() (*client.Client, error) {
 		return f.client, nil
 	}
 	prof := &Profile{}
-	if f.endpoint == "" || f.token == "" {
+	if !f.noProfile && (f.endpoint == "" || f.token == "") {
 		p, err := f.activeProfile()
 		if err != nil {
 			return nil, err
