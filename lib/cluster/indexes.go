@@ -59,14 +59,20 @@ func newCache(st *store.Store, log *slog.Logger) *cache.Cache {
 	// by an index): kept packed (see cache.Pack). Sets, events and sessions
 	// are few and read whole by their reconcilers: kept decoded, and so are
 	// the claims and machines those read many of at a time, for each claim
-	// they route: a set's machines and provisioning claims, an event's
-	// claims.
+	// they route: a set's machines, its provisioning claims and the claims
+	// bound to its machines (its reconcile reads them all), an event's
+	// claims. (A claim whose set machine comes to this node after it is
+	// pinned at its next change.)
 	claim := func(o types.Object) *types.MachineClaim { return o.(*types.MachineClaim) }
 	machine := func(o types.Object) *types.Machine { return o.(*types.Machine) }
-	c.Pack(types.KindMachineClaim, packedHot, func(o types.Object) bool {
-		return claim(o).Spec.ScheduledEvent != "" || claim(o).Metadata.Labels[LabelProvisionFor] != ""
+	c.Pack(types.KindMachineClaim, packedHot, func(o types.Object, pinned func(kind, name string) bool) bool {
+		cl := claim(o)
+		return cl.Spec.ScheduledEvent != "" || cl.Metadata.Labels[LabelProvisionFor] != "" ||
+			(cl.Status.Machine != "" && pinned(types.KindMachine, cl.Status.Machine))
 	})
-	c.Pack(types.KindMachine, packedHot, func(o types.Object) bool { return machine(o).Spec.MachineSet != "" })
+	c.Pack(types.KindMachine, packedHot, func(o types.Object, _ func(string, string) bool) bool {
+		return machine(o).Spec.MachineSet != ""
+	})
 	for _, kind := range []string{types.KindMachineTemplate, types.KindProvider, types.KindUser, types.KindToken} {
 		c.Pack(kind, packedHot, nil)
 	}

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -46,4 +47,54 @@ func TestLiveClaimsOf(t *testing.T) {
 		phases[c.Status.Phase]++
 	}
 	require.Equal(t, map[types.ClaimPhase]int{types.ClaimBound: 2, types.ClaimFailed: 1, types.ClaimRequested: 1}, phases)
+}
+
+// A set's reconcile reads the claim of each of its claimed machines: those
+// claims stay decoded (pinned, as the set's machines are), or each reconcile
+// of a pool of more claimed machines than the cache keeps decoded would
+// decode them all, and after a trim so would every reconcile of any pool.
+func TestSetReconcileReadsPinnedClaims(t *testing.T) {
+	tn := newTestNode(t, "n1", `{"cpus": 16, "ram_gb": 16}`)
+	tn.put(template("one", 1, 1, `{}`))
+	tn.put(&types.MachineSet{
+		TypeMeta: types.TypeMeta{Kind: types.KindMachineSet},
+		Metadata: types.ObjectMeta{Name: "pool"},
+		Spec: types.MachineSetSpec{
+			AvailabilityConfiguration: types.AvailabilityConfiguration{Availability: types.AvailabilityPool},
+			ProvisioningStrategy:      types.ProvisionAutoScale,
+			MinAvailable:              4, MaxProvisioned: 4, MachineTemplate: "one",
+		},
+	})
+	require.Eventually(t, func() bool {
+		n := 0
+		for _, m := range tn.machines() {
+			if m.Spec.MachineSet == "pool" && m.Spec.Claim == "" && m.Status.Phase == types.MachineRunning {
+				n++
+			}
+		}
+		return n == 4
+	}, 20*time.Second, 10*time.Millisecond)
+	const claims = 4
+	for i := range claims {
+		tn.put(claim(fmt.Sprintf("u%d", i), "one", time.Minute))
+	}
+	for i := range claims {
+		c := tn.waitPhase(fmt.Sprintf("u%d", i), types.ClaimBound)
+		m, ok := tn.node.machine(c.Status.Machine)
+		require.True(t, ok)
+		require.Equal(t, "pool", m.Spec.MachineSet, "claim %s bound to a pool machine", c.Metadata.Name)
+	}
+	// The claims' last writes may still be coming (and the reconcilers
+	// reading them): a reconcile in a quiet moment decodes nothing. Before
+	// the claims were pinned, every reconcile after a trim decoded all four.
+	var got []uint64
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		tn.node.Cool()
+		before := tn.node.cache.Decodes()
+		tn.node.duties.reconcileSet("pool")
+		if got = append(got, tn.node.cache.Decodes()-before); got[len(got)-1] == 0 {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "decodes of each reconcile of the set after a trim: %v", got)
+	}
 }

@@ -134,6 +134,13 @@ func (b *bucket) objects() []types.Object {
 	return out
 }
 
+// PinFunc says whether an object of a packed kind stays decoded whatever is
+// read (see Pack). It is asked at each change of the object; pinned says
+// whether another packed object is pinned (as the cache holds it then: an
+// object that comes later does not change the answer given), and may be
+// called only during the call.
+type PinFunc func(o types.Object, pinned func(kind, name string) bool) bool
+
 // packed holds the objects of a kind kept in the store's binary form (see
 // Pack): a quarter of a decoded object's memory or less.
 type packed struct {
@@ -146,7 +153,7 @@ type packed struct {
 	keep int
 	// pinned are the objects pin holds decoded whatever is read: those the
 	// reconcilers read many at a time, over and over. Guarded by Cache.mu.
-	pin    func(types.Object) bool
+	pin    PinFunc
 	pinned map[string]types.Object
 }
 
@@ -200,7 +207,7 @@ func New(st *store.Store, log *slog.Logger) *Cache {
 // (when not nil) is true stay decoded too: those read many at a time and
 // often (a pool's machines, read for each claim routed to the pool). Call
 // Pack before Index.
-func (c *Cache) Pack(kind string, keep int, pin func(types.Object) bool) {
+func (c *Cache) Pack(kind string, keep int, pin PinFunc) {
 	if len(c.byKind[kind]) > 0 {
 		panic("cache: Pack " + kind + " before its indexes")
 	}
@@ -447,7 +454,7 @@ func (c *Cache) setPacked(p *packed, kind, name string, obj types.Object, pack [
 		}
 		ix.set(name, old, obj)
 	}
-	if obj != nil && p.pin != nil && p.pin(obj) {
+	if obj != nil && p.pin != nil && p.pin(obj, c.pinnedLocked) {
 		p.pinned[name] = obj
 		p.remember(name, nil)
 	} else {
@@ -458,6 +465,17 @@ func (c *Cache) setPacked(p *packed, kind, name string, obj types.Object, pack [
 	for _, h := range c.handlers {
 		h(kind, name, old, obj)
 	}
+}
+
+// pinnedLocked reports whether kind/name is pinned; the caller holds c.mu
+// for writing.
+func (c *Cache) pinnedLocked(kind, name string) bool {
+	p := c.packed[kind]
+	if p == nil {
+		return false
+	}
+	_, ok := p.pinned[name]
+	return ok
 }
 
 // Cool drops the decoded copies the packed kinds keep of the objects read

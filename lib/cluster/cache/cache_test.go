@@ -307,7 +307,7 @@ func TestPinnedAndNames(t *testing.T) {
 	st, err := store.Open(store.Config{InMemory: true, NodeID: "n1"}, log)
 	require.NoError(t, err)
 	c := New(st, log)
-	c.Pack(types.KindMachineClaim, 1, func(o types.Object) bool { return o.Meta().Labels["pin"] == "y" })
+	c.Pack(types.KindMachineClaim, 1, func(o types.Object, _ func(string, string) bool) bool { return o.Meta().Labels["pin"] == "y" })
 	c.Index("tmpl", types.KindMachineClaim, func(o types.Object) []string {
 		return []string{o.(*types.MachineClaim).Spec.MachineTemplate}
 	})
