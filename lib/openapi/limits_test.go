@@ -193,6 +193,55 @@ func testClaimQuota(t *testing.T, e *testEnv) {
 	assert.Equal(t, http.StatusCreated, e.do("POST", path(types.KindMachineClaim), aliceTok, minimal(types.KindMachineClaim, "a3")).code)
 }
 
+// A session makes a claim for its user: until it has, it counts as one of
+// the user's claims, and a user holds no more sessions not yet ended than
+// claims (110 sessions of a user capped at 100 claims once made 110 claims).
+func TestSessionsCountAgainstClaimQuota(t *testing.T) {
+	e := newTestEnv(t, func(c *Config) { c.MaxClaimsPerUser = 2 })
+	e.do("POST", path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, "small"))
+	session := func(name string) map[string]any {
+		o := minimal(types.KindSession, name)
+		o["spec"].(map[string]any)["machineTemplate"] = "small"
+		return o
+	}
+	require.Equal(t, http.StatusCreated, e.do("POST", path(types.KindMachineClaim), aliceTok, minimal(types.KindMachineClaim, "a1")).code)
+	require.Equal(t, http.StatusCreated, e.do("POST", path(types.KindSession), aliceTok, session("s1")).code)
+	r := e.do("POST", path(types.KindSession), aliceTok, session("s2"))
+	require.Equal(t, http.StatusTooManyRequests, r.code, "a claim and a session waiting for its claim")
+	assert.Contains(t, r.errBody(t).Message, "user alice holds 2 live claims")
+	assert.Equal(t, http.StatusTooManyRequests, e.do("POST", path(types.KindMachineClaim), aliceTok, minimal(types.KindMachineClaim, "a2")).code,
+		"the session's claim is on its way")
+
+	// The session made its claim (a1 stands for it) and the user ended a1:
+	// the session still counts, as a session not yet ended.
+	_, err := store.UpdateFacet(e.st, types.KindSession, "s1", types.FacetStatus, func(o *types.Session) error {
+		o.Status.Phase, o.Status.MachineClaim = types.SessionPhaseActive, "a1"
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, e.do("DELETE", path(types.KindMachineClaim, "a1"), aliceTok, nil).code)
+	require.Equal(t, http.StatusCreated, e.do("POST", path(types.KindSession), aliceTok, session("s2")).code)
+	_, err = store.UpdateFacet(e.st, types.KindSession, "s2", types.FacetStatus, func(o *types.Session) error {
+		o.Status.Phase, o.Status.MachineClaim = types.SessionPhaseActive, "gone"
+		return nil
+	})
+	require.NoError(t, err)
+	r = e.do("POST", path(types.KindSession), aliceTok, session("s3"))
+	require.Equal(t, http.StatusTooManyRequests, r.code)
+	assert.Contains(t, r.errBody(t).Message, "user alice holds 2 sessions not yet ended")
+	_, err = store.UpdateFacet(e.st, types.KindSession, "s1", types.FacetStatus, func(o *types.Session) error {
+		o.Status.Phase = types.SessionPhaseEnded
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Equal(t, http.StatusCreated, e.do("POST", path(types.KindSession), aliceTok, session("s3")).code)
+	for _, n := range []string{"x1", "x2", "x3"} {
+		o := session(n)
+		o["spec"].(map[string]any)["user"] = "ops"
+		assert.Equal(t, http.StatusCreated, e.do("POST", path(types.KindSession), adminTok, o).code, "no cap for admins")
+	}
+}
+
 // Counts and durations have upper bounds, so no arithmetic on them
 // overflows (an event count of 3*2^61 once wrapped the capacity check
 // negative and was accepted).

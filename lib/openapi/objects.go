@@ -206,10 +206,18 @@ func (s *Server) checkGrant(p Principal, o types.Object) error {
 	return nil
 }
 
+// quotaApplies says whether creating o counts against p's claim quota: a
+// claim, or a session (which makes one) of a user of role user.
+func (s *Server) quotaApplies(p Principal, o types.Object) bool {
+	k := o.GetKind()
+	return !p.Staff() && s.cfg.MaxClaimsPerUser > 0 && (k == types.KindMachineClaim || k == types.KindSession)
+}
+
 // lockUserQuota holds the quota lock of p's user while one of its claims
-// is counted and written, when a cap applies; it returns the unlock.
+// or sessions is counted and written, when a cap applies; it returns the
+// unlock.
 func (s *Server) lockUserQuota(p Principal, o types.Object) func() {
-	if p.Staff() || s.cfg.MaxClaimsPerUser <= 0 || o.GetKind() != types.KindMachineClaim {
+	if !s.quotaApplies(p, o) {
 		return func() {}
 	}
 	mu, _ := s.quotaLocks.LoadOrStore(p.User, &sync.Mutex{})
@@ -219,21 +227,50 @@ func (s *Server) lockUserQuota(p Principal, o types.Object) func() {
 }
 
 // checkClaimQuota refuses a user's claim past MaxClaimsPerUser live
-// (Requested or Bound) claims of theirs (429). Creates through one node
+// (Requested or Bound) claims of theirs (429). A session makes a claim for
+// its user, so one that has not made it yet counts as a claim, and a user
+// holds at most as many sessions not yet ended. Creates through one node
 // are counted one at a time (lockUserQuota); creates sent to several nodes
 // at once may pass it by a few.
 func (s *Server) checkClaimQuota(p Principal, o types.Object) error {
-	if p.Staff() || s.cfg.MaxClaimsPerUser <= 0 || o.GetKind() != types.KindMachineClaim {
+	if !s.quotaApplies(p, o) {
 		return nil
 	}
+	limit := s.cfg.MaxClaimsPerUser
 	live, err := s.liveClaims(p.User)
 	if err != nil {
 		return err
 	}
-	if live >= s.cfg.MaxClaimsPerUser {
-		return newErr(http.StatusTooManyRequests, CodeTooMany, "", "user %s holds %d live claims, the most a user may (api.max_claims_per_user); end one first", p.User, live)
+	open, waiting, err := s.userSessions(p.User)
+	if err != nil {
+		return err
+	}
+	if o.GetKind() == types.KindSession && open >= limit {
+		return newErr(http.StatusTooManyRequests, CodeTooMany, "", "user %s holds %d sessions not yet ended, the most a user may (api.max_claims_per_user); end one first", p.User, open)
+	}
+	if live+waiting >= limit {
+		return newErr(http.StatusTooManyRequests, CodeTooMany, "", "user %s holds %d live claims, the most a user may (api.max_claims_per_user); end one first", p.User, live+waiting)
 	}
 	return nil
+}
+
+// userSessions counts user's sessions not yet ended, and of those the ones
+// that have not made their claim yet.
+func (s *Server) userSessions(user string) (open, waiting int, err error) {
+	all, err := store.List[types.Session](s.st, types.KindSession)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, se := range all {
+		if se.Spec.User != user || se.Status.Phase == types.SessionPhaseEnded {
+			continue
+		}
+		open++
+		if se.Status.MachineClaim == "" {
+			waiting++
+		}
+	}
+	return open, waiting, nil
 }
 
 // liveClaims counts user's Requested or Bound claims: from the node's
