@@ -256,6 +256,66 @@ func TestClusterTokens(t *testing.T) {
 	})
 }
 
+// An open event stream ends when its token would be refused: revoked, its
+// user disabled, or its user no longer holding its role; streams of other
+// tokens go on. (Streams used to go on for as long as their client read,
+// with the rights the token had when they opened.)
+func TestStreamEndsWithItsToken(t *testing.T) {
+	e := newTestEnv(t)
+	e.makeUser("carol", RoleUser, RoleOperator)
+	e.makeUser("dave", RoleUser)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	open := func(token string) <-chan sseEvent {
+		ch, res := e.openStream(ctx, "/api/v1/events?kinds=MachineClaim", token)
+		require.NotNil(t, ch, "status %d", res.StatusCode)
+		return ch
+	}
+	ended := func(ch <-chan sseEvent) bool {
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case _, ok := <-ch:
+				if !ok {
+					return true
+				}
+			case <-deadline:
+				return false
+			}
+		}
+	}
+	other := open(e.makeToken("dave-laptop", "dave", RoleUser))
+
+	revoked := open(e.makeToken("carol-laptop", "carol", RoleUser))
+	require.Equal(t, http.StatusOK, e.do("DELETE", path(types.KindToken, "carol-laptop"), adminTok, nil).code)
+	assert.True(t, ended(revoked), "the stream of a revoked token ended")
+
+	demoted := open(e.makeToken("carol-ops", "carol", RoleOperator))
+	user := map[string]any{"kind": types.KindUser, "metadata": map[string]any{"name": "carol"}, "spec": map[string]any{"roles": []string{RoleUser}}}
+	require.Equal(t, http.StatusOK, e.do("PUT", path(types.KindUser, "carol"), adminTok, user).code)
+	assert.True(t, ended(demoted), "the stream of a token whose user lost its role ended")
+
+	disabled := open(e.makeToken("carol-desk", "carol", RoleUser))
+	user["spec"] = map[string]any{"roles": []string{RoleUser}, "disabled": true}
+	require.Equal(t, http.StatusOK, e.do("PUT", path(types.KindUser, "carol"), adminTok, user).code)
+	assert.True(t, ended(disabled), "the stream of a disabled user's token ended")
+
+	// Dave's stream saw all that go by and still works.
+	r := e.do("POST", path(types.KindMachineClaim), adminTok, map[string]any{"kind": types.KindMachineClaim,
+		"metadata": map[string]any{"name": "dave-c"}, "spec": map[string]any{"machineTemplate": "small", "user": "dave"}})
+	require.Equal(t, http.StatusCreated, r.code, "%s", r.body)
+	deadline := time.After(10 * time.Second)
+	for seen := false; !seen; {
+		select {
+		case ev, ok := <-other:
+			require.True(t, ok, "dave's stream ended")
+			seen = ev.data.Name == "dave-c"
+		case <-deadline:
+			t.Fatal("dave's stream did not carry his claim")
+		}
+	}
+}
+
 // A token revoked on another node is refused here as soon as the deletion
 // has reached this node's store, though this node had found it good
 // before and remembers that.

@@ -209,6 +209,21 @@ func (s *Server) stream(c *gin.Context, p Principal, kinds []string, sel selecto
 		}
 	}
 
+	// The token is checked again when a token or user changes and at each
+	// heartbeat (expiry): a stream ends with its token's revocation, its
+	// user's disabling or a change of its rights, as new requests do.
+	token := c.GetString(tokenKey)
+	authorized := func() bool {
+		if token == "" {
+			return true
+		}
+		if now, err := s.auth.lookup(token); err != nil || now != p {
+			s.log.Info("event stream closed: its token no longer holds", "token", p.Name, "user", p.User)
+			return false
+		}
+		return true
+	}
+
 	heartbeat := time.NewTicker(s.cfg.Heartbeat)
 	defer heartbeat.Stop()
 	// unflushed: an event was written for a flush with the next one, and
@@ -227,6 +242,9 @@ func (s *Server) stream(c *gin.Context, p Principal, kinds []string, sel selecto
 		case <-s.stop:
 			return
 		case <-heartbeat.C:
+			if !authorized() {
+				return
+			}
 			if s.write(c, func() error {
 				_, err := io.WriteString(c.Writer, ": heartbeat\n\n")
 				return err
@@ -239,6 +257,9 @@ func (s *Server) stream(c *gin.Context, p Principal, kinds []string, sel selecto
 			}
 			if ev.Type == store.EventSynced {
 				after = 0 // the replay is over: every live change is news
+			}
+			if k := ev.Record.Kind; (k == types.KindToken || k == types.KindUser || ev.Type == store.EventResync) && !authorized() {
+				return
 			}
 			if after > 0 && ev.Type != store.EventResync && ev.Record.Version.HLC <= after {
 				continue // the client had it before it went away
