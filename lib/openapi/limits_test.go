@@ -271,10 +271,16 @@ func TestUpperBounds(t *testing.T) {
 		{types.KindMachineSet, set(1, 20000), "spec.maxProvisioned"},
 		{types.KindMachineSet, set(20000, 0), "spec.minAvailable"},
 		{types.KindMachineClaim, claim, "spec.bindTimeout"},
+		{types.KindMachineClaim, func() map[string]any {
+			c := minimal(types.KindMachineClaim, "c")
+			c["spec"].(map[string]any)["bindTimeout"] = 1e10 // seconds past what a duration holds
+			return c
+		}(), "spec.bindTimeout"},
 	} {
 		r := e.do("POST", path(tc.kind), adminTok, tc.body)
 		if assert.Equal(t, http.StatusBadRequest, r.code, "%s %s: %s", tc.kind, tc.field, r.body) {
 			assert.Equal(t, tc.field, r.errBody(t).Field)
+			assert.NotContains(t, r.errBody(t).Message, "negative", "an overflow is not called negative")
 		}
 	}
 }

@@ -3,6 +3,7 @@ package types
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -24,8 +25,13 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 		if err2 := json.Unmarshal(b, &secs); err2 != nil {
 			return fmt.Errorf("duration: want a string like \"30s\" or seconds")
 		}
-		d.Duration = time.Duration(secs * float64(time.Second))
-		return nil
+		// time.Duration holds ~292 years: more does not convert (1e10
+		// seconds came out negative).
+		if ns := secs * float64(time.Second); math.Abs(ns) < math.MaxInt64 {
+			d.Duration = time.Duration(ns)
+			return nil
+		}
+		return fmt.Errorf("duration: %g seconds is too long (at most ~292 years)", secs)
 	}
 	if s == "" {
 		d.Duration = 0

@@ -52,6 +52,11 @@ func TestDurationUnmarshal(t *testing.T) {
 		{`"soon"`, 0, "duration \"soon\""},
 		{`true`, 0, "want a string like"},
 		{`{}`, 0, "want a string like"},
+		{`-5`, -5 * time.Second, ""}, // refused by the objects' checks, which say so
+		{`9e9`, 9e9 * time.Second, ""},
+		{`1e10`, 0, "too long"}, // came out negative
+		{`-1e10`, 0, "too long"},
+		{`1e308`, 0, "too long"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {
