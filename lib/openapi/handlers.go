@@ -302,18 +302,18 @@ func (k kindRoutes) update(c *gin.Context) {
 		s.writeErr(c, badRequest("metadata.name", "is %q but the path names %q", n, name))
 		return
 	}
+	want, err := precondition(c.GetHeader("If-Match"), obj.Meta().Version)
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
 	if claim, ok := obj.(*types.MachineClaim); ok && claim.Status.Phase == types.ClaimTerminated {
-		if done := k.terminate(c, p, name); done {
+		if done := k.terminate(c, p, name, want); done {
 			return
 		}
 	}
 	if !p.Staff() {
 		s.writeErr(c, forbidden("", "role %s may only terminate its machineclaims (status.phase Terminated)", p.Role))
-		return
-	}
-	want, err := precondition(c.GetHeader("If-Match"), obj.Meta().Version)
-	if err != nil {
-		s.writeErr(c, err)
 		return
 	}
 	for try := 0; ; try++ {
@@ -348,14 +348,20 @@ func (k kindRoutes) update(c *gin.Context) {
 
 // terminate ends claim name as the proposal has a user do it, by setting
 // its phase to Terminated: it writes the claim's end facet (its node then
-// releases the machine) and answers with the claim. A claim already
-// Terminated is left to the update as usual (done is false) for an admin,
-// and answered as it is for a user.
-func (k kindRoutes) terminate(c *gin.Context, p Principal, name string) (done bool) {
+// releases the machine) and answers with the claim; nothing else of the
+// body is written. With a version (If-Match or metadata.version), the
+// claim must still be at it (409). A claim already Terminated is left to
+// the update as usual (done is false) for an admin, and answered as it is
+// for a user.
+func (k kindRoutes) terminate(c *gin.Context, p Principal, name string, want types.Version) (done bool) {
 	s := k.s
 	rec, stored, err := k.load(p, name)
 	if err != nil {
 		s.writeErr(c, err)
+		return true
+	}
+	if !want.IsZero() && rec.Version != want {
+		s.writeErr(c, store.ErrConflict)
 		return true
 	}
 	if stored.(*types.MachineClaim).Status.Phase == types.ClaimTerminated {

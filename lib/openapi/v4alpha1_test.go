@@ -183,7 +183,18 @@ func TestClaimTerminatedByPhase(t *testing.T) {
 	other := map[string]any{"metadata": map[string]any{"name": "c1"}, "spec": map[string]any{"machineTemplate": "big"}}
 	assert.Equal(t, http.StatusForbidden, e.do("PUT", path(types.KindMachineClaim, "c1"), aliceTok, other).code)
 
-	r := e.do("PUT", path(types.KindMachineClaim, "c1"), aliceTok, ended)
+	// If-Match is checked as on any write: a bad one is a 400, a version
+	// the claim has moved past a 409.
+	r := e.do("PUT", path(types.KindMachineClaim, "c1"), aliceTok, ended, "If-Match", "zz")
+	assert.Equal(t, http.StatusBadRequest, r.code, "%s", r.body)
+	v1 := e.do("GET", path(types.KindMachineClaim, "c1"), aliceTok, nil).obj(t)["metadata"].(map[string]any)["version"].(string)
+	labelled := map[string]any{"metadata": map[string]any{"name": "c1", "labels": map[string]any{"team": "a"}},
+		"spec": map[string]any{"machineTemplate": "small", "user": "alice"}}
+	require.Equal(t, http.StatusOK, e.do("PUT", path(types.KindMachineClaim, "c1"), adminTok, labelled).code)
+	r = e.do("PUT", path(types.KindMachineClaim, "c1"), aliceTok, ended, "If-Match", `"`+v1+`"`)
+	assert.Equal(t, http.StatusConflict, r.code, "%s", r.body)
+
+	r = e.do("PUT", path(types.KindMachineClaim, "c1"), aliceTok, ended)
 	require.Equal(t, http.StatusOK, r.code, "%s", r.body)
 	st := r.obj(t)["status"].(map[string]any)
 	assert.Equal(t, "Terminated", st["phase"])
