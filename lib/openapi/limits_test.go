@@ -271,6 +271,11 @@ func TestUpperBounds(t *testing.T) {
 		{types.KindMachineSet, set(1, 20000), "spec.maxProvisioned"},
 		{types.KindMachineSet, set(20000, 0), "spec.minAvailable"},
 		{types.KindMachineClaim, claim, "spec.bindTimeout"},
+		{types.KindSession, func() map[string]any {
+			s := minimal(types.KindSession, "s")
+			s["spec"].(map[string]any)["timeout"] = "999999h"
+			return s
+		}(), "spec.timeout"},
 		{types.KindMachineClaim, func() map[string]any {
 			c := minimal(types.KindMachineClaim, "c")
 			c["spec"].(map[string]any)["bindTimeout"] = 1e10 // seconds past what a duration holds

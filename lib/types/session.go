@@ -144,6 +144,9 @@ func (o *Session) Validate() error {
 	if s.Timeout.Duration < 0 {
 		return Invalid("spec.timeout", "must not be negative")
 	}
+	if s.Timeout.Duration > MaxSessionTimeout {
+		return Invalid("spec.timeout", "must be at most %s, got %s", MaxSessionTimeout, s.Timeout.Duration)
+	}
 	if s.OnEnd != "" {
 		if err := oneOf("spec.onEnd", s.OnEnd, EndDelete, EndPause, EndKeep); err != nil {
 			return err

@@ -66,6 +66,8 @@ const (
 	MaxCount       = 10000
 	MaxUsers       = 100000
 	MaxBindTimeout = 24 * time.Hour
+	// MaxSessionTimeout bounds how long a session lives without a keepalive.
+	MaxSessionTimeout = 30 * 24 * time.Hour
 )
 
 // atMost refuses v above max.
