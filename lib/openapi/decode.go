@@ -14,8 +14,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/gin-gonic/gin"
 	fastjson "github.com/goccy/go-json"
 
 	"github.com/hf-fleet/hf/lib/types"
@@ -25,17 +27,11 @@ import (
 const MaxBodyBytes = 1 << 20
 
 // readBody reads the request body up to MaxBodyBytes; a larger body is an
-// *http.MaxBytesError (413).
+// *http.MaxBytesError (413). A body that did not arrive by the deadline
+// bodyDeadline set is a 408 (timeout is that deadline's, for the message).
 func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]byte, error) {
 	if r.Body == nil {
 		return nil, nil
-	}
-	if timeout > 0 {
-		// Best effort: a writer that cannot set deadlines (a test recorder)
-		// reads without one.
-		rc := conn(r, w)
-		_ = rc.SetReadDeadline(time.Now().Add(timeout))
-		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
 	}
 	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
 	if err != nil {
@@ -44,15 +40,99 @@ func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]
 			return nil, err
 		}
 		if errors.Is(err, os.ErrDeadlineExceeded) {
-			// The rest of the body is not waited for: the connection closes
-			// after the answer.
-			w.Header().Set("Connection", "close")
+			// The body was not read to its end: bodyDeadline closes the
+			// connection after the answer.
 			return nil, newErr(http.StatusRequestTimeout, CodeTimeout, "", "the request body did not arrive within %s", timeout)
 		}
 		return nil, badRequest("", "read body: %v", err)
 	}
 	return b, nil
 }
+
+// bodyDeadline gives a request's body BodyTimeout from its headers to
+// arrive, whatever the route and whether or not the request has a token: it
+// sets the connection's read deadline and clears it once the body has been
+// read to its end. A request without a body gets none, so event streams run
+// on (a read deadline that passes while net/http waits on the connection
+// cancels the request).
+//
+// A response written before the body was read to its end (401, 404, 413,
+// 408...) says Connection: close: net/http would otherwise read the rest of
+// the body before answering, for as long as the client took to send it. It
+// still reads it after the answer, up to the deadline, then closes the
+// connection.
+func (s *Server) bodyDeadline(c *gin.Context) {
+	r := c.Request
+	if r.Body == nil || r.Body == http.NoBody {
+		c.Next()
+		return
+	}
+	body := &deadlineBody{ReadCloser: r.Body, conn: conn(r, c.Writer)}
+	// Best effort: a writer that cannot set deadlines (a test recorder)
+	// reads without one.
+	_ = body.conn.SetReadDeadline(time.Now().Add(s.cfg.BodyTimeout))
+	r.Body = body
+	w := &unreadBodyWriter{ResponseWriter: c.Writer, body: body}
+	c.Writer = w
+	c.Next()
+	// gin writes a header the handlers did not write itself, past this
+	// writer.
+	w.beforeHeader()
+}
+
+// deadlineBody is a request body that clears the connection's read deadline
+// once it is read to its end.
+type deadlineBody struct {
+	io.ReadCloser
+	conn *http.ResponseController
+	done atomic.Bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done.Swap(true) {
+		_ = b.conn.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// unreadBodyWriter answers with Connection: close when the request's body
+// has not been read to its end by the time the header is written.
+type unreadBodyWriter struct {
+	gin.ResponseWriter
+	body *deadlineBody
+}
+
+// beforeHeader marks the response Connection: close if its header is not
+// written yet and the body was not read to its end.
+func (w *unreadBodyWriter) beforeHeader() {
+	if !w.Written() && !w.body.done.Load() {
+		w.Header().Set("Connection", "close")
+	}
+}
+
+func (w *unreadBodyWriter) WriteHeaderNow() {
+	w.beforeHeader()
+	w.ResponseWriter.WriteHeaderNow()
+}
+
+func (w *unreadBodyWriter) Write(b []byte) (int, error) {
+	w.beforeHeader()
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *unreadBodyWriter) WriteString(s string) (int, error) {
+	w.beforeHeader()
+	return w.ResponseWriter.WriteString(s)
+}
+
+func (w *unreadBodyWriter) Flush() {
+	w.beforeHeader()
+	w.ResponseWriter.Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *unreadBodyWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // decodeObject decodes body into a new object of kind, strictly: one JSON object,
 // no unknown fields (matched exactly, not case-insensitively as encoding/json

@@ -2,14 +2,19 @@ package openapi
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
+	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hf-fleet/hf/lib/cluster/cache"
+	"github.com/hf-fleet/hf/lib/pki"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -390,4 +396,147 @@ func TestClaimQuotaUnderConcurrency(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 5, created)
+}
+
+// serveTLS serves e's API with Serve (the node's own http.Server) over TLS on
+// a loopback port until the test ends. It returns the address and a client
+// config that trusts the server.
+func (e *testEnv) serveTLS(t *testing.T) (string, *tls.Config) {
+	t.Helper()
+	ca, err := pki.NewCA("test", time.Now())
+	require.NoError(t, err)
+	certPEM, keyPEM, err := ca.Issue("n1", []string{"127.0.0.1"}, time.Now())
+	require.NoError(t, err)
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- e.srv.Serve(ctx, tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}}))
+	}()
+	t.Cleanup(func() { cancel(); assert.NoError(t, <-done) })
+	return ln.Addr().String(), &tls.Config{RootCAs: ca.Pool(), ServerName: "127.0.0.1"}
+}
+
+// sendSlowBody sends the headers of a request whose body is 200,000 bytes
+// long, and one byte of it, on a new TLS connection to addr; the test then
+// waits for the server. hdr are further header lines.
+func sendSlowBody(t *testing.T, addr string, cfg *tls.Config, method, target string, hdr ...string) *tls.Conn {
+	t.Helper()
+	conn, err := tls.Dial("tcp", addr, cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	head := method + " " + target + " HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+	if !slices.Contains(hdr, "Transfer-Encoding: chunked") {
+		head += "Content-Length: 200000\r\n"
+	}
+	for _, h := range hdr {
+		head += h + "\r\n"
+	}
+	_, err = io.WriteString(conn, head+"\r\n{")
+	require.NoError(t, err)
+	return conn
+}
+
+// answeredAndClosed reads the server's answer on conn and then waits for the
+// connection to close, both within a few seconds (the body deadline is far
+// shorter). It returns the answer's status code.
+func answeredAndClosed(t *testing.T, conn *tls.Conn) int {
+	t.Helper()
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(5*time.Second)))
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err, "the server answers without waiting for the body")
+	_, err = io.Copy(io.Discard, resp.Body)
+	require.NoError(t, err)
+	assert.True(t, resp.Close, "the answer says Connection: close")
+	_, err = br.ReadByte()
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, os.ErrDeadlineExceeded, "the server closes the connection")
+	return resp.StatusCode
+}
+
+// A request that never sends its body does not hold its connection,
+// whatever the route and whether or not it has a token: the server answers
+// without reading the rest of the body and closes the connection once
+// BodyTimeout has passed since the headers (it used to read the body first,
+// with no deadline: the connection stayed open for good).
+func TestUnsentBodyDoesNotHoldConnection(t *testing.T) {
+	e := newTestEnv(t, func(c *Config) { c.BodyTimeout = 300 * time.Millisecond; c.ShutdownTimeout = time.Second })
+	addr, cfg := e.serveTLS(t)
+	for _, tc := range []struct {
+		name, method, target string
+		hdr                  []string
+		code                 int
+	}{
+		{"no token", "POST", "/api/v1/machineclaims", nil, http.StatusUnauthorized},
+		{"chunked", "POST", "/api/v1/machineclaims", []string{"Transfer-Encoding: chunked"}, http.StatusUnauthorized},
+		{"no route", "POST", "/nonexistent", nil, http.StatusNotFound},
+		{"healthz", "GET", "/healthz", nil, http.StatusOK},
+		{"token", "POST", "/api/v1/machineclaims", []string{"Authorization: Bearer " + adminTok}, http.StatusRequestTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conn := sendSlowBody(t, addr, cfg, tc.method, tc.target, tc.hdr...)
+			assert.Equal(t, tc.code, answeredAndClosed(t, conn))
+		})
+	}
+}
+
+// Bodies that are read keep their connection alive: two writes and a read
+// go over one connection, the second after the first's BodyTimeout passed.
+func TestKeepAliveAfterBody(t *testing.T) {
+	e := newTestEnv(t, func(c *Config) { c.BodyTimeout = 300 * time.Millisecond; c.ShutdownTimeout = time.Second })
+	addr, cfg := e.serveTLS(t)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	var reused []bool
+	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = append(reused, i.Reused) }}
+	send := func(method, target string, body any) int {
+		var rd io.Reader
+		if body != nil {
+			b, err := json.Marshal(body)
+			require.NoError(t, err)
+			rd = bytes.NewReader(b)
+		}
+		req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), method, "https://"+addr+target, rd)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+adminTok)
+		res, err := client.Do(req)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		_, err = io.Copy(io.Discard, res.Body)
+		require.NoError(t, err)
+		assert.False(t, res.Close, "%s %s: the connection is kept", method, target)
+		return res.StatusCode
+	}
+	assert.Equal(t, http.StatusCreated, send("POST", path(types.KindMachineTemplate), minimal(types.KindMachineTemplate, "a")))
+	time.Sleep(3 * e.srv.cfg.BodyTimeout)
+	assert.Equal(t, http.StatusCreated, send("POST", path(types.KindMachineTemplate), minimal(types.KindMachineTemplate, "b")))
+	assert.Equal(t, http.StatusOK, send("GET", path(types.KindMachineTemplate), nil))
+	assert.Equal(t, []bool{false, true, true}, reused, "one connection")
+}
+
+// A watch has no body: BodyTimeout does not end it.
+func TestWatchOutlivesBodyTimeout(t *testing.T) {
+	e := newTestEnv(t, func(c *Config) { c.BodyTimeout = 300 * time.Millisecond; c.ShutdownTimeout = time.Second })
+	addr, cfg := e.serveTLS(t)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+	defer client.CloseIdleConnections()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", "https://"+addr+path(types.KindMachineTemplate)+"?watch=true", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+adminTok)
+	res, err := client.Do(req)
+	require.NoError(t, err)
+	defer res.Body.Close()
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	events := readSSE(t, res.Body)
+	time.Sleep(5 * e.srv.cfg.BodyTimeout)
+	_, err = e.st.Put(&types.MachineTemplate{TypeMeta: types.TypeMeta{Kind: types.KindMachineTemplate}, Metadata: types.ObjectMeta{Name: "late"},
+		Spec: types.MachineTemplateSpec{ProviderConfiguration: map[string]json.RawMessage{"test": json.RawMessage("{}")}}}, store.PutOptions{Create: true})
+	require.NoError(t, err)
+	assert.Equal(t, "late", nextPut(t, events).Name, "the stream still runs")
 }

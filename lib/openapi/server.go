@@ -48,8 +48,9 @@ type Config struct {
 	// ShutdownTimeout bounds how long Serve waits for requests in flight once its
 	// ctx is done (default 10s); event streams end at once.
 	ShutdownTimeout time.Duration
-	// BodyTimeout bounds the reading of a request body (default 30s): a
-	// body sent a byte at a time does not hold a connection for long.
+	// BodyTimeout is how long after its headers a request's body may take to
+	// arrive, on every route (default 30s): a body sent a byte at a time,
+	// or never, does not hold a connection for long (see bodyDeadline).
 	BodyTimeout time.Duration
 	// StreamWriteTimeout bounds each write to an event stream (default
 	// 10s): a client that does not read is dropped, not buffered for.
@@ -197,8 +198,9 @@ func (s *Server) newEngine() *gin.Engine {
 	e.RedirectTrailingSlash = false
 	e.RedirectFixedPath = false
 	e.ContextWithFallback = true
+	// The body deadline comes first, so no route answers before it is set.
 	// Metrics wrap recovery, so a recovered panic is counted as the 500 it became.
-	e.Use(s.observe, gin.CustomRecoveryWithWriter(nil, s.recovered), s.cors)
+	e.Use(s.bodyDeadline, s.observe, gin.CustomRecoveryWithWriter(nil, s.recovered), s.cors)
 	if s.cfg.NodeName != "" {
 		e.Use(func(c *gin.Context) { c.Header("X-Hf-Node", s.cfg.NodeName) })
 	}
