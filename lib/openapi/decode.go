@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 	fastjson "github.com/goccy/go-json"
@@ -138,8 +139,12 @@ func (w *unreadBodyWriter) Unwrap() http.ResponseWriter { return w.ResponseWrite
 // no unknown fields (matched exactly, not case-insensitively as encoding/json
 // would), a "kind" that is absent or equal to kind, and every value of the right
 // type. Errors are *apiError naming the offending field. The object is not
-// validated.
+// validated. A string that is not UTF-8 is refused, never stored with
+// U+FFFD in place of what was sent.
 func decodeObject(kind string, body []byte) (types.Object, error) {
+	if err := checkUTF8(body); err != nil {
+		return nil, err
+	}
 	if obj, ok := decodeObjectFast(kind, body); ok {
 		return obj, nil
 	}
@@ -233,6 +238,101 @@ func decodeObjectChecked(kind string, body []byte) (types.Object, error) {
 	}
 	types.Upgrade(obj)
 	return obj, nil
+}
+
+// checkUTF8 refuses a body with a string that a decode would change: bytes
+// that are not UTF-8, or an escaped lone surrogate (\ud800), both decoded
+// as U+FFFD. The error names the string's field, or the object's for a
+// key. A body that is not JSON passes, for the decode to say so.
+func checkUTF8(body []byte) error {
+	if utf8.Valid(body) && !bytes.Contains(body, []byte(`\ud`)) && !bytes.Contains(body, []byte(`\uD`)) {
+		return nil
+	}
+	// One frame per open object or array: the key or index being read.
+	type frame struct {
+		obj, atKey bool
+		key        string
+		idx        int
+	}
+	var stack []frame
+	path := func() string {
+		p := ""
+		for _, f := range stack {
+			switch {
+			case !f.obj:
+				p = indexPath(p, f.idx)
+			case !f.atKey:
+				p = joinPath(p, f.key)
+			}
+		}
+		return p
+	}
+	// next moves the innermost frame past the value just read.
+	next := func() {
+		if len(stack) == 0 {
+			return
+		}
+		f := &stack[len(stack)-1]
+		if f.obj {
+			f.atKey = true
+		} else {
+			f.idx++
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	for {
+		start := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
+			return nil
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{', '[':
+				stack = append(stack, frame{obj: t == '{', atKey: t == '{'})
+			default:
+				stack = stack[:len(stack)-1]
+				next()
+			}
+		case string:
+			changed := replaced(body[start:dec.InputOffset()], t)
+			if f := len(stack) - 1; f >= 0 && stack[f].obj && stack[f].atKey {
+				if changed {
+					return badRequest(path(), "key %q is not UTF-8 text (U+FFFD marks what is not)", t)
+				}
+				stack[f].key, stack[f].atKey = t, false
+				continue
+			}
+			if changed {
+				return badRequest(path(), "must be UTF-8 text")
+			}
+			next()
+		default:
+			next()
+		}
+	}
+}
+
+// replaced reports whether decoding raw, the JSON text of a string (with
+// what precedes it), put a U+FFFD into s that raw did not have, literally
+// or as \ufffd.
+func replaced(raw []byte, s string) bool {
+	n := strings.Count(s, "\uFFFD")
+	if n == 0 {
+		return false
+	}
+	had := bytes.Count(raw, []byte("\uFFFD"))
+	for i := 0; i < len(raw)-1; i++ {
+		if raw[i] != '\\' {
+			continue
+		}
+		if raw[i+1] == 'u' && i+6 <= len(raw) && strings.EqualFold(string(raw[i+2:i+6]), "fffd") {
+			had++
+		}
+		i++ // the escaped character is not a backslash that starts one
+	}
+	return n > had
 }
 
 func syntaxError(err error) error {

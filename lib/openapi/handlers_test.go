@@ -389,13 +389,15 @@ func TestConflicts(t *testing.T) {
 
 func TestBodyLimits(t *testing.T) {
 	e := newTestEnvOn(t, openDiskStore(t))
+	// Annotations hold at most 256 KiB; a template's driver configuration
+	// takes the whole body.
 	big := func(value string) map[string]any {
-		o := minimal(types.KindProvider, "p")
-		o["metadata"].(map[string]any)["annotations"] = map[string]any{"blob": value}
+		o := minimal(types.KindMachineTemplate, "p")
+		o["spec"].(map[string]any)["providerConfiguration"] = map[string]any{"test": map[string]any{"blob": value}}
 		return o
 	}
 	t.Run("over 1 MiB is 413", func(t *testing.T) {
-		r := e.do("POST", path(types.KindProvider), adminTok, big(strings.Repeat("a", MaxBodyBytes)))
+		r := e.do("POST", path(types.KindMachineTemplate), adminTok, big(strings.Repeat("a", MaxBodyBytes)))
 		require.Equal(t, http.StatusRequestEntityTooLarge, r.code)
 		assert.Equal(t, CodeTooLarge, r.errBody(t).Code)
 	})
@@ -404,13 +406,13 @@ func TestBodyLimits(t *testing.T) {
 		body, err := json.Marshal(big("x"))
 		require.NoError(t, err)
 		raw := strings.Replace(string(body), `"x"`, `"`+strings.Repeat("<", 900<<10)+`"`, 1)
-		r := e.do("POST", path(types.KindProvider), adminTok, raw)
+		r := e.do("POST", path(types.KindMachineTemplate), adminTok, raw)
 		require.Equal(t, http.StatusRequestEntityTooLarge, r.code, "%.200s", r.body)
 	})
 	t.Run("just under the limit is stored", func(t *testing.T) {
-		r := e.do("POST", path(types.KindProvider), adminTok, big(strings.Repeat("a", MaxBodyBytes-200)))
+		r := e.do("POST", path(types.KindMachineTemplate), adminTok, big(strings.Repeat("a", MaxBodyBytes-300)))
 		require.Equal(t, http.StatusCreated, r.code, "%.200s", r.body)
-		r = e.do("GET", path(types.KindProvider, "p"), adminTok, nil)
+		r = e.do("GET", path(types.KindMachineTemplate, "p"), adminTok, nil)
 		require.Equal(t, http.StatusOK, r.code)
 	})
 }

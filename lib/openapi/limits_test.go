@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptrace"
@@ -539,4 +540,120 @@ func TestWatchOutlivesBodyTimeout(t *testing.T) {
 		Spec: types.MachineTemplateSpec{ProviderConfiguration: map[string]json.RawMessage{"test": json.RawMessage("{}")}}}, store.PutOptions{Create: true})
 	require.NoError(t, err)
 	assert.Equal(t, "late", nextPut(t, events).Name, "the stream still runs")
+}
+
+// Object metadata and a claim's set list are bounded, as a user-role token
+// sends them (each write copies and stores them whole: 60 claims of a
+// 1,000 KiB annotation once took a node from 108 MB to 1.1 GB): at most 64
+// labels and 64 annotations, annotation keys as Kubernetes' qualified
+// names, annotation keys and values at most 256 KiB in all and UTF-8, at
+// most 16 distinct bindStrategyMachineSets. Each limit is a 400 naming the
+// field; its edge is accepted.
+func TestMetadataAndSetListLimits(t *testing.T) {
+	e := newTestEnvOn(t, openDiskStore(t)) // objects over 1 KiB
+	require.Equal(t, http.StatusCreated, e.do("POST", path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, "small")).code)
+	many := func(n int, value string) map[string]any {
+		m := make(map[string]any, n)
+		for i := range n {
+			m[fmt.Sprintf("k%d", i)] = value
+		}
+		return m
+	}
+	sets := func(n int) []any {
+		out := make([]any, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("set-%d", i)
+		}
+		return out
+	}
+	// 256 KiB of keys and values in all.
+	full := map[string]any{"a": strings.Repeat("x", 128<<10-1), "b": strings.Repeat("y", 128<<10-1)}
+	over := map[string]any{"a": strings.Repeat("x", 128<<10-1), "b": strings.Repeat("y", 128<<10)}
+	n := 0
+	claim := func(meta, spec map[string]any) map[string]any {
+		n++
+		o := minimal(types.KindMachineClaim, fmt.Sprintf("c%d", n))
+		maps.Copy(o["metadata"].(map[string]any), meta)
+		maps.Copy(o["spec"].(map[string]any), spec)
+		return o
+	}
+	for _, tc := range []struct {
+		name  string
+		kind  string
+		body  map[string]any
+		field string // "" = accepted
+	}{
+		{"64 labels", types.KindMachineClaim, claim(map[string]any{"labels": many(64, "v")}, nil), ""},
+		{"65 labels", types.KindMachineClaim, claim(map[string]any{"labels": many(65, "v")}, nil), "metadata.labels"},
+		{"5,000 labels", types.KindMachineClaim, claim(map[string]any{"labels": many(5000, "v")}, nil), "metadata.labels"},
+		{"64 annotations", types.KindMachineClaim, claim(map[string]any{"annotations": many(64, "v")}, nil), ""},
+		{"65 annotations", types.KindMachineClaim, claim(map[string]any{"annotations": many(65, "v")}, nil), "metadata.annotations"},
+		{"256 KiB of annotations", types.KindMachineClaim, claim(map[string]any{"annotations": full}, nil), ""},
+		{"a byte more", types.KindMachineClaim, claim(map[string]any{"annotations": over}, nil), "metadata.annotations"},
+		{"a 1,000 KiB annotation", types.KindMachineClaim, claim(map[string]any{"annotations": map[string]any{"blob": strings.Repeat("x", 1000<<10)}}, nil), "metadata.annotations"},
+		{"qualified keys", types.KindMachineClaim, claim(map[string]any{"annotations": map[string]any{
+			"example.com/" + strings.Repeat("n", 63): "x", "note_1.a-b": "any text: $(id) ../.."}}, nil), ""},
+		{"a key that is no name", types.KindMachineClaim, claim(map[string]any{"annotations": map[string]any{"$(id) ../..": "x"}}, nil), "metadata.annotations.$(id) ../.."},
+		{"a 64-character name", types.KindMachineClaim, claim(map[string]any{"annotations": map[string]any{strings.Repeat("n", 64): "x"}}, nil), "metadata.annotations." + strings.Repeat("n", 64)},
+		{"16 sets", types.KindMachineClaim, claim(nil, map[string]any{"bindStrategy": "PreferMachineSets", "bindStrategyMachineSets": sets(16)}), ""},
+		{"17 sets", types.KindMachineClaim, claim(nil, map[string]any{"bindStrategy": "PreferMachineSets", "bindStrategyMachineSets": sets(17)}), "spec.bindStrategyMachineSets"},
+		{"20,000 sets", types.KindMachineClaim, claim(nil, map[string]any{"bindStrategy": "RequireMachineSets", "bindStrategyMachineSets": sets(20000)}), "spec.bindStrategyMachineSets"},
+		{"a set twice", types.KindMachineClaim, claim(nil, map[string]any{"bindStrategy": "RequireMachineSets", "bindStrategyMachineSets": []any{"pool", "lab", "pool"}}), "spec.bindStrategyMachineSets[2]"},
+		{"a set that is no name", types.KindMachineClaim, claim(nil, map[string]any{"bindStrategyMachineSets": []any{"Pool"}}), "spec.bindStrategyMachineSets[0]"},
+		{"another kind", types.KindSession, func() map[string]any {
+			o := minimal(types.KindSession, "s1")
+			o["metadata"].(map[string]any)["annotations"] = many(65, "v")
+			return o
+		}(), "metadata.annotations"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.do("POST", path(tc.kind), aliceTok, tc.body)
+			if tc.field == "" {
+				assert.Equal(t, http.StatusCreated, r.code, "%.300s", r.body)
+				return
+			}
+			require.Equal(t, http.StatusBadRequest, r.code, "%.300s", r.body)
+			assert.Equal(t, tc.field, r.errBody(t).Field)
+		})
+	}
+
+	t.Run("on update too", func(t *testing.T) {
+		o := minimal(types.KindMachineTemplate, "small")
+		o["metadata"].(map[string]any)["annotations"] = map[string]any{"a b": "x"}
+		r := e.do("PUT", path(types.KindMachineTemplate, "small"), adminTok, o)
+		require.Equal(t, http.StatusBadRequest, r.code, "%s", r.body)
+		assert.Equal(t, "metadata.annotations.a b", r.errBody(t).Field)
+	})
+
+	// A string that is not UTF-8 is refused, not stored with U+FFFD in its
+	// place; a literal U+FFFD, an escaped one and a surrogate pair are text.
+	for _, tc := range []struct {
+		name, annotations, field string
+	}{
+		{"a value's bytes", "{\"note\":\"a\xffb\"}", "metadata.annotations.note"},
+		{"a key's bytes", "{\"no\xfete\":\"x\"}", "metadata.annotations"},
+		{"a lone surrogate", `{"note":"a\ud800b"}`, "metadata.annotations.note"},
+		{"a lone low surrogate", `{"note":"\uDC00"}`, "metadata.annotations.note"},
+		{"U+FFFD as sent", `{"note":"\ufffd ` + "\uFFFD" + ` \\ud800 \ud83d\ude00"}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n++
+			body := fmt.Sprintf(`{"metadata":{"name":"u%d","annotations":%s},"spec":{"machineTemplate":"small"}}`, n, tc.annotations)
+			r := e.do("POST", path(types.KindMachineClaim), aliceTok, body)
+			if tc.field == "" {
+				require.Equal(t, http.StatusCreated, r.code, "%s", r.body)
+				assert.Equal(t, "\uFFFD \uFFFD \\ud800 \U0001F600", r.obj(t)["metadata"].(map[string]any)["annotations"].(map[string]any)["note"])
+				return
+			}
+			require.Equal(t, http.StatusBadRequest, r.code, "%s", r.body)
+			assert.Equal(t, tc.field, r.errBody(t).Field)
+			assert.Contains(t, r.errBody(t).Message, "UTF-8")
+		})
+	}
+	t.Run("in any field", func(t *testing.T) {
+		r := e.do("POST", path(types.KindMachineClaim), aliceTok, "{\"metadata\":{\"name\":\"u0\"},\"spec\":{\"machineTemplate\":\"small\",\"bindStrategyMachineSets\":[\"a\",\"\xc3\"]}}")
+		require.Equal(t, http.StatusBadRequest, r.code, "%s", r.body)
+		assert.Equal(t, "spec.bindStrategyMachineSets[1]", r.errBody(t).Field)
+		assert.Contains(t, r.errBody(t).Message, "UTF-8", "said as such, not as a bad name")
+	})
 }

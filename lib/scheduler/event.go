@@ -229,8 +229,8 @@ func ClaimUnderEvent(claim types.MachineClaim, ev types.ScheduledEvent) (out typ
 			out.Spec.BindStrategy = types.BindAny
 		}
 		sets := slices.Clone(line.MachineSets)
-		if line.Creates() && out.Spec.BindStrategy != types.BindAny {
-			sets = append(sets, EventSetName(ev.Metadata.Name, i))
+		if created := EventSetName(ev.Metadata.Name, i); line.Creates() && out.Spec.BindStrategy != types.BindAny && !slices.Contains(sets, created) {
+			sets = append(sets, created)
 		}
 		if out.Spec.BindStrategy != types.BindAny {
 			out.Spec.MachineSets = sets

@@ -52,6 +52,9 @@ func TestProvisioningScenarios(t *testing.T) {
 		{"6 require only the created set",
 			types.RequiredMachines{BindStrategy: types.BindRequireMachineSets, CreateMachineSet: created},
 			[]string{"ws-0"}, types.BindRequireMachineSets, []string{"ws-0"}, []string{"ws-0"}},
+		{"6 require the created set, listed too: once in the claim",
+			types.RequiredMachines{BindStrategy: types.BindRequireMachineSets, CreateMachineSet: created, MachineSets: []string{"ws-0", "p1"}},
+			[]string{"ws-0"}, types.BindRequireMachineSets, []string{"ws-0", "p1"}, []string{"ws-0", "p1"}},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			sc.line.MachineTemplate, sc.line.Count, sc.line.MachineType = "tpl", 2, types.MachineTypeUser

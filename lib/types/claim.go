@@ -289,7 +289,7 @@ func (o *MachineClaim) Validate() error {
 	if s.BindStrategy == BindRequireMachineSets && len(s.MachineSets) == 0 {
 		return Invalid("spec.bindStrategyMachineSets", "is required with bindStrategy RequireMachineSets")
 	}
-	if err := validateRefs("spec.bindStrategyMachineSets", s.MachineSets); err != nil {
+	if err := validateSetList("spec.bindStrategyMachineSets", s.MachineSets, MaxClaimMachineSets); err != nil {
 		return err
 	}
 	if s.BindTimeout.Duration < 0 {

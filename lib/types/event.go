@@ -247,7 +247,8 @@ func (o *ScheduledEvent) Validate() error {
 				return err
 			}
 		}
-		if err := validateRefs(f+".preferRequireMachineSets", r.MachineSets); err != nil {
+		// A claim under the event lists these and the set the line creates.
+		if err := validateSetList(f+".preferRequireMachineSets", r.MachineSets, MaxClaimMachineSets-1); err != nil {
 			return err
 		}
 		if r.MachineType == MachineTypeShared && !r.Creates() {

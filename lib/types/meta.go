@@ -1,8 +1,13 @@
 package types
 
 import (
+	"fmt"
+	"maps"
 	"regexp"
+	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // ObjectMeta is the metadata every object carries.
@@ -50,6 +55,22 @@ func Cast[T Object](objs []Object) []T {
 var (
 	nameRe  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	labelRe = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?$`)
+	// qualifiedRe and subdomainRe are Kubernetes' qualified name (the part
+	// after the prefix) and DNS-1123 subdomain (the prefix).
+	qualifiedRe = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
+	subdomainRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
+)
+
+// Limits of object metadata. Every write of an object copies and stores it
+// whole, so what one request may make a node hold is bounded here. Annotation
+// keys and their total size follow Kubernetes (TotalAnnotationSizeLimitB);
+// the counts are hf's.
+const (
+	MaxLabels          = 64
+	MaxAnnotations     = 64
+	MaxAnnotationBytes = 256 << 10
+	maxQualifiedLen    = 63
+	maxSubdomainLen    = 253
 )
 
 // MaxNameLen is the longest object name (a DNS label).
@@ -90,12 +111,63 @@ func ValidateLabels(field string, labels map[string]string) error {
 	return nil
 }
 
+// ValidateAnnotations checks annotations as Kubernetes does: keys are
+// qualified names (an optional DNS-subdomain prefix and '/', then at most 63
+// letters, digits, '-', '_' and '.'), values are UTF-8, and keys and values
+// together take at most MaxAnnotationBytes; and there are at most
+// MaxAnnotations of them.
+func ValidateAnnotations(field string, ann map[string]string) error {
+	if len(ann) > MaxAnnotations {
+		return Invalid(field, "at most %d annotations, got %d", MaxAnnotations, len(ann))
+	}
+	size := 0
+	for _, k := range slices.Sorted(maps.Keys(ann)) {
+		if why := qualifiedName(k); why != "" {
+			return Invalid(field+"."+k, "bad annotation key: %s", why)
+		}
+		if !utf8.ValidString(ann[k]) {
+			return Invalid(field+"."+k, "value must be UTF-8 text")
+		}
+		size += len(k) + len(ann[k])
+	}
+	if size > MaxAnnotationBytes {
+		return Invalid(field, "keys and values take at most %d bytes in all, got %d", MaxAnnotationBytes, size)
+	}
+	return nil
+}
+
+// qualifiedName says what is wrong with k as a Kubernetes qualified name
+// ("" when nothing is).
+func qualifiedName(k string) string {
+	prefix, name, hasPrefix := strings.Cut(k, "/")
+	if !hasPrefix {
+		name = prefix
+	}
+	switch {
+	case hasPrefix && (prefix == "" || len(prefix) > maxSubdomainLen || !subdomainRe.MatchString(prefix)):
+		return fmt.Sprintf("the prefix before '/' must be a DNS subdomain (lower-case letters, digits, '-' and '.', at most %d characters)", maxSubdomainLen)
+	case name == "":
+		return "the name is required"
+	case len(name) > maxQualifiedLen:
+		return fmt.Sprintf("the name must be at most %d characters", maxQualifiedLen)
+	case !qualifiedRe.MatchString(name):
+		return "the name must be letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
+	}
+	return ""
+}
+
 // Validate checks the metadata.
 func (m *ObjectMeta) Validate() error {
 	if err := ValidateName("metadata.name", m.Name); err != nil {
 		return err
 	}
-	return ValidateLabels("metadata.labels", m.Labels)
+	if len(m.Labels) > MaxLabels {
+		return Invalid("metadata.labels", "at most %d labels, got %d", MaxLabels, len(m.Labels))
+	}
+	if err := ValidateLabels("metadata.labels", m.Labels); err != nil {
+		return err
+	}
+	return ValidateAnnotations("metadata.annotations", m.Annotations)
 }
 
 // MatchLabels reports whether labels carry every key=value of sel.

@@ -1,6 +1,7 @@
 package types_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -78,6 +79,63 @@ func TestValidateLabels(t *testing.T) {
 			var fe *types.FieldError
 			require.ErrorAs(t, err, &fe)
 			assert.Equal(t, tt.field, fe.Field)
+		})
+	}
+}
+
+// Annotations follow Kubernetes' rules (qualified-name keys, at most 256 KiB
+// of keys and values) and are at most 64, as labels are; the field named is
+// the key's, or the map's for the count and the size.
+func TestObjectMetaLimits(t *testing.T) {
+	many := func(n int) map[string]string {
+		m := make(map[string]string, n)
+		for i := range n {
+			m[fmt.Sprintf("k%d", i)] = "v"
+		}
+		return m
+	}
+	// sized holds annotations whose keys and values take n bytes in all.
+	sized := func(n int) map[string]string {
+		return map[string]string{"a": strings.Repeat("x", n/2-1), "b": strings.Repeat("y", n-n/2-1)}
+	}
+	tests := []struct {
+		name        string
+		labels, ann map[string]string
+		field       string // "" = valid
+	}{
+		{"64 labels", many(types.MaxLabels), nil, ""},
+		{"65 labels", many(types.MaxLabels + 1), nil, "metadata.labels"},
+		{"64 annotations", nil, many(types.MaxAnnotations), ""},
+		{"65 annotations", nil, many(types.MaxAnnotations + 1), "metadata.annotations"},
+		{"256 KiB of annotations", nil, sized(types.MaxAnnotationBytes), ""},
+		{"a byte more", nil, sized(types.MaxAnnotationBytes + 1), "metadata.annotations"},
+		{"keys count in the size", nil, map[string]string{strings.Repeat("k", 63): strings.Repeat("v", types.MaxAnnotationBytes-62)}, "metadata.annotations"},
+		{"prefixed key", nil, map[string]string{"example.com/note": "any text, even <this> & $(that)"}, ""},
+		{"system key", nil, map[string]string{types.AnnotationKeepalive: "2026-01-01T00:00:00Z"}, ""},
+		{"dots, dashes, underscores", nil, map[string]string{"a.b-c_D": ""}, ""},
+		{"63-character name", nil, map[string]string{"x.io/" + strings.Repeat("n", 63): ""}, ""},
+		{"64-character name", nil, map[string]string{strings.Repeat("n", 64): ""}, "metadata.annotations." + strings.Repeat("n", 64)},
+		{"253-character prefix", nil, map[string]string{strings.Repeat("p", 253) + "/n": ""}, ""},
+		{"254-character prefix", nil, map[string]string{strings.Repeat("p", 254) + "/n": ""}, "metadata.annotations." + strings.Repeat("p", 254) + "/n"},
+		{"shell and path", nil, map[string]string{"$(id) ../..": "x"}, "metadata.annotations.$(id) ../.."},
+		{"two slashes", nil, map[string]string{"a/b/c": "x"}, "metadata.annotations.a/b/c"},
+		{"upper-case prefix", nil, map[string]string{"Example.com/x": "x"}, "metadata.annotations.Example.com/x"},
+		{"empty prefix", nil, map[string]string{"/x": "x"}, "metadata.annotations./x"},
+		{"empty name", nil, map[string]string{"x.io/": "x"}, "metadata.annotations.x.io/"},
+		{"empty key", nil, map[string]string{"": "x"}, "metadata.annotations."},
+		{"value not UTF-8", nil, map[string]string{"note": "a\xffb"}, "metadata.annotations.note"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := types.ObjectMeta{Name: "o", Labels: tt.labels, Annotations: tt.ann}
+			err := m.Validate()
+			if tt.field == "" {
+				assert.NoError(t, err)
+				return
+			}
+			var fe *types.FieldError
+			require.ErrorAs(t, err, &fe)
+			assert.Equal(t, tt.field, fe.Field, "error: %v", err)
 		})
 	}
 }

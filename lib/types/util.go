@@ -35,6 +35,30 @@ func validateRefs(field string, names []string) error {
 	return nil
 }
 
+// MaxClaimMachineSets is the most machine sets a claim may list: each is
+// kept in the claim and may be named in its reasons, so the list is short.
+const MaxClaimMachineSets = 16
+
+// validateSetList checks a list of machine set names: at most max, each a
+// name, none twice.
+func validateSetList(field string, names []string, max int) error {
+	if len(names) > max {
+		return Invalid(field, "at most %d machine sets, got %d", max, len(names))
+	}
+	seen := make(map[string]bool, len(names))
+	for i, n := range names {
+		f := fieldIdx(field, i)
+		if err := ValidateName(f, n); err != nil {
+			return err
+		}
+		if seen[n] {
+			return Invalid(f, "machine set %q is listed twice", n)
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
 func nonNegative(field string, v int) error {
 	if v < 0 {
 		return Invalid(field, "must not be negative")

@@ -3,6 +3,7 @@ package types_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -43,6 +44,15 @@ func runValidate(t *testing.T, cases []validateCase) {
 }
 
 func meta(name string) types.ObjectMeta { return types.ObjectMeta{Name: name} }
+
+// setNames returns n distinct machine set names.
+func setNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("set-%d", i)
+	}
+	return out
+}
 
 func TestValidateNode(t *testing.T) {
 	valid := func(f func(*types.Node)) *types.Node {
@@ -224,6 +234,9 @@ func TestValidateMachineClaim(t *testing.T) {
 			o.Spec.BindStrategy, o.Spec.MachineSets = types.BindRequireMachineSets, nil
 		}), "spec.bindStrategyMachineSets"},
 		{"bad set ref", valid(func(o *types.MachineClaim) { o.Spec.MachineSets = []string{"pool", "Pool"} }), "spec.bindStrategyMachineSets[1]"},
+		{"16 sets", valid(func(o *types.MachineClaim) { o.Spec.MachineSets = setNames(types.MaxClaimMachineSets) }), ""},
+		{"17 sets", valid(func(o *types.MachineClaim) { o.Spec.MachineSets = setNames(types.MaxClaimMachineSets + 1) }), "spec.bindStrategyMachineSets"},
+		{"a set twice", valid(func(o *types.MachineClaim) { o.Spec.MachineSets = []string{"pool", "lab", "pool"} }), "spec.bindStrategyMachineSets[2]"},
 		{"negative timeout", valid(func(o *types.MachineClaim) { o.Spec.BindTimeout = types.D(-time.Second) }), "spec.bindTimeout"},
 		{"bad phase", valid(func(o *types.MachineClaim) { o.Status.Phase = "Pending" }), "status.phase"},
 	})
@@ -264,6 +277,16 @@ func TestValidateScheduledEvent(t *testing.T) {
 		{"bad bind strategy", valid(func(o *types.ScheduledEvent) { o.Spec.RequiredMachines[1].BindStrategy = "x" }), "spec.requiredMachines[1].bindStrategy"},
 		{"bad set ref", valid(func(o *types.ScheduledEvent) {
 			o.Spec.RequiredMachines[1].MachineSets = []string{"ok", "NOT"}
+		}), "spec.requiredMachines[1].preferRequireMachineSets[1]"},
+		// A claim under the event lists the line's sets and the one it creates.
+		{"15 sets", valid(func(o *types.ScheduledEvent) {
+			o.Spec.RequiredMachines[1].MachineSets = setNames(types.MaxClaimMachineSets - 1)
+		}), ""},
+		{"16 sets", valid(func(o *types.ScheduledEvent) {
+			o.Spec.RequiredMachines[1].MachineSets = setNames(types.MaxClaimMachineSets)
+		}), "spec.requiredMachines[1].preferRequireMachineSets"},
+		{"a set twice", valid(func(o *types.ScheduledEvent) {
+			o.Spec.RequiredMachines[1].MachineSets = []string{"ok", "ok"}
 		}), "spec.requiredMachines[1].preferRequireMachineSets[1]"},
 	})
 }
