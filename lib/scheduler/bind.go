@@ -176,6 +176,9 @@ func DirectElectionAllowed(claim types.MachineClaim) (bool, string) {
 // compatible environment, and an availability the claim meets (Pool: anyone;
 // AccessCode: claims naming that code; ScheduledEvent: claims under that
 // event). Whether the claim's code is valid is CheckAccessCode's business.
+// The reason ends up in the claim's status, which its user reads: it says
+// what kind of reservation stops the claim, never which code or event holds
+// it (users are not told which code a set is reserved for).
 func SetServes(claim types.MachineClaim, set types.MachineSet) (bool, string) {
 	name, s := set.Metadata.Name, set.Spec
 	if s.MachineTemplate != claim.Spec.MachineTemplate {
@@ -190,12 +193,12 @@ func SetServes(claim types.MachineClaim, set types.MachineSet) (bool, string) {
 		return true, ""
 	case types.AvailabilityAccessCode:
 		if claim.Metadata.Labels[types.LabelAccessCode] != a.Value {
-			return false, fmt.Sprintf("machine set %s is reserved for access code %s", name, a.Value)
+			return false, fmt.Sprintf("machine set %s is reserved for an access code (present one that grants it in spec.accessCode)", name)
 		}
 		return true, ""
 	case types.AvailabilityScheduledEvent:
 		if claim.Spec.ScheduledEvent != a.Value {
-			return false, fmt.Sprintf("machine set %s is reserved for scheduled event %s", name, a.Value)
+			return false, fmt.Sprintf("machine set %s is reserved for a scheduled event (claim under that event in spec.scheduledEvent)", name)
 		}
 		return true, ""
 	}

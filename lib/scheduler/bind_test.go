@@ -66,10 +66,10 @@ func TestSetServes(t *testing.T) {
 		{"claim in any environment", claimFor("c", ""), inEnv, true, ""},
 		{"other environment", envClaim2, inEnv, false, "machine set s is in environment lab, not cloud"},
 		{"access code held", withCode(claimFor("c", ""), "k1"), reservedSet("s", types.AvailabilityAccessCode, "k1", "", 0), true, ""},
-		{"access code missing", claimFor("c", ""), reservedSet("s", types.AvailabilityAccessCode, "k1", "", 0), false, "machine set s is reserved for access code k1"},
-		{"other access code", withCode(claimFor("c", ""), "k2"), reservedSet("s", types.AvailabilityAccessCode, "k1", "", 0), false, "machine set s is reserved for access code k1"},
+		{"access code missing", claimFor("c", ""), reservedSet("s", types.AvailabilityAccessCode, "k1", "", 0), false, "machine set s is reserved for an access code (present one that grants it in spec.accessCode)"},
+		{"other access code", withCode(claimFor("c", ""), "k2"), reservedSet("s", types.AvailabilityAccessCode, "k1", "", 0), false, "machine set s is reserved for an access code (present one that grants it in spec.accessCode)"},
 		{"event matches", withEvent(claimFor("c", ""), "ev"), reservedSet("s", types.AvailabilityScheduledEvent, "ev", "", 0), true, ""},
-		{"not under the event", claimFor("c", ""), reservedSet("s", types.AvailabilityScheduledEvent, "ev", "", 0), false, "machine set s is reserved for scheduled event ev"},
+		{"not under the event", claimFor("c", ""), reservedSet("s", types.AvailabilityScheduledEvent, "ev", "", 0), false, "machine set s is reserved for a scheduled event (claim under that event in spec.scheduledEvent)"},
 		{"unknown availability", claimFor("c", ""), reservedSet("s", "Secret", "x", "", 0), false, `machine set s has unknown availability "Secret"`},
 	}
 	for _, tc := range tests {
@@ -77,6 +77,33 @@ func TestSetServes(t *testing.T) {
 			ok, why := SetServes(tc.claim, tc.set)
 			assert.Equal(t, tc.ok, ok)
 			assert.Equal(t, tc.why, why)
+		})
+	}
+}
+
+// A claim's status, which its user reads, says a set is reserved and how to
+// get in, never which access code or scheduled event it is reserved for.
+func TestSetServesNamesNoCodeOrEvent(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		claim types.MachineClaim
+		set   types.MachineSet
+		hint  string
+	}{
+		{"no code", claimFor("c", ""), reservedSet("pool", types.AvailabilityAccessCode, "admcode", "", 0), "spec.accessCode"},
+		{"another code", withCode(claimFor("c", ""), "mycode"), reservedSet("pool", types.AvailabilityAccessCode, "admcode", "", 0), "spec.accessCode"},
+		{"no event", claimFor("c", ""), reservedSet("pool", types.AvailabilityScheduledEvent, "wsevent", "", 0), "spec.scheduledEvent"},
+		{"another event", withEvent(claimFor("c", ""), "myevent"), reservedSet("pool", types.AvailabilityScheduledEvent, "wsevent", "", 0), "spec.scheduledEvent"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ok, why := SetServes(tc.claim, tc.set)
+			require.False(t, ok)
+			assert.NotContains(t, why, tc.set.Spec.AvailabilityConfiguration.Value)
+			assert.Contains(t, why, "machine set pool is reserved")
+			assert.Contains(t, why, tc.hint, "says how to get in")
+			tc.claim.Spec.BindStrategy, tc.claim.Spec.MachineSets = types.BindRequireMachineSets, []string{"pool"}
+			_, _, _, reason := ChooseMachine(tc.claim, []types.MachineSet{tc.set}, []types.Machine{ready("p1", "pool")}, poolT0, PoolLimits{})
+			assert.NotContains(t, reason, tc.set.Spec.AvailabilityConfiguration.Value)
 		})
 	}
 }
@@ -132,7 +159,7 @@ func TestChooseMachine(t *testing.T) {
 		{name: "require of a set for another template", claim: claimFor("c1", req, "big"), sets: []types.MachineSet{bigSet},
 			reason: "none of the required machine sets big serves the claim: machine set big is for template big, not tpl"},
 		{name: "require of a reserved set without the event", claim: claimFor("c1", req, "e"), sets: []types.MachineSet{evSet},
-			machines: []types.Machine{ready("e1", "e")}, reason: "none of the required machine sets e serves the claim: machine set e is reserved for scheduled event ev"},
+			machines: []types.Machine{ready("e1", "e")}, reason: "none of the required machine sets e serves the claim: machine set e is reserved for a scheduled event (claim under that event in spec.scheduledEvent)"},
 		{name: "event set before the public pool", claim: withEvent(claimFor("c1", anyB), "ev"), sets: []types.MachineSet{pa, evSet},
 			machines: []types.Machine{ready("a1", "a"), ready("e1", "e")}, machine: "e1"},
 		{name: "code set before the public pool", claim: withCode(claimFor("c1", ""), "code1"), sets: []types.MachineSet{pa, codeSet},

@@ -2,6 +2,7 @@ package clustertest
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -82,4 +83,46 @@ func waitCode(t *testing.T, f *Fleet, name string, want types.AccessCodeState, m
 		assert.Equal(c, msg, cond.Message)
 		assert.True(c, slices.Contains([]types.ConditionStatus{types.ConditionTrue, types.ConditionFalse}, cond.Status))
 	}, 15*time.Second, 20*time.Millisecond)
+}
+
+// A claim that requires a set reserved for an access code or a scheduled
+// event waits, then fails, saying the set is reserved and how to get in;
+// its status, which its user reads (status.reason, the Bound condition's
+// message, status.election.reason), never names the code or the event.
+func TestReservedSetReasonsNameNoCodeOrEvent(t *testing.T) {
+	f := Start(t, 1, Options{Driver: `{"cpus": 100, "ram_gb": 1000}`})
+	f.Put(0, Template("one", 1, 1))
+	for name, a := range map[string]types.AvailabilityConfiguration{
+		"code-pool":  {Availability: types.AvailabilityAccessCode, Value: "admcode"},
+		"event-pool": {Availability: types.AvailabilityScheduledEvent, Value: "wsevent"},
+	} {
+		s := machineSet(name, "one", 1, 1)
+		s.Spec.AvailabilityConfiguration = a
+		f.Put(0, s)
+	}
+	for _, tc := range []struct{ set, secret, says string }{
+		{"code-pool", "admcode", "machine set code-pool is reserved for an access code (present one that grants it in spec.accessCode)"},
+		{"event-pool", "wsevent", "machine set event-pool is reserved for a scheduled event (claim under that event in spec.scheduledEvent)"},
+	} {
+		c := Claim("for-"+tc.set, "one", 2*time.Second)
+		c.Spec.BindStrategy, c.Spec.MachineSets = types.BindRequireMachineSets, []string{tc.set}
+		f.Put(0, c)
+		check := func(t require.TestingT, got *types.MachineClaim) {
+			require.NotNil(t, got.Status.Election, "the elector has written its word")
+			texts := map[string]string{"status.reason": got.Status.Reason, "status.election.reason": got.Status.Election.Reason}
+			for i, cond := range got.Status.Conditions {
+				texts[fmt.Sprintf("status.conditions[%d].message", i)] = cond.Message
+			}
+			for field, text := range texts {
+				assert.Contains(t, text, tc.says, field)
+				assert.NotContains(t, text, tc.secret, field)
+			}
+		}
+		require.EventuallyWithT(t, func(ct *assert.CollectT) {
+			got, err := store.Get[types.MachineClaim](f.Hosts[0].Store, types.KindMachineClaim, c.Metadata.Name)
+			require.NoError(ct, err)
+			check(ct, got)
+		}, 15*time.Second, 20*time.Millisecond, "while it waits")
+		check(t, waitClaim(t, f.Hosts[0], c.Metadata.Name, types.ClaimFailed))
+	}
 }
