@@ -117,8 +117,8 @@ func ValidateLabels(field string, labels map[string]string) error {
 // together take at most MaxAnnotationBytes; and there are at most
 // MaxAnnotations of them.
 func ValidateAnnotations(field string, ann map[string]string) error {
-	if len(ann) > MaxAnnotations {
-		return Invalid(field, "at most %d annotations, got %d", MaxAnnotations, len(ann))
+	if n := countOwn(ann); n > MaxAnnotations {
+		return Invalid(field, "at most %d annotations (besides the system's hf/ ones), got %d", MaxAnnotations, n)
 	}
 	size := 0
 	for _, k := range slices.Sorted(maps.Keys(ann)) {
@@ -134,6 +134,20 @@ func ValidateAnnotations(field string, ann map[string]string) error {
 		return Invalid(field, "keys and values take at most %d bytes in all, got %d", MaxAnnotationBytes, size)
 	}
 	return nil
+}
+
+// countOwn counts the keys of m outside the system's hf/ prefix: the API
+// adds some of those after the checks (a claim's access code, a session's
+// keepalive), and they must not push an object a client wrote at the limit
+// past it.
+func countOwn(m map[string]string) int {
+	n := 0
+	for k := range m {
+		if !strings.HasPrefix(k, "hf/") {
+			n++
+		}
+	}
+	return n
 }
 
 // qualifiedName says what is wrong with k as a Kubernetes qualified name
@@ -161,8 +175,8 @@ func (m *ObjectMeta) Validate() error {
 	if err := ValidateName("metadata.name", m.Name); err != nil {
 		return err
 	}
-	if len(m.Labels) > MaxLabels {
-		return Invalid("metadata.labels", "at most %d labels, got %d", MaxLabels, len(m.Labels))
+	if n := countOwn(m.Labels); n > MaxLabels {
+		return Invalid("metadata.labels", "at most %d labels (besides the system's hf/ ones), got %d", MaxLabels, n)
 	}
 	if err := ValidateLabels("metadata.labels", m.Labels); err != nil {
 		return err

@@ -107,6 +107,15 @@ func TestObjectMetaLimits(t *testing.T) {
 		{"65 labels", many(types.MaxLabels + 1), nil, "metadata.labels"},
 		{"64 annotations", nil, many(types.MaxAnnotations), ""},
 		{"65 annotations", nil, many(types.MaxAnnotations + 1), "metadata.annotations"},
+		{"64 labels and the system's", func() map[string]string {
+			m := many(types.MaxLabels)
+			m["hf/access-code"] = "c"
+			return m
+		}(), func() map[string]string {
+			m := many(types.MaxAnnotations)
+			m[types.AnnotationKeepalive] = "2026-01-01T00:00:00Z"
+			return m
+		}(), ""},
 		{"256 KiB of annotations", nil, sized(types.MaxAnnotationBytes), ""},
 		{"a byte more", nil, sized(types.MaxAnnotationBytes + 1), "metadata.annotations"},
 		{"keys count in the size", nil, map[string]string{strings.Repeat("k", 63): strings.Repeat("v", types.MaxAnnotationBytes-62)}, "metadata.annotations"},
