@@ -27,6 +27,7 @@ require (
 	github.com/stretchr/testify v1.12.1
 	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/term v0.48.0
+	golang.org/x/time v0.16.0
 	google.golang.org/api v0.312.0
 	k8s.io/apimachinery v0.37.2
 )

@@ -212,7 +212,7 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 		node.Collector(), mem.Collector(), info.Collector())
 	api, err := openapi.New(openapi.Config{
 		AdminToken: admin.Static, Tokens: apiTokens(cfg.API.Tokens), NodeName: name, Ready: node.Ready, Metrics: reg,
-		MaxClaimsPerUser: cfg.API.MaxClaimsPerUser, MaxStreamsPerToken: cfg.API.MaxStreamsPerToken,
+		MaxClaimsPerUser: cfg.API.MaxClaimsPerUser, MaxStreamsPerToken: cfg.API.MaxStreamsPerToken, UserWritesPerSecond: cfg.API.UserWritesPerSecond,
 		CORSOrigins: cfg.API.CORSOrigins, ResumeWindow: cfg.API.ResumeWindow,
 		MinMachine:       types.Resources{CPU: cfg.Scheduler.MinCPU, RAMGB: cfg.Scheduler.MinRAMGB},
 		ValidateTemplate: validateTemplate(instances),

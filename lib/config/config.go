@@ -100,6 +100,10 @@ type APIConfig struct {
 	// MaxStreamsPerToken caps the event streams one token holds open at
 	// once on a node. Default: 16.
 	MaxStreamsPerToken int `mapstructure:"max_streams_per_token" yaml:"max_streams_per_token"`
+	// UserWritesPerSecond is how fast one user of role user may write
+	// through a node (bursts of five seconds' worth); 0 is no limit.
+	// Default: 20.
+	UserWritesPerSecond float64 `mapstructure:"user_writes_per_second" yaml:"user_writes_per_second"`
 	// PlainHTTP serves the API without TLS; allowed only on a loopback
 	// address. Default: false (TLS with the node's certificate from the
 	// cluster CA).
@@ -365,7 +369,7 @@ func defaults(dataDir string) Config {
 	return Config{
 		DataDir: dataDir,
 		Log:     LogConfig{Level: LogInfo, Format: LogText},
-		API:     APIConfig{Address: DefaultAPIAddress, MaxClaimsPerUser: 100, MaxStreamsPerToken: 16, ResumeWindow: DefaultResumeWindow},
+		API:     APIConfig{Address: DefaultAPIAddress, MaxClaimsPerUser: 100, MaxStreamsPerToken: 16, UserWritesPerSecond: 20, ResumeWindow: DefaultResumeWindow},
 		Cluster: ClusterConfig{
 			Bind:                DefaultGossipAddress,
 			Profile:             DefaultProfile,

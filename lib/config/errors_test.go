@@ -82,6 +82,8 @@ func TestLoadErrors(t *testing.T) {
 		{name: "cluster label too long", content: "cluster: {label: " + strings.Repeat("x", 256) + "}\n", want: []string{"config: cluster.label: must be at most 255 bytes"}},
 		{name: "probe timeout not below interval", content: "cluster: {probe_interval: 1s, probe_timeout: 1s}\n",
 			want: []string{"config: cluster.probe_timeout: must be less than cluster.probe_interval"}},
+		{name: "negative write rate", content: "api: {user_writes_per_second: -1}\n", want: []string{"config: api.user_writes_per_second: must be a number, 0 (no limit) or more, got -1"}},
+		{name: "write rate not a number", content: "api: {user_writes_per_second: fast}\n", want: []string{"api.user_writes_per_second"}},
 		{name: "negative timing", content: "cluster: {gossip_interval: -1s}\n", want: []string{"config: cluster.gossip_interval: must not be negative"}},
 		{name: "zero rejoin interval", content: "cluster: {rejoin_interval: 0s}\n", want: []string{"config: cluster.rejoin_interval: must be a positive duration"}},
 		{name: "zero lost grace", content: "scheduler: {lost_grace: 0}\n", want: []string{"config: scheduler.lost_grace: must be a positive duration"}},

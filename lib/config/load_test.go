@@ -58,7 +58,7 @@ func wantDefaults() config.Config {
 	return config.Config{
 		DataDir: config.DefaultDataDir(os.Geteuid(), lookup(testEnv)),
 		Log:     config.LogConfig{Level: "info", Format: "text"},
-		API:     config.APIConfig{Address: "127.0.0.1:7700", MaxClaimsPerUser: 100, MaxStreamsPerToken: 16, ResumeWindow: time.Minute},
+		API:     config.APIConfig{Address: "127.0.0.1:7700", MaxClaimsPerUser: 100, MaxStreamsPerToken: 16, UserWritesPerSecond: 20, ResumeWindow: time.Minute},
 		Cluster: config.ClusterConfig{
 			Bind:                "127.0.0.1:7701",
 			Join:                []string{},

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"net/url"
@@ -110,6 +111,9 @@ func (a *APIConfig) validate(p *problems) {
 	}
 	if a.MaxClaimsPerUser < 0 {
 		p.addf("api.max_claims_per_user", "must not be negative, got %d", a.MaxClaimsPerUser)
+	}
+	if a.UserWritesPerSecond < 0 || math.IsNaN(a.UserWritesPerSecond) || math.IsInf(a.UserWritesPerSecond, 0) {
+		p.addf("api.user_writes_per_second", "must be a number, 0 (no limit) or more, got %v", a.UserWritesPerSecond)
 	}
 	if a.MaxStreamsPerToken < 1 {
 		p.addf("api.max_streams_per_token", "must be at least 1, got %d", a.MaxStreamsPerToken)

@@ -16,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -656,4 +657,35 @@ func TestMetadataAndSetListLimits(t *testing.T) {
 		assert.Equal(t, "spec.bindStrategyMachineSets[1]", r.errBody(t).Field)
 		assert.Contains(t, r.errBody(t).Message, "UTF-8", "said as such, not as a bad name")
 	})
+}
+
+// A user's writes through a node are paced (api.user_writes_per_second, in
+// bursts of five seconds' worth, at least 10): past the burst a write is a
+// 429 with Retry-After, and not done; reads, and admins' writes, are not
+// paced, nor are other users'.
+func TestUserWritesArePaced(t *testing.T) {
+	e := newTestEnv(t, func(c *Config) { c.UserWritesPerSecond = 0.1 }) // a token every 10 s: none comes back during the test
+	e.do("POST", path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, "small"))
+	for i := range 10 {
+		r := e.do("POST", path(types.KindMachineClaim), aliceTok, minimal(types.KindMachineClaim, fmt.Sprintf("a%d", i)))
+		require.Equal(t, http.StatusCreated, r.code, "write %d of the burst: %s", i, r.body)
+	}
+	r := e.do("POST", path(types.KindMachineClaim), aliceTok, minimal(types.KindMachineClaim, "a10"))
+	require.Equal(t, http.StatusTooManyRequests, r.code, "%s", r.body)
+	assert.Contains(t, r.errBody(t).Message, "api.user_writes_per_second")
+	wait, err := strconv.Atoi(r.header.Get("Retry-After"))
+	require.NoError(t, err)
+	assert.InDelta(t, 10, wait, 2, "a token comes back every 10 s")
+	assert.Equal(t, http.StatusNotFound, e.do("GET", path(types.KindMachineClaim, "a10"), aliceTok, nil).code, "the refused write was not done")
+	assert.Equal(t, http.StatusOK, e.do("GET", path(types.KindMachineClaim, "a0"), aliceTok, nil).code, "reads are not paced")
+	assert.Equal(t, http.StatusTooManyRequests, e.do("DELETE", path(types.KindMachineClaim, "a0"), aliceTok, nil).code, "deletes are writes")
+	as := func(name, user string) map[string]any {
+		o := minimal(types.KindMachineClaim, name)
+		o["spec"].(map[string]any)["user"] = user
+		return o
+	}
+	assert.Equal(t, http.StatusCreated, e.do("POST", path(types.KindMachineClaim), bobTok, as("b1", "bob")).code, "per user")
+	for i := range 20 {
+		assert.Equal(t, http.StatusCreated, e.do("POST", path(types.KindMachineClaim), adminTok, as(fmt.Sprintf("x%d", i), "ops")).code, "admins are not paced")
+	}
 }

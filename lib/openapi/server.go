@@ -68,6 +68,10 @@ type Config struct {
 	// MaxClaimsPerUser caps the live claims of one user of role user (0:
 	// no cap); more get 429.
 	MaxClaimsPerUser int
+	// UserWritesPerSecond is how fast one user of role user may write
+	// through this node, with bursts of five seconds' worth (0: no limit);
+	// faster writes get 429 with Retry-After.
+	UserWritesPerSecond float64
 	// MinMachine is the least a machine counts for in the event capacity
 	// check (see cluster.Config.MinMachine).
 	MinMachine types.Resources
@@ -125,6 +129,8 @@ type Server struct {
 	tokenStreams map[string]int
 	// quotaLocks holds a *sync.Mutex per user (lockUserQuota).
 	quotaLocks sync.Map
+	// writeLimits paces users' writes (nil: no limit).
+	writeLimits *writeLimits
 	// tickets are the stream tickets this node issued (tickets.go).
 	tickets *ticketBook
 }
@@ -176,14 +182,15 @@ func New(cfg Config, log *slog.Logger, st *store.Store) (*Server, error) {
 		return nil, fmt.Errorf("new api server: %w", err)
 	}
 	s := &Server{
-		cfg:      cfg,
-		log:      log,
-		st:       st,
-		auth:     auth,
-		metrics:  m,
-		auditLog: audit,
-		stop:     make(chan struct{}),
-		tickets:  newTicketBook(cfg.Now),
+		cfg:         cfg,
+		log:         log,
+		st:          st,
+		auth:        auth,
+		metrics:     m,
+		auditLog:    audit,
+		stop:        make(chan struct{}),
+		tickets:     newTicketBook(cfg.Now),
+		writeLimits: newWriteLimits(cfg.UserWritesPerSecond),
 	}
 	s.engine = s.newEngine()
 	return s, nil
