@@ -222,6 +222,7 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 		Keyring:      keyringOf(sec, mem, cfg.Cluster.Key != ""),
 		ClaimsOf:     node.ClaimsOf,
 		LiveClaimsOf: node.LiveClaimsOf,
+		SessionsOf:   node.SessionsOf,
 		MachineLogs:  machineLogs(node),
 		MachineShell: func(ctx context.Context, m string, opts drivers.ShellOptions, open func() (io.ReadWriteCloser, error)) error {
 			return apiError(node.MachineShell(ctx, m, opts, open))

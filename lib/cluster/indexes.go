@@ -34,6 +34,7 @@ const (
 	idxMachinePhase   = "machine/phase"      // status.phase
 	idxSetTemplate    = "set/template"       // spec.machineTemplate
 	idxSessionClaim   = "session/claim"      // status.machineClaim
+	idxSessionUser    = "session/user"       // spec.user (the API's quota)
 	idxEventSet       = "set/event"          // sets an event created (by name)
 	idxEnvironmentCap = "environment/capped" // environments with a capacity cap
 )
@@ -133,6 +134,9 @@ func newCache(st *store.Store, log *slog.Logger) *cache.Cache {
 	c.Index(idxSessionClaim, types.KindSession, func(o types.Object) []string {
 		return one(o.(*types.Session).Status.MachineClaim)
 	})
+	c.Index(idxSessionUser, types.KindSession, func(o types.Object) []string {
+		return one(o.(*types.Session).Spec.User)
+	})
 	c.Index(idxEnvironmentCap, types.KindEnvironment, func(o types.Object) []string {
 		if len(o.(*types.Environment).Spec.Capacity) == 0 {
 			return nil
@@ -165,4 +169,15 @@ func (n *Node) ClaimsOf(ctx context.Context, user string) ([]*types.MachineClaim
 		return nil, err
 	}
 	return types.Cast[*types.MachineClaim](objs), nil
+}
+
+// SessionsOf returns user's sessions from the node's cache once it holds
+// every write the store had when called (read-your-writes), or ctx's
+// error. The sessions are the cache's: read only.
+func (n *Node) SessionsOf(ctx context.Context, user string) ([]*types.Session, error) {
+	objs, err := n.cache.ByIndexNow(ctx, idxSessionUser, user)
+	if err != nil {
+		return nil, err
+	}
+	return types.Cast[*types.Session](objs), nil
 }

@@ -98,3 +98,28 @@ func TestSetReconcileReadsPinnedClaims(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "decodes of each reconcile of the set after a trim: %v", got)
 	}
 }
+
+// SessionsOf returns a user's sessions from the session index, as the
+// sessions say, including one written just before.
+func TestSessionsOf(t *testing.T) {
+	tn := newTestNode(t, "n1", `{"cpus": 4, "ram_gb": 8}`)
+	session := func(name, user string) *types.Session {
+		return &types.Session{TypeMeta: types.TypeMeta{Kind: types.KindSession},
+			Metadata: types.ObjectMeta{Name: name}, Spec: types.SessionSpec{User: user}}
+	}
+	tn.put(session("a1", "alice"))
+	tn.put(session("b1", "bob"))
+	tn.put(session("a2", "alice"))
+	names := func(user string) []string {
+		got, err := tn.node.SessionsOf(context.Background(), user)
+		require.NoError(t, err)
+		var out []string
+		for _, s := range got {
+			out = append(out, s.Metadata.Name)
+		}
+		return out
+	}
+	require.ElementsMatch(t, []string{"a1", "a2"}, names("alice"))
+	require.ElementsMatch(t, []string{"b1"}, names("bob"))
+	require.Empty(t, names("carol"))
+}

@@ -205,7 +205,26 @@ func testClaimQuota(t *testing.T, e *testEnv) {
 // the user's claims, and a user holds no more sessions not yet ended than
 // claims (110 sessions of a user capped at 100 claims once made 110 claims).
 func TestSessionsCountAgainstClaimQuota(t *testing.T) {
-	e := newTestEnv(t, func(c *Config) { c.MaxClaimsPerUser = 2 })
+	t.Run("store", func(t *testing.T) { testSessionQuota(t, newTestEnv(t, func(c *Config) { c.MaxClaimsPerUser = 2 })) })
+	t.Run("index", func(t *testing.T) {
+		st := openStore(t)
+		c := cache.New(st, slog.New(slog.DiscardHandler))
+		c.Index("user", types.KindSession, func(o types.Object) []string { return []string{o.(*types.Session).Spec.User} })
+		ctx, cancel := context.WithCancel(context.Background())
+		t.Cleanup(func() { cancel(); c.Wait() })
+		require.NoError(t, c.Start(ctx))
+		calls := new(atomic.Int64)
+		sessionsOf := func(ctx context.Context, user string) ([]*types.Session, error) {
+			calls.Add(1)
+			objs, err := c.ByIndexNow(ctx, "user", user)
+			return types.Cast[*types.Session](objs), err
+		}
+		testSessionQuota(t, newTestEnvOn(t, st, func(c *Config) { c.MaxClaimsPerUser = 2; c.SessionsOf = sessionsOf }))
+		assert.Positive(t, calls.Load(), "the index counted them")
+	})
+}
+
+func testSessionQuota(t *testing.T, e *testEnv) {
 	e.do("POST", path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, "small"))
 	session := func(name string) map[string]any {
 		o := minimal(types.KindSession, name)

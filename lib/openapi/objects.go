@@ -255,11 +255,20 @@ func (s *Server) checkClaimQuota(p Principal, o types.Object) error {
 }
 
 // userSessions counts user's sessions not yet ended, and of those the ones
-// that have not made their claim yet.
+// that have not made their claim yet: from the node's index when it has
+// one (a user's write does not read every session of the cluster), else
+// from the store.
 func (s *Server) userSessions(user string) (open, waiting int, err error) {
-	all, err := store.List[types.Session](s.st, types.KindSession)
-	if err != nil {
-		return 0, 0, err
+	var all []*types.Session
+	if s.cfg.SessionsOf != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), claimsOfWait)
+		defer cancel()
+		all, err = s.cfg.SessionsOf(ctx, user)
+	}
+	if s.cfg.SessionsOf == nil || err != nil {
+		if all, err = store.List[types.Session](s.st, types.KindSession); err != nil {
+			return 0, 0, err
+		}
 	}
 	for _, se := range all {
 		if se.Spec.User != user || se.Status.Phase == types.SessionPhaseEnded {

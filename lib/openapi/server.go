@@ -97,6 +97,9 @@ type Config struct {
 	// the node's indexes, as ClaimsOf holds them, without reading the
 	// claims; nil, or an error, counts what userClaims returns.
 	LiveClaimsOf func(ctx context.Context, user string) (int, error)
+	// SessionsOf returns one user's sessions from the node's index, for the
+	// claim quota (nil, or an error: the API lists every session).
+	SessionsOf func(ctx context.Context, user string) ([]*types.Session, error)
 	// MachineLogs writes the output of one of this node's machines
 	// (ErrLogsNotHere, ErrNoLogs); nil serves none.
 	MachineLogs func(ctx context.Context, machine string, opts drivers.LogOptions, w io.Writer) error
