@@ -129,7 +129,7 @@ func TestClaimQuota(t *testing.T) {
 	t.Run("store", func(t *testing.T) { testClaimQuota(t, newTestEnv(t, func(c *Config) { c.MaxClaimsPerUser = 2 })) })
 	t.Run("index", func(t *testing.T) {
 		st := openStore(t)
-		claimsOf, calls := indexedClaims(t, st)
+		claimsOf, calls := indexedOf(t, st, types.KindMachineClaim, func(c *types.MachineClaim) string { return c.Spec.User })
 		testClaimQuota(t, newTestEnvOn(t, st, func(c *Config) { c.MaxClaimsPerUser = 2; c.ClaimsOf = claimsOf }))
 		assert.Positive(t, calls.Load(), "the index counted them")
 	})
@@ -161,22 +161,22 @@ func indexedLiveClaims(t *testing.T, st *store.Store) (func(context.Context, str
 	}, calls
 }
 
-// indexedClaims is a node's ClaimsOf over a cache of st with a user index,
-// and how often it was called.
-func indexedClaims(t *testing.T, st *store.Store) (func(context.Context, string) ([]*types.MachineClaim, error), *atomic.Int64) {
+// indexedOf is a node's ClaimsOf or SessionsOf over a cache of st with an
+// index of kind by user, and how often it was called.
+func indexedOf[T types.Object](t *testing.T, st *store.Store, kind string, user func(T) string) (func(context.Context, string) ([]T, error), *atomic.Int64) {
 	c := cache.New(st, slog.New(slog.DiscardHandler))
-	c.Index("user", types.KindMachineClaim, func(o types.Object) []string { return []string{o.(*types.MachineClaim).Spec.User} })
+	c.Index("user", kind, func(o types.Object) []string { return []string{user(o.(T))} })
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() { cancel(); c.Wait() })
 	require.NoError(t, c.Start(ctx))
 	calls := new(atomic.Int64)
-	return func(ctx context.Context, user string) ([]*types.MachineClaim, error) {
+	return func(ctx context.Context, u string) ([]T, error) {
 		calls.Add(1)
-		objs, err := c.ByIndexNow(ctx, "user", user)
+		objs, err := c.ByIndexNow(ctx, "user", u)
 		if err != nil {
 			return nil, err
 		}
-		return types.Cast[*types.MachineClaim](objs), nil
+		return types.Cast[T](objs), nil
 	}, calls
 }
 
@@ -204,24 +204,24 @@ func testClaimQuota(t *testing.T, e *testEnv) {
 // A session makes a claim for its user: until it has, it counts as one of
 // the user's claims, and a user holds no more sessions not yet ended than
 // claims (110 sessions of a user capped at 100 claims once made 110 claims).
+// The sessions are counted from the store, or from a node's index.
 func TestSessionsCountAgainstClaimQuota(t *testing.T) {
-	t.Run("store", func(t *testing.T) { testSessionQuota(t, newTestEnv(t, func(c *Config) { c.MaxClaimsPerUser = 2 })) })
-	t.Run("index", func(t *testing.T) {
-		st := openStore(t)
-		c := cache.New(st, slog.New(slog.DiscardHandler))
-		c.Index("user", types.KindSession, func(o types.Object) []string { return []string{o.(*types.Session).Spec.User} })
-		ctx, cancel := context.WithCancel(context.Background())
-		t.Cleanup(func() { cancel(); c.Wait() })
-		require.NoError(t, c.Start(ctx))
-		calls := new(atomic.Int64)
-		sessionsOf := func(ctx context.Context, user string) ([]*types.Session, error) {
-			calls.Add(1)
-			objs, err := c.ByIndexNow(ctx, "user", user)
-			return types.Cast[*types.Session](objs), err
-		}
-		testSessionQuota(t, newTestEnvOn(t, st, func(c *Config) { c.MaxClaimsPerUser = 2; c.SessionsOf = sessionsOf }))
-		assert.Positive(t, calls.Load(), "the index counted them")
-	})
+	for _, indexed := range []bool{false, true} {
+		t.Run(fmt.Sprintf("indexed=%v", indexed), func(t *testing.T) {
+			st := openStore(t)
+			var calls *atomic.Int64
+			e := newTestEnvOn(t, st, func(c *Config) {
+				c.MaxClaimsPerUser = 2
+				if indexed {
+					c.SessionsOf, calls = indexedOf(t, st, types.KindSession, func(s *types.Session) string { return s.Spec.User })
+				}
+			})
+			testSessionQuota(t, e)
+			if indexed {
+				assert.Positive(t, calls.Load(), "the index counted them")
+			}
+		})
+	}
 }
 
 func testSessionQuota(t *testing.T, e *testEnv) {

@@ -80,7 +80,7 @@ func TestUsersSeeOnlyTheirMachines(t *testing.T) {
 	t.Run("store", func(t *testing.T) { testUsersSeeOnlyTheirMachines(t, newTestEnv(t)) })
 	t.Run("index", func(t *testing.T) {
 		st := openStore(t)
-		claimsOf, calls := indexedClaims(t, st)
+		claimsOf, calls := indexedOf(t, st, types.KindMachineClaim, func(c *types.MachineClaim) string { return c.Spec.User })
 		testUsersSeeOnlyTheirMachines(t, newTestEnvOn(t, st, func(c *Config) { c.ClaimsOf = claimsOf }))
 		assert.Positive(t, calls.Load(), "the index found alice's claims")
 	})
