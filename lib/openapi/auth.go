@@ -393,13 +393,13 @@ func (v *sight) userMachines() map[string]int {
 }
 
 // present is rec as the principal may read it: nobody sees a token's hash;
-// a user does not see the
-// secrets of access codes (a claim's or session's spec.accessCode) nor
-// which code or event a set is reserved for. obj is rec decoded, or nil.
+// a user does not see the secrets of access codes (a claim's or session's
+// spec.accessCode) nor which code or event a set, or a set an event
+// creates, is reserved for. obj is rec decoded, or nil.
 func present(p Principal, rec store.Record, obj types.Object) (json.RawMessage, error) {
 	switch {
 	case rec.Kind == types.KindToken:
-	case p.Staff() || (rec.Kind != types.KindMachineClaim && rec.Kind != types.KindSession && rec.Kind != types.KindMachineSet):
+	case p.Staff() || (rec.Kind != types.KindMachineClaim && rec.Kind != types.KindSession && rec.Kind != types.KindMachineSet && rec.Kind != types.KindScheduledEvent):
 		if rec.Data == nil && obj != nil {
 			// Decoded already (a list's or a stream's filter): encoding it
 			// gives the bytes rec.JSON would, without decoding it again.
@@ -428,6 +428,18 @@ func present(p Principal, rec store.Record, obj types.Object) (json.RawMessage, 
 	case *types.MachineSet:
 		c := *v
 		c.Spec.AvailabilityConfiguration.Value = ""
+		obj = &c
+	case *types.ScheduledEvent:
+		// The sets it creates say what they are reserved for, as sets do.
+		c := *v
+		c.Spec.RequiredMachines = slices.Clone(v.Spec.RequiredMachines)
+		for i, line := range c.Spec.RequiredMachines {
+			if line.CreateMachineSet != nil {
+				cs := *line.CreateMachineSet
+				cs.AvailabilityConfiguration.Value = ""
+				c.Spec.RequiredMachines[i].CreateMachineSet = &cs
+			}
+		}
 		obj = &c
 	case *types.Token:
 		c := *v

@@ -118,6 +118,12 @@ func TestStreamTickets(t *testing.T) {
 		"unknown":            {"/api/v1/events?ticket=", "nope"},
 		"not a stream":       {path(types.KindMachineClaim) + "?ticket=", ticket(aliceTok)},
 		"a watch=false list": {path(types.KindMachineClaim) + "?watch=false&ticket=", ticket(aliceTok)},
+		// ?watch=true makes a stream of a list only: with it a ticket read
+		// one object, or a machine's logs (and passed a shell's check).
+		"one object, watch=true": {path(types.KindMachineClaim, "mine") + "?watch=true&ticket=", ticket(aliceTok)},
+		"whoami, watch=true":     {"/api/v1/whoami?watch=true&ticket=", ticket(aliceTok)},
+		"logs, watch=true":       {path(types.KindMachine, "m1") + "/logs?follow=true&watch=true&ticket=", ticket(aliceTok)},
+		"shell, watch=true":      {path(types.KindMachine, "m1") + "/shell?watch=true&ticket=", ticket(aliceTok)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := e.do("GET", tc.url+tc.ticket, "", nil)

@@ -48,7 +48,13 @@ func (s *Server) keepalive(c *gin.Context) {
 		s.writeErr(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, sess)
+	// As every answer: a user does not get the session's access code back.
+	data, err := present(p, store.Record{Kind: types.KindSession}, sess)
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	c.Data(http.StatusOK, contentJSON, data)
 }
 
 var errSessionEnded = errors.New("session ended")

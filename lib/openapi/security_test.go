@@ -62,6 +62,26 @@ func TestAccessCodeSecretsAndReservedLabels(t *testing.T) {
 		assert.NotContains(t, string(r.body), `"value":"ws-code"`, p)
 	}
 	assert.Contains(t, string(e.do("GET", path(types.KindMachineClaim, "ok"), adminTok, nil).body), "correct-horse", "an admin sees it")
+
+	// Nor in the answer to a keepalive of a session an admin made for her
+	// with the secret, nor in an event whose set is reserved for the code.
+	sess := minimal(types.KindSession, "given")
+	sess["spec"].(map[string]any)["accessCode"] = "correct-horse"
+	require.Equal(t, http.StatusCreated, e.do("POST", path(types.KindSession), adminTok, sess).code)
+	r = e.do("POST", path(types.KindSession, "given")+"/keepalive", aliceTok, nil)
+	require.Equal(t, http.StatusOK, r.code, "%s", r.body)
+	assert.NotContains(t, string(r.body), "correct-horse", "the keepalive's answer")
+	ev := minimal(types.KindScheduledEvent, "ws")
+	ev["spec"].(map[string]any)["requiredMachines"] = []any{map[string]any{"machineTemplate": "small", "count": 1,
+		"createMachineSet": map[string]any{"availabilityConfiguration": map[string]any{"availability": "AccessCode", "value": "ws-code"}}}}
+	r = e.do("POST", path(types.KindScheduledEvent), adminTok, ev)
+	require.Equal(t, http.StatusCreated, r.code, "%s", r.body)
+	for _, p := range []string{path(types.KindScheduledEvent, "ws"), path(types.KindScheduledEvent)} {
+		r = e.do("GET", p, aliceTok, nil)
+		require.Equal(t, http.StatusOK, r.code)
+		assert.NotContains(t, string(r.body), "ws-code", p)
+	}
+	assert.Contains(t, string(e.do("GET", path(types.KindScheduledEvent, "ws"), adminTok, nil).body), `"value":"ws-code"`)
 	assert.Contains(t, string(e.do("GET", path(types.KindMachineSet, "ws-pool"), adminTok, nil).body), `"value":"ws-code"`)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

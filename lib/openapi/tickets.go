@@ -5,10 +5,13 @@ import (
 	"encoding/base64"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/hf-fleet/hf/lib/types"
 )
 
 // Stream tickets let a browser's EventSource, which cannot send an
@@ -118,6 +121,12 @@ func isStream(c *gin.Context) bool {
 	}
 	if c.FullPath() == apiPrefix+"/events" {
 		return true
+	}
+	// A watch is of a list: /api/v1/<kind>, nothing under it (a ticket
+	// opened a machine's logs or shell, or read one object, given
+	// ?watch=true).
+	if _, ok := types.KindForPlural(strings.TrimPrefix(c.FullPath(), apiPrefix+"/")); !ok {
+		return false
 	}
 	on, err := strconv.ParseBool(c.Query("watch"))
 	return err == nil && on
