@@ -227,7 +227,8 @@ func reservedMeta(m *types.ObjectMeta) error {
 		m     map[string]string
 	}{{"metadata.labels", m.Labels}, {"metadata.annotations", m.Annotations}} {
 		for _, k := range slices.Sorted(maps.Keys(kv.m)) {
-			if strings.HasPrefix(k, ReservedPrefix) {
+			// In any case: "HF/access-code" would read as the system's too.
+			if strings.HasPrefix(strings.ToLower(k), ReservedPrefix) {
 				return forbidden(kv.field+"."+k, "keys under %q are written by the system or an admin only", ReservedPrefix)
 			}
 		}

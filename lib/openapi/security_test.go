@@ -43,7 +43,7 @@ func TestAccessCodeSecretsAndReservedLabels(t *testing.T) {
 	}
 	r = claim("by-name", func(_, s map[string]any) { s["accessCode"] = "ws-code" })
 	assert.Equal(t, http.StatusForbidden, r.code, "the object name is not the secret")
-	for _, key := range []string{types.LabelAccessCode, "hf/provision-for", "hf/session"} {
+	for _, key := range []string{types.LabelAccessCode, "hf/provision-for", "hf/session", "HF/access-code"} {
 		r = claim("planted", func(m, _ map[string]any) { m["labels"] = map[string]any{key: "ws-code"} })
 		require.Equal(t, http.StatusForbidden, r.code, key)
 		assert.Equal(t, "metadata.labels."+key, r.errBody(t).Field)
