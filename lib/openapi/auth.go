@@ -214,12 +214,7 @@ func ownedKind(kind string) bool {
 	return kind == types.KindMachineClaim || kind == types.KindSession
 }
 
-// ReservedPrefix starts the labels and annotations the system writes (a
-// claim's set, session or access code, a session's keepalive); a user may
-// not set them.
-const ReservedPrefix = "hf/"
-
-// reservedMeta refuses labels and annotations under ReservedPrefix, for a
+// reservedMeta refuses labels and annotations under types.ReservedPrefix, for a
 // user's write (403 naming the key).
 func reservedMeta(m *types.ObjectMeta) error {
 	for _, kv := range []struct {
@@ -228,8 +223,8 @@ func reservedMeta(m *types.ObjectMeta) error {
 	}{{"metadata.labels", m.Labels}, {"metadata.annotations", m.Annotations}} {
 		for _, k := range slices.Sorted(maps.Keys(kv.m)) {
 			// In any case: "HF/access-code" would read as the system's too.
-			if strings.HasPrefix(strings.ToLower(k), ReservedPrefix) {
-				return forbidden(kv.field+"."+k, "keys under %q are written by the system or an admin only", ReservedPrefix)
+			if strings.HasPrefix(strings.ToLower(k), types.ReservedPrefix) {
+				return forbidden(kv.field+"."+k, "keys under %q are written by the system or an admin only", types.ReservedPrefix)
 			}
 		}
 	}

@@ -1,13 +1,14 @@
 package types
 
 import (
-	"fmt"
 	"maps"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"k8s.io/apimachinery/pkg/api/validate/content"
 )
 
 // ObjectMeta is the metadata every object carries.
@@ -55,11 +56,12 @@ func Cast[T Object](objs []Object) []T {
 var (
 	nameRe  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	labelRe = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?$`)
-	// qualifiedRe and subdomainRe are Kubernetes' qualified name (the part
-	// after the prefix) and DNS-1123 subdomain (the prefix).
-	qualifiedRe = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`)
-	subdomainRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 )
+
+// ReservedPrefix starts the labels and annotations the system writes (a
+// claim's set, session or access code, a session's keepalive); a user may
+// not set them.
+const ReservedPrefix = "hf/"
 
 // Limits of object metadata. Every write of an object copies and stores it
 // whole, so what one request may make a node hold is bounded here. Annotation
@@ -69,8 +71,6 @@ const (
 	MaxLabels          = 64
 	MaxAnnotations     = 64
 	MaxAnnotationBytes = 256 << 10
-	maxQualifiedLen    = 63
-	maxSubdomainLen    = 253
 )
 
 // MaxNameLen is the longest object name (a DNS label).
@@ -122,8 +122,8 @@ func ValidateAnnotations(field string, ann map[string]string) error {
 	}
 	size := 0
 	for _, k := range slices.Sorted(maps.Keys(ann)) {
-		if why := qualifiedName(k); why != "" {
-			return Invalid(field+"."+k, "bad annotation key: %s", why)
+		if why := content.IsQualifiedName(k); len(why) > 0 {
+			return Invalid(field+"."+k, "bad annotation key: %s", strings.Join(why, "; "))
 		}
 		if !utf8.ValidString(ann[k]) {
 			return Invalid(field+"."+k, "value must be UTF-8 text")
@@ -143,31 +143,11 @@ func ValidateAnnotations(field string, ann map[string]string) error {
 func countOwn(m map[string]string) int {
 	n := 0
 	for k := range m {
-		if !strings.HasPrefix(k, "hf/") {
+		if !strings.HasPrefix(k, ReservedPrefix) {
 			n++
 		}
 	}
 	return n
-}
-
-// qualifiedName says what is wrong with k as a Kubernetes qualified name
-// ("" when nothing is).
-func qualifiedName(k string) string {
-	prefix, name, hasPrefix := strings.Cut(k, "/")
-	if !hasPrefix {
-		name = prefix
-	}
-	switch {
-	case hasPrefix && (prefix == "" || len(prefix) > maxSubdomainLen || !subdomainRe.MatchString(prefix)):
-		return fmt.Sprintf("the prefix before '/' must be a DNS subdomain (lower-case letters, digits, '-' and '.', at most %d characters)", maxSubdomainLen)
-	case name == "":
-		return "the name is required"
-	case len(name) > maxQualifiedLen:
-		return fmt.Sprintf("the name must be at most %d characters", maxQualifiedLen)
-	case !qualifiedRe.MatchString(name):
-		return "the name must be letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
-	}
-	return ""
 }
 
 // Validate checks the metadata.

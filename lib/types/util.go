@@ -2,6 +2,7 @@ package types
 
 import (
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -45,16 +46,13 @@ func validateSetList(field string, names []string, max int) error {
 	if len(names) > max {
 		return Invalid(field, "at most %d machine sets, got %d", max, len(names))
 	}
-	seen := make(map[string]bool, len(names))
+	if err := validateRefs(field, names); err != nil {
+		return err
+	}
 	for i, n := range names {
-		f := fieldIdx(field, i)
-		if err := ValidateName(f, n); err != nil {
-			return err
+		if slices.Index(names, n) < i {
+			return Invalid(fieldIdx(field, i), "machine set %q is listed twice", n)
 		}
-		if seen[n] {
-			return Invalid(f, "machine set %q is listed twice", n)
-		}
-		seen[n] = true
 	}
 	return nil
 }
