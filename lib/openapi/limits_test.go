@@ -267,6 +267,15 @@ func testSessionQuota(t *testing.T, e *testEnv) {
 		o["spec"].(map[string]any)["user"] = "ops"
 		assert.Equal(t, http.StatusCreated, e.do("POST", path(types.KindSession), adminTok, o).code, "no cap for admins")
 	}
+	// A session without a template makes no claim: it takes no claim's place.
+	bare := minimal(types.KindSession, "bob-bare")
+	bare["spec"].(map[string]any)["user"] = "bob"
+	require.Equal(t, http.StatusCreated, e.do("POST", path(types.KindSession), bobTok, bare).code)
+	for _, n := range []string{"b1", "b2"} {
+		c := minimal(types.KindMachineClaim, n)
+		c["spec"].(map[string]any)["user"] = "bob"
+		assert.Equal(t, http.StatusCreated, e.do("POST", path(types.KindMachineClaim), bobTok, c).code, n)
+	}
 }
 
 // Counts and durations have upper bounds, so no arithmetic on them

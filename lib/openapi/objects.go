@@ -275,7 +275,7 @@ func (s *Server) userSessions(user string) (open, waiting int, err error) {
 			continue
 		}
 		open++
-		if se.Status.MachineClaim == "" {
+		if se.Status.MachineClaim == "" && se.Spec.MachineTemplate != "" { // (one without a template makes none)
 			waiting++
 		}
 	}
