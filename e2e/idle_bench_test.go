@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -99,6 +101,7 @@ func BenchmarkIdleNode(b *testing.B) {
 		b.ReportMetric(rss, "rss-MB")
 		b.Logf("idle: %.2f%% of a core over the first 40 s, %.2f%% over the next %s, RSS %.1f MB (anonymous %.1f, file-backed %.1f: the binary's pages; %.1f MB after the first window)",
 			early, steady, window, rss, anon, file, rssEarly)
+		b.Logf("resident by mapping: %s", residentByMapping(b, pid))
 		if out := os.Getenv("HF_BENCH_HEAP"); out != "" && prof != "" {
 			saveHeapProfile(b, prof, out)
 		}
@@ -206,6 +209,52 @@ func cpuTicks(tb testing.TB, pid int) int64 {
 
 // rssMB is a process's resident set in MB.
 func rssMB(tb testing.TB, pid int) float64 { return statusMB(tb, pid, "VmRSS:") }
+
+// residentByMapping sums /proc/<pid>/smaps' Rss by what is mapped (the
+// binary, the data dir's files, anonymous), largest first, in MB.
+func residentByMapping(tb testing.TB, pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sums := map[string]float64{}
+	name := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-") && !strings.HasSuffix(f[0], ":"):
+			name = "[anonymous]"
+			if len(f) >= 6 {
+				name = f[5]
+				if i := strings.LastIndex(name, "/"); i >= 0 && strings.Contains(name, ".") {
+					// Group the data dir's files by extension (.sst, .vlog, .mem).
+					if j := strings.LastIndex(name[i:], "."); j > 0 && !strings.Contains(name, "hf-node") {
+						name = "*" + name[i+j:]
+					}
+				}
+			}
+		case len(f) == 3 && f[0] == "Rss:":
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			sums[name] += kb / 1024
+		}
+	}
+	type kv struct {
+		k string
+		v float64
+	}
+	var all []kv
+	for k, v := range sums {
+		all = append(all, kv{k, v})
+	}
+	slices.SortFunc(all, func(a, b kv) int { return cmp.Compare(b.v, a.v) })
+	var out []string
+	for _, e := range all {
+		if e.v >= 0.5 {
+			out = append(out, fmt.Sprintf("%s %.1f", e.k, e.v))
+		}
+	}
+	return strings.Join(out, ", ")
+}
 
 // statusMB reads a kB field of /proc/<pid>/status (VmRSS:, VmHWM:) in MB.
 func statusMB(tb testing.TB, pid int, field string) float64 {
