@@ -182,7 +182,18 @@ func (s *Server) stream(c *gin.Context, p Principal, kinds []string, sel selecto
 
 	ctx, cancel := context.WithCancel(c.Request.Context())
 	defer cancel()
-	events := s.st.WatchSnapshot(ctx, since)
+	// The replay reads only the kinds the stream sends (and claims, which
+	// tell a user's stream whose machines are hers), and a stream with no
+	// resume point no tombstones: it sends no deletion of an object it never
+	// sent.
+	replay := store.ReplayFilter{Kinds: map[string]bool{}, Live: from.isZero()}
+	for k := range f.kinds {
+		replay.Kinds[k] = true
+	}
+	if f.tracksOwners() {
+		replay.Kinds[types.KindMachineClaim] = true
+	}
+	events := s.st.WatchSnapshotOf(ctx, since, replay)
 
 	s.streams.Add(1)
 	s.metrics.streams.Inc()

@@ -56,6 +56,32 @@ func TestWatchKind(t *testing.T) {
 	require.Eventually(t, func() bool { return e.srv.ActiveStreams() == 0 }, 5*time.Second, 10*time.Millisecond)
 }
 
+// A stream without a resume point starts with the objects that exist: no
+// deletion of one deleted before it opened (its replay skips tombstones),
+// while a resumed stream still carries the deletions since its point.
+func TestFreshStreamSendsNoOldDeletions(t *testing.T) {
+	e := newTestEnv(t)
+	for _, n := range []string{"t0", "t1"} {
+		require.Equal(t, 201, e.do("POST", path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, n)).code)
+	}
+	resumeFrom := e.st.Seq()
+	require.Equal(t, 200, e.do("DELETE", path(types.KindMachineTemplate, "t1"), adminTok, nil).code)
+
+	events := func(query string) []string {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		ch, _ := e.openStream(ctx, "/api/v1/events?kinds=MachineTemplate"+query, adminTok)
+		require.NotNil(t, ch)
+		var got []string
+		for ev := nextEvent(t, ch); ev.name != WatchSynced; ev = nextEvent(t, ch) {
+			got = append(got, ev.name+" "+ev.data.Name)
+		}
+		return got
+	}
+	assert.Equal(t, []string{"put t0"}, events(""))
+	assert.Equal(t, []string{"delete t1"}, events("&since="+strconv.FormatUint(resumeFrom, 10)))
+}
+
 func TestWatchEventsKindsAndResume(t *testing.T) {
 	e := newTestEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())

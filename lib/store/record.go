@@ -56,6 +56,37 @@ func seqKey(seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(k, seq)
 }
 
+// A Seq index entry's value is its record's object key, then (since
+// 2026-12-05) a NUL and seqLive or seqDeleted, so a replay that wants no
+// tombstones, or only some kinds, skips entries without reading their
+// records. Entries written before hold the key alone. Kinds and names never
+// contain NUL.
+const (
+	seqLive    byte = 'l'
+	seqDeleted byte = 'd'
+)
+
+// seqValue is the Seq index value of the record at key.
+func seqValue(key []byte, deleted bool) []byte {
+	mark := seqLive
+	if deleted {
+		mark = seqDeleted
+	}
+	v := make([]byte, 0, len(key)+2)
+	return append(append(append(v, key...), 0), mark)
+}
+
+// parseSeqValue splits a Seq index value into the object key and whether
+// the record is a tombstone; known is false for an entry written before the
+// mark was.
+func parseSeqValue(v []byte) (key []byte, deleted, known bool) {
+	k, mark, ok := bytes.Cut(v, []byte{0})
+	if !ok {
+		return v, false, false
+	}
+	return k, len(mark) == 1 && mark[0] == seqDeleted, true
+}
+
 // parseObjectKey splits o/<kind>/<name>.
 func parseObjectKey(key []byte) (kind, name string, err error) {
 	rest, ok := bytes.CutPrefix(key, prefixObject)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -398,4 +399,74 @@ func TestWatchersShareTheDecoding(t *testing.T) {
 	obj, err := replayed.View()
 	require.NoError(t, err)
 	assert.Equal(t, want, obj)
+}
+
+// A filtered replay leaves out tombstones (Live) and other kinds, and says
+// so from the Seq index alone: entries written before the index marked
+// tombstones still replay, read to learn what they are. Live changes are not
+// filtered.
+func TestWatchSnapshotOfFiltersReplay(t *testing.T) {
+	s, _ := newMemStore(t)
+	// Claims a..c at seq 1..3, a template at 4, b deleted at 5.
+	for _, n := range []string{"a", "b", "c"} {
+		putClaim(t, s, n)
+	}
+	_, err := s.Put(&types.MachineTemplate{
+		TypeMeta: types.TypeMeta{Kind: types.KindMachineTemplate},
+		Metadata: types.ObjectMeta{Name: "small"},
+	}, PutOptions{Create: true})
+	require.NoError(t, err)
+	_, err = s.Delete(types.KindMachineClaim, "b", types.Version{})
+	require.NoError(t, err)
+
+	replay := func(f ReplayFilter) []string {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		ch := s.WatchSnapshotOf(ctx, 0, f)
+		var got []string
+		for ev := next(t, ch); ev.Type != EventSynced; ev = next(t, ch) {
+			got = append(got, describe(ev))
+		}
+		return got
+	}
+	claims := map[string]bool{types.KindMachineClaim: true}
+	assert.Equal(t, []string{"put a 1", "put c 3", "put small 4", "delete b 5"}, replay(ReplayFilter{}))
+	assert.Equal(t, []string{"put a 1", "put c 3", "delete b 5"}, replay(ReplayFilter{Kinds: claims}))
+	assert.Equal(t, []string{"put a 1", "put c 3", "put small 4"}, replay(ReplayFilter{Live: true}))
+	assert.Equal(t, []string{"put a 1", "put c 3"}, replay(ReplayFilter{Kinds: claims, Live: true}))
+
+	// The index tells without reading the record.
+	require.NoError(t, s.db.View(func(txn *badger.Txn) error {
+		for seq, want := range map[uint64]bool{1: false, 5: true} {
+			item, err := txn.Get(seqKey(seq))
+			require.NoError(t, err)
+			v, err := item.ValueCopy(nil)
+			require.NoError(t, err)
+			key, deleted, known := parseSeqValue(v)
+			assert.True(t, known)
+			assert.Equal(t, want, deleted, "seq %d", seq)
+			assert.Equal(t, string(objectKey(types.KindMachineClaim, map[uint64]string{1: "a", 5: "b"}[seq])), string(key))
+		}
+		return nil
+	}))
+
+	// Entries of an older data dir hold the key alone.
+	require.NoError(t, s.db.Update(func(txn *badger.Txn) error {
+		for seq, name := range map[uint64]string{1: "a", 3: "c", 5: "b"} {
+			if err := txn.Set(seqKey(seq), objectKey(types.KindMachineClaim, name)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	assert.Equal(t, []string{"put a 1", "put c 3"}, replay(ReplayFilter{Kinds: claims, Live: true}))
+	assert.Equal(t, []string{"put a 1", "put c 3", "delete b 5"}, replay(ReplayFilter{Kinds: claims}))
+
+	// Live events pass whatever the filter.
+	ch := s.WatchSnapshotOf(t.Context(), 0, ReplayFilter{Kinds: claims, Live: true})
+	for ev := next(t, ch); ev.Type != EventSynced; ev = next(t, ch) {
+	}
+	_, err = s.Delete(types.KindMachineClaim, "a", types.Version{})
+	require.NoError(t, err)
+	assert.Equal(t, "delete a 6", describe(next(t, ch)))
 }

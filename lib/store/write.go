@@ -558,7 +558,7 @@ func finish(batch []*pendingWrite) {
 func setRecord(txn *badger.Txn, key []byte, rec *Record, prev Record, exists bool, hlc uint64) error {
 	ops := []struct{ k, v []byte }{
 		{key, encodeRecord(rec)},
-		{seqKey(rec.Seq), key},
+		{seqKey(rec.Seq), seqValue(key, rec.Deleted)},
 		{keySeq, putUint(rec.Seq)},
 		{keyHLC, putUint(hlc)},
 	}
