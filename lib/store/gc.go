@@ -150,7 +150,7 @@ func (s *Store) collect(batch []Tombstone) (int, error) {
 		if err := txn.Delete(objectKey(t.Kind, t.Name)); err != nil {
 			return 0, err
 		}
-		if err := txn.Delete(seqKey(r.Seq)); err != nil {
+		if err := deleteSeq(txn, r); err != nil {
 			return 0, err
 		}
 		gcSeq = max(gcSeq, r.Seq)

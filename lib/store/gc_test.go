@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -97,9 +98,17 @@ func TestWatchFromBeforeCollectedTombstoneResyncs(t *testing.T) {
 	_, err = s.Delete(types.KindMachineClaim, "a", types.Version{}) // seq 3
 	require.NoError(t, err)
 	putClaim(t, s, "c") // seq 4
+	require.NoError(t, s.db.View(func(txn *badger.Txn) error {
+		_, err := txn.Get(tombKey(3))
+		return err
+	}), "the tombstone is marked")
 	n, err := s.CollectTombstones(clk.Now().Add(time.Second))
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
+	require.ErrorIs(t, s.db.View(func(txn *badger.Txn) error {
+		_, err := txn.Get(tombKey(3))
+		return err
+	}), badger.ErrKeyNotFound, "its mark went with it")
 	require.NoError(t, s.Close())
 
 	// The collected seq is remembered across a restart.

@@ -20,6 +20,7 @@ import (
 var (
 	prefixObject = []byte("o/")
 	prefixSeq    = []byte("q/")
+	prefixTomb   = []byte("t/")
 	keySeq       = []byte("m/seq")
 	keyHLC       = []byte("m/hlc")
 	keyGCSeq     = []byte("m/gcseq")
@@ -56,35 +57,15 @@ func seqKey(seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(k, seq)
 }
 
-// A Seq index entry's value is its record's object key, then (since
-// 2026-12-05) a NUL and seqLive or seqDeleted, so a replay that wants no
-// tombstones, or only some kinds, skips entries without reading their
-// records. Entries written before hold the key alone. Kinds and names never
-// contain NUL.
-const (
-	seqLive    byte = 'l'
-	seqDeleted byte = 'd'
-)
-
-// seqValue is the Seq index value of the record at key.
-func seqValue(key []byte, deleted bool) []byte {
-	mark := seqLive
-	if deleted {
-		mark = seqDeleted
-	}
-	v := make([]byte, 0, len(key)+2)
-	return append(append(append(v, key...), 0), mark)
-}
-
-// parseSeqValue splits a Seq index value into the object key and whether
-// the record is a tombstone; known is false for an entry written before the
-// mark was.
-func parseSeqValue(v []byte) (key []byte, deleted, known bool) {
-	k, mark, ok := bytes.Cut(v, []byte{0})
-	if !ok {
-		return v, false, false
-	}
-	return k, len(mark) == 1 && mark[0] == seqDeleted, true
+// tombKey marks the Seq index entry seq as a tombstone's, so a replay that
+// wants no tombstones skips it without reading its record. The Seq index
+// itself keeps its format (the value is the object key), which every release
+// reads; entries written before these marks (or by an earlier release) have
+// none and are read to learn what they are.
+func tombKey(seq uint64) []byte {
+	k := make([]byte, 0, len(prefixTomb)+8)
+	k = append(k, prefixTomb...)
+	return binary.BigEndian.AppendUint64(k, seq)
 }
 
 // parseObjectKey splits o/<kind>/<name>.

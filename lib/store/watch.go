@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"sync"
 
@@ -42,8 +43,9 @@ type ReplayFilter struct {
 }
 
 // WatchSnapshotOf is WatchSnapshot whose replay leaves out what f does. The
-// index says which kind and (for entries written since 2026-12-05) whether
-// a tombstone each entry is, so what is left out is not read: a new event
+// Seq index says each entry's kind, and the tombstone marks beside it
+// (written since 2026-12-05) which entries are tombstones, so what is left
+// out is not read: a new event
 // stream on a node that had created and deleted 20,000 claims read them all
 // before its first event.
 func (s *Store) WatchSnapshotOf(ctx context.Context, fromSeq uint64, f ReplayFilter) <-chan Event {
@@ -125,17 +127,29 @@ func (s *Store) runWatcher(w *watcher, snap *badger.Txn, fromSeq uint64) {
 func (s *Store) replay(w *watcher, snap *badger.Txn, fromSeq uint64) bool {
 	it := snap.NewIterator(badger.IteratorOptions{Prefix: prefixSeq, PrefetchValues: true, PrefetchSize: 100})
 	defer it.Close()
+	// tombs walks the tombstone marks beside the index, both in Seq order.
+	var tombs *badger.Iterator
+	if w.filter.Live {
+		tombs = snap.NewIterator(badger.IteratorOptions{Prefix: prefixTomb})
+		defer tombs.Close()
+		tombs.Seek(tombKey(fromSeq + 1))
+	}
 	for it.Seek(seqKey(fromSeq + 1)); it.Valid(); it.Next() {
 		if w.behind() {
 			return true
 		}
-		v, err := it.Item().ValueCopy(nil)
+		if tombs != nil {
+			seq := it.Item().Key()[len(prefixSeq):]
+			for tombs.Valid() && bytes.Compare(tombs.Item().Key()[len(prefixTomb):], seq) < 0 {
+				tombs.Next()
+			}
+			if tombs.Valid() && bytes.Equal(tombs.Item().Key()[len(prefixTomb):], seq) {
+				continue
+			}
+		}
+		key, err := it.Item().ValueCopy(nil)
 		if err != nil {
 			s.log.Warn("watch replay", "err", err)
-			continue
-		}
-		key, deleted, known := parseSeqValue(v)
-		if w.filter.Live && known && deleted {
 			continue
 		}
 		kind, name, err := parseObjectKey(key)

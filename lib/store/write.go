@@ -558,9 +558,12 @@ func finish(batch []*pendingWrite) {
 func setRecord(txn *badger.Txn, key []byte, rec *Record, prev Record, exists bool, hlc uint64) error {
 	ops := []struct{ k, v []byte }{
 		{key, encodeRecord(rec)},
-		{seqKey(rec.Seq), seqValue(key, rec.Deleted)},
+		{seqKey(rec.Seq), key},
 		{keySeq, putUint(rec.Seq)},
 		{keyHLC, putUint(hlc)},
+	}
+	if rec.Deleted {
+		ops = append(ops, struct{ k, v []byte }{tombKey(rec.Seq), nil})
 	}
 	for _, op := range ops {
 		if err := txn.Set(op.k, op.v); err != nil {
@@ -568,9 +571,20 @@ func setRecord(txn *badger.Txn, key []byte, rec *Record, prev Record, exists boo
 		}
 	}
 	if exists {
-		if err := txn.Delete(seqKey(prev.Seq)); err != nil {
+		if err := deleteSeq(txn, prev); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// deleteSeq removes rec's Seq index entry and its tombstone mark.
+func deleteSeq(txn *badger.Txn, rec Record) error {
+	if err := txn.Delete(seqKey(rec.Seq)); err != nil {
+		return err
+	}
+	if rec.Deleted {
+		return txn.Delete(tombKey(rec.Seq))
 	}
 	return nil
 }
