@@ -99,7 +99,7 @@ func BenchmarkIdleNode(b *testing.B) {
 		b.ReportMetric(early, "idle-cpu-%-first-40s")
 		b.ReportMetric(steady, "idle-cpu-%")
 		b.ReportMetric(rss, "rss-MB")
-		b.Logf("idle: %.2f%% of a core over the first 40 s, %.2f%% over the next %s, RSS %.1f MB (anonymous %.1f, file-backed %.1f: the binary's pages; %.1f MB after the first window)",
+		b.Logf("idle: %.2f%% of a core over the first 40 s, %.2f%% over the next %s, RSS %.1f MB (anonymous %.1f, file-backed %.1f, by mapping below; %.1f MB after the first window)",
 			early, steady, window, rss, anon, file, rssEarly)
 		b.Logf("resident by mapping: %s", residentByMapping(b, pid))
 		if out := os.Getenv("HF_BENCH_HEAP"); out != "" && prof != "" {
