@@ -51,9 +51,12 @@ func kindPrefix(kind string) []byte {
 	return objectKey(kind, "")
 }
 
-func seqKey(seq uint64) []byte {
-	k := make([]byte, 0, len(prefixSeq)+8)
-	k = append(k, prefixSeq...)
+func seqKey(seq uint64) []byte { return keyOfSeq(prefixSeq, seq) }
+
+// keyOfSeq is prefix then seq, big-endian, so keys sort in Seq order.
+func keyOfSeq(prefix []byte, seq uint64) []byte {
+	k := make([]byte, 0, len(prefix)+8)
+	k = append(k, prefix...)
 	return binary.BigEndian.AppendUint64(k, seq)
 }
 
@@ -62,11 +65,7 @@ func seqKey(seq uint64) []byte {
 // itself keeps its format (the value is the object key), which every release
 // reads; entries written before these marks (or by an earlier release) have
 // none and are read to learn what they are.
-func tombKey(seq uint64) []byte {
-	k := make([]byte, 0, len(prefixTomb)+8)
-	k = append(k, prefixTomb...)
-	return binary.BigEndian.AppendUint64(k, seq)
-}
+func tombKey(seq uint64) []byte { return keyOfSeq(prefixTomb, seq) }
 
 // parseObjectKey splits o/<kind>/<name>.
 func parseObjectKey(key []byte) (kind, name string, err error) {

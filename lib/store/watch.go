@@ -45,9 +45,8 @@ type ReplayFilter struct {
 // WatchSnapshotOf is WatchSnapshot whose replay leaves out what f does. The
 // Seq index says each entry's kind, and the tombstone marks beside it
 // (written since 2026-12-05) which entries are tombstones, so what is left
-// out is not read: a new event
-// stream on a node that had created and deleted 20,000 claims read them all
-// before its first event.
+// out is not read: a new event stream on a node that had created and
+// deleted 20,000 claims used to read them all before its first event.
 func (s *Store) WatchSnapshotOf(ctx context.Context, fromSeq uint64, f ReplayFilter) <-chan Event {
 	return s.watch(ctx, fromSeq, true, f)
 }
