@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -226,11 +227,9 @@ func residentByMapping(tb testing.TB, pid int) string {
 			name = "[anonymous]"
 			if len(f) >= 6 {
 				name = f[5]
-				if i := strings.LastIndex(name, "/"); i >= 0 && strings.Contains(name, ".") {
-					// Group the data dir's files by extension (.sst, .vlog, .mem).
-					if j := strings.LastIndex(name[i:], "."); j > 0 && !strings.Contains(name, "hf-node") {
-						name = "*" + name[i+j:]
-					}
+				// Badger's files grouped by kind; anything else by path.
+				if ext := filepath.Ext(name); ext == ".vlog" || ext == ".sst" || ext == ".mem" {
+					name = "*" + ext
 				}
 			}
 		case len(f) == 3 && f[0] == "Rss:":
