@@ -1,5 +1,5 @@
 # Release build of hf: static binaries that say which build they are.
-#   make build            bin/hf-node, bin/hf-cli for this host
+#   make build            bin/hf-node, bin/hf-cli, bin/hf-driver-cloud for this host
 #   make release          dist/hf_VERSION_OS_ARCH.tar.gz (+ .sha256) for GOOS/GOARCH
 #   make image            the hf-node container image (Dockerfile, FROM scratch)
 # VERSION defaults to `git describe`; override with make VERSION=v1.2.3.
@@ -23,11 +23,13 @@ DIST     := dist/hf_$(VERSION)_$(GOOS)_$(GOARCH)
 build:
 	$(GOBUILD) -o $(BIN)/hf-node ./cmd/hf-node
 	$(GOBUILD) -o $(BIN)/hf-cli ./cmd/hf-cli
+	$(GOBUILD) -o $(BIN)/hf-driver-cloud ./cmd/hf-driver-cloud
 
 release:
 	rm -rf $(DIST) && mkdir -p $(DIST)
 	$(GOBUILD) -o $(DIST)/hf-node ./cmd/hf-node
 	$(GOBUILD) -o $(DIST)/hf-cli ./cmd/hf-cli
+	$(GOBUILD) -o $(DIST)/hf-driver-cloud ./cmd/hf-driver-cloud
 	cp LICENSE README.md config.example.yml packaging/systemd/hf-node.service $(DIST)/
 	tar -C dist -czf $(DIST).tar.gz $(notdir $(DIST))
 	cd dist && sha256sum $(notdir $(DIST)).tar.gz > $(notdir $(DIST)).tar.gz.sha256
@@ -40,6 +42,7 @@ image-context:
 	chmod 1777 $(IMAGE_CONTEXT)/rootfs/tmp
 	CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w $(STAMP)" -o $(IMAGE_CONTEXT)/rootfs/usr/local/bin/hf-node ./cmd/hf-node
 	CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w $(STAMP)" -o $(IMAGE_CONTEXT)/rootfs/usr/local/bin/hf-cli ./cmd/hf-cli
+	CGO_ENABLED=0 GOOS=linux go build -trimpath -ldflags "-s -w $(STAMP)" -o $(IMAGE_CONTEXT)/rootfs/usr/local/bin/hf-driver-cloud ./cmd/hf-driver-cloud
 	if [ -f $(CA_BUNDLE) ]; then cp $(CA_BUNDLE) $(IMAGE_CONTEXT)/rootfs/etc/ssl/certs/ca-certificates.crt; fi
 	cp Dockerfile $(IMAGE_CONTEXT)/
 

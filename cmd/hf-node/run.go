@@ -28,9 +28,9 @@ import (
 	"github.com/hf-fleet/hf/lib/cluster/member"
 	"github.com/hf-fleet/hf/lib/config"
 	"github.com/hf-fleet/hf/lib/drivers"
-	"github.com/hf-fleet/hf/lib/drivers/cloud"
 	"github.com/hf-fleet/hf/lib/drivers/docker"
 	"github.com/hf-fleet/hf/lib/drivers/native"
+	"github.com/hf-fleet/hf/lib/drivers/plugin"
 	"github.com/hf-fleet/hf/lib/drivers/testdriver"
 	"github.com/hf-fleet/hf/lib/openapi"
 	"github.com/hf-fleet/hf/lib/pki"
@@ -368,8 +368,11 @@ func registry() *drivers.Registry {
 	_ = r.Register(testdriver.Type, testdriver.New)
 	_ = r.Register(native.Type, native.New)
 	_ = r.Register(docker.Type, docker.New)
-	_ = r.Register(cloud.TypeAWS, cloud.NewAWS)
-	_ = r.Register(cloud.TypeGCE, cloud.NewGCE)
+	// The cloud drivers run in a plugin process (hf-driver-cloud), started
+	// when one is configured: their SDKs stay out of this binary.
+	for _, t := range plugin.CloudTypes {
+		_ = r.Register(t, plugin.Factory(plugin.Cloud, t))
+	}
 	return r
 }
 

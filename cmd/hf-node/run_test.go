@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"errors"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/config"
 )
 
 type closerFunc func() error
@@ -23,4 +27,17 @@ func TestCloseWithinGivesUp(t *testing.T) {
 	assert.Contains(t, err.Error(), "did not close within 20ms")
 	assert.NoError(t, closeWithin(closerFunc(func() error { return nil }), time.Minute))
 	assert.EqualError(t, closeWithin(closerFunc(func() error { return errors.New("disk gone") }), time.Minute), "disk gone")
+}
+
+// A cloud driver needs its plugin: without hf-driver-cloud beside the node
+// or on PATH, the node refuses to start and says what it looked for.
+func TestCloudDriverNeedsItsPlugin(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	cfg := config.Config{DataDir: t.TempDir(), Drivers: []config.DriverConfig{
+		{Name: "test"},
+		{Name: "gce", Config: map[string]any{"project": "p", "zone": "z"}},
+	}}
+	_, err := prepareDrivers(context.Background(), cfg, "n1", slog.New(slog.DiscardHandler))
+	require.Error(t, err)
+	assert.Regexp(t, `^drivers\[1\]\.config: the gce driver runs in hf-driver-cloud, which is neither next to /\S+ nor on PATH`, err.Error())
 }

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/drivers/cloud/ec2test"
+	"github.com/hf-fleet/hf/lib/drivers/plugin"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// The test binary is the plugin when a node (the test) starts it.
+func TestMain(m *testing.M) {
+	if plugin.StartedByNode() {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// The node registers the types this plugin runs, under its name.
+func TestNodeKnowsThePlugin(t *testing.T) {
+	var types []string
+	for k := range factories() {
+		types = append(types, k)
+	}
+	slices.Sort(types)
+	assert.Equal(t, plugin.CloudTypes, types)
+	assert.Equal(t, Name, plugin.Cloud.Executable)
+}
+
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// The aws driver, run as the node runs it (in this plugin's process),
+// against the EC2 test double through the real SDK: a VM is made, read,
+// listed, its console read, and released; a bad template names its field.
+func TestAWSDriverInThePlugin(t *testing.T) {
+	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDTESTDOUBLE")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test-double-secret")
+	t.Setenv("AWS_CONFIG_FILE", filepath.Join(t.TempDir(), "none"))
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(t.TempDir(), "none"))
+	srv := ec2test.New()
+	t.Cleanup(srv.Close)
+	const ami = "ami-0123456789abcdef0"
+	srv.AddImage(ec2test.Image{ID: ami, Name: "lab", Owner: "self", CreationDate: "2025-01-01T00:00:00.000Z"})
+
+	log := &lockedLog{}
+	d := plugin.New(plugin.Options{Executable: Name, Path: os.Args[0]}, "aws", drivers.Env{
+		Instance: "aws", NodeName: "n1", DataDir: t.TempDir(),
+		Log: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	t.Cleanup(func() { _ = d.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg, _ := json.Marshal(map[string]any{"region": "us-test-1", "endpoint": srv.URL, "quota": map[string]any{"vcpus": 16},
+		"poll_interval": "20ms", "retry_max_backoff": "20ms", "quota_refresh": "1h"})
+	require.NoError(t, d.Prepare(ctx, cfg))
+	assert.True(t, d.IsRemote())
+	assert.Equal(t, 16.0, d.HostCapacity().Total.CPU)
+
+	tpl := types.MachineTemplate{
+		Metadata: types.ObjectMeta{Name: "vm"},
+		Spec: types.MachineTemplateSpec{Resources: types.Resources{CPU: 2, RAMGB: 4},
+			ProviderConfiguration: map[string]json.RawMessage{"aws": json.RawMessage(`{"ami": "` + ami + `", "instance_type": "t3.small"}`)}},
+	}
+	bad := tpl
+	bad.Spec.ProviderConfiguration = map[string]json.RawMessage{"aws": json.RawMessage(`{"ami": "` + ami + `", "instance_type": 7}`)}
+	var fe *types.FieldError
+	require.ErrorAs(t, d.ValidateTemplate(bad), &fe)
+	assert.Contains(t, fe.Field, "instance_type")
+	require.NoError(t, d.ValidateTemplate(tpl))
+
+	r, err := d.Allocate(ctx, tpl, map[string]string{"hf/claim": "c1"})
+	require.NoError(t, err)
+	assert.Len(t, srv.Live(), 1)
+	phase, err := d.Status(ctx, r)
+	require.NoError(t, err)
+	assert.Equal(t, types.MachineRunning, phase)
+	list, err := d.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, r.ID, list[0].ID)
+
+	require.True(t, srv.AppendConsole(r.ID, "login: "))
+	var out strings.Builder
+	require.NoError(t, d.Logs(ctx, r, drivers.LogOptions{Tail: 1}, &out))
+	assert.Equal(t, "login: ", out.String())
+
+	require.NoError(t, d.Deallocate(ctx, r))
+	assert.Empty(t, srv.Live())
+	_, err = d.Status(ctx, r)
+	assert.ErrorIs(t, err, drivers.ErrNotFound)
+	require.NoError(t, d.Close())
+	assert.NotContains(t, log.String(), "driver plugin output", "the plugin logs only records")
+}

@@ -1,0 +1,441 @@
+package plugin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/drivers/testdriver"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// The test binary is its own plugin: started with the cookie, it serves
+// the fake driver below (and the test driver) instead of running tests.
+func TestMain(m *testing.M) {
+	if os.Getenv(cookieEnv) != "" {
+		if err := Serve("plugin.test", map[string]drivers.Factory{"fake": newFake, testdriver.Type: testdriver.New}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// fake is a driver whose calls do what the template's or resource's name
+// says, and leave marks in its data dir for the test to find.
+type fake struct {
+	env      drivers.Env
+	mu       sync.Mutex
+	prepares int
+}
+
+func newFake(env drivers.Env) drivers.Driver { return &fake{env: env} }
+
+func (f *fake) mark(name, text string) {
+	_ = os.WriteFile(filepath.Join(f.env.DataDir, name), []byte(text), 0o600)
+}
+
+func (f *fake) Name() string   { return "fake" }
+func (f *fake) IsRemote() bool { return true }
+
+func (f *fake) Prepare(_ context.Context, cfg []byte) error {
+	var c struct{ Fail bool }
+	if err := json.Unmarshal(cfg, &c); err != nil {
+		return err
+	}
+	if c.Fail {
+		return types.Invalid("zone", "no such zone %q", "z9")
+	}
+	f.mu.Lock()
+	f.prepares++
+	f.mu.Unlock()
+	f.env.Log.Info("prepared", "zone", "z1", "instance", f.env.Instance)
+	return nil
+}
+
+func (f *fake) ValidateTemplate(t types.MachineTemplate) error {
+	if t.Metadata.Name == "bad" {
+		return types.Invalid("spec.providerConfiguration.fake.size", "must be small")
+	}
+	return nil
+}
+
+func (f *fake) HostCapacity() types.Capacity {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return types.Capacity{Total: types.Resources{CPU: float64(os.Getpid())}, Usable: types.Resources{CPU: float64(f.prepares)}}
+}
+
+func (f *fake) Allocate(ctx context.Context, t types.MachineTemplate, meta map[string]string) (*types.Resource, error) {
+	switch t.Metadata.Name {
+	case "block":
+		<-ctx.Done()
+		f.mark("allocate-ended", ctx.Err().Error())
+		return nil, ctx.Err()
+	case "crash":
+		os.Exit(3)
+	case "full":
+		return nil, fmt.Errorf("zone z1 is full: %w", drivers.ErrNoCapacity)
+	}
+	_, deadline := ctx.Deadline()
+	return &types.Resource{ID: meta["id"], Driver: f.env.Instance,
+		Info: map[string]string{"deadline": fmt.Sprint(deadline), "node": f.env.NodeName}, Data: json.RawMessage(`{"vm":"i-1"}`)}, nil
+}
+
+func (f *fake) Status(_ context.Context, r *types.Resource) (types.MachinePhase, error) {
+	if r.ID == "gone" {
+		return "", fmt.Errorf("vm %s: %w", r.ID, drivers.ErrNotFound)
+	}
+	return types.MachineRunning, nil
+}
+
+func (f *fake) Deallocate(context.Context, *types.Resource) error { return nil }
+
+func (f *fake) List(context.Context) ([]types.Resource, error) {
+	return []types.Resource{{ID: "a", Driver: "fake"}, {ID: "b", Driver: "fake"}}, nil
+}
+
+func (f *fake) Activity(context.Context, *types.Resource) (uint64, error) { return 42, nil }
+
+func (f *fake) Logs(ctx context.Context, r *types.Resource, opts drivers.LogOptions, w io.Writer) error {
+	if r.ID == "big" {
+		line := bytes.Repeat([]byte("x"), 1023)
+		for range 1024 {
+			if _, err := w.Write(append(line, '\n')); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for i := range opts.Tail {
+		fmt.Fprintf(w, "line %d\n", i)
+	}
+	if !opts.Follow {
+		return nil
+	}
+	defer f.mark("logs-ended", "")
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+			if _, err := io.WriteString(w, "tick\n"); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (f *fake) Close() error {
+	f.mark("closed", "")
+	return nil
+}
+
+// syncBuffer is a log destination the plugin's forwarder and the test share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// start is a driver of typ run by this test binary, closed (its process
+// checked gone) when the test ends.
+func start(t *testing.T, typ string) (*Driver, *syncBuffer, string) {
+	t.Helper()
+	logs := &syncBuffer{}
+	dir := t.TempDir()
+	d := New(Options{Executable: "plugin.test", Path: os.Args[0]}, typ, drivers.Env{
+		Instance: typ + "/one", DataDir: dir, NodeName: "n1",
+		Log: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	t.Cleanup(func() {
+		d.mu.Lock()
+		p := d.p
+		d.mu.Unlock()
+		_ = d.Close()
+		if p != nil {
+			select {
+			case <-p.exited:
+			default:
+				t.Errorf("plugin process %d still runs after Close", p.cmd.Process.Pid)
+			}
+		}
+	})
+	return d, logs, dir
+}
+
+func prepare(t *testing.T, d *Driver) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	require.NoError(t, d.Prepare(ctx, []byte(`{}`)))
+}
+
+func template(name string) types.MachineTemplate {
+	return types.MachineTemplate{Metadata: types.ObjectMeta{Name: name}}
+}
+
+func eventually(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within 10 s: %s", what)
+		}
+	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// Every call of the contract crosses the process and comes back as the
+// driver answered it: values, and errors that still match their sentinels
+// and name their field.
+func TestCallsCrossTheProcess(t *testing.T) {
+	d, logs, dir := start(t, "fake")
+	ctx := context.Background()
+	assert.False(t, d.IsRemote(), "unknown before the plugin runs")
+	prepare(t, d)
+	assert.True(t, d.IsRemote())
+	assert.Equal(t, "fake", d.Name())
+	eventually(t, "the plugin's log record in the node's log", func() bool {
+		return strings.Contains(logs.String(), `level=INFO msg=prepared plugin=plugin.test instance=fake/one zone=z1`)
+	})
+
+	err := d.ValidateTemplate(template("bad"))
+	var fe *types.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "spec.providerConfiguration.fake.size", fe.Field)
+	assert.True(t, errors.Is(err, types.ErrInvalid))
+	assert.NoError(t, d.ValidateTemplate(template("good")))
+
+	c := d.HostCapacity()
+	assert.NotEqual(t, float64(os.Getpid()), c.Total.CPU, "the driver runs in another process")
+	assert.Equal(t, 1.0, c.Usable.CPU)
+
+	r, err := d.Allocate(ctx, template("ok"), map[string]string{"id": "m-1"})
+	require.NoError(t, err)
+	assert.Equal(t, "m-1", r.ID)
+	assert.Equal(t, "fake/one", r.Driver)
+	assert.Equal(t, "n1", r.Info["node"])
+	assert.JSONEq(t, `{"vm":"i-1"}`, string(r.Data))
+
+	_, err = d.Allocate(ctx, template("full"), nil)
+	assert.ErrorIs(t, err, drivers.ErrNoCapacity)
+	assert.EqualError(t, err, "zone z1 is full: no capacity")
+
+	phase, err := d.Status(ctx, r)
+	require.NoError(t, err)
+	assert.Equal(t, types.MachineRunning, phase)
+	_, err = d.Status(ctx, &types.Resource{ID: "gone"})
+	assert.ErrorIs(t, err, drivers.ErrNotFound)
+
+	list, err := d.List(ctx)
+	require.NoError(t, err)
+	assert.Len(t, list, 2)
+	n, err := d.Activity(ctx, r)
+	require.NoError(t, err)
+	assert.EqualValues(t, 42, n)
+	require.NoError(t, d.Deallocate(ctx, r))
+
+	require.NoError(t, d.Close())
+	assert.True(t, exists(filepath.Join(dir, "closed")), "Close reached the driver")
+	_, err = d.List(ctx)
+	assert.ErrorIs(t, err, errClosed)
+}
+
+// A caller's cancellation and deadline reach the driver in the plugin.
+func TestContextCrossesTheProcess(t *testing.T) {
+	d, _, dir := start(t, "fake")
+	prepare(t, d)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	began := time.Now()
+	_, err := d.Allocate(ctx, template("block"), nil)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Less(t, time.Since(began), 5*time.Second)
+	eventually(t, "the plugin's Allocate sees its context cancelled", func() bool {
+		b, _ := os.ReadFile(filepath.Join(dir, "allocate-ended"))
+		return string(b) == context.Canceled.Error()
+	})
+
+	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = d.Allocate(ctx, template("block"), nil)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+
+	ctx, cancel = context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r, err := d.Allocate(ctx, template("ok"), nil)
+	require.NoError(t, err)
+	assert.Equal(t, "true", r.Info["deadline"])
+	r, err = d.Allocate(context.Background(), template("ok"), nil)
+	require.NoError(t, err)
+	assert.Equal(t, "false", r.Info["deadline"])
+}
+
+// A machine's logs come across whole, however long, and a followed stream
+// ends in the plugin when its reader stops.
+func TestLogsCrossTheProcess(t *testing.T) {
+	d, _, dir := start(t, "fake")
+	prepare(t, d)
+	ctx := context.Background()
+
+	var out bytes.Buffer
+	require.NoError(t, d.Logs(ctx, &types.Resource{ID: "m"}, drivers.LogOptions{Tail: 3}, &out))
+	assert.Equal(t, "line 0\nline 1\nline 2\n", out.String())
+
+	out.Reset()
+	require.NoError(t, d.Logs(ctx, &types.Resource{ID: "big"}, drivers.LogOptions{}, &out))
+	assert.Equal(t, 1<<20, out.Len())
+	assert.Equal(t, strings.Repeat(strings.Repeat("x", 1023)+"\n", 1024), out.String())
+
+	fctx, cancel := context.WithCancel(ctx)
+	w := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- d.Logs(fctx, &types.Resource{ID: "m"}, drivers.LogOptions{Tail: 1, Follow: true}, w) }()
+	eventually(t, "followed lines", func() bool { return strings.Count(w.String(), "tick") >= 3 })
+	cancel()
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, context.Canceled)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Logs did not return after its context ended")
+	}
+	assert.True(t, strings.HasPrefix(w.String(), "line 0\ntick\n"), w.String())
+	eventually(t, "the plugin's Logs ends", func() bool { return exists(filepath.Join(dir, "logs-ended")) })
+}
+
+// A plugin that dies is started again by the next call, and prepared as
+// the one before.
+func TestPluginRestartsAfterExit(t *testing.T) {
+	d, logs, _ := start(t, "fake")
+	prepare(t, d)
+	first := d.HostCapacity().Total.CPU
+
+	_, err := d.Allocate(context.Background(), template("crash"), nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "exited (exit status 3)")
+
+	c := d.HostCapacity()
+	assert.NotEqual(t, first, c.Total.CPU, "another process")
+	assert.Equal(t, 1.0, c.Usable.CPU, "prepared again")
+	assert.Contains(t, logs.String(), "driver plugin exited; starting it again")
+}
+
+// A plugin whose driver refuses its configuration is stopped; the error
+// names the field.
+func TestPrepareFailureStopsThePlugin(t *testing.T) {
+	d, _, _ := start(t, "fake")
+	d.mu.Lock()
+	assert.Nil(t, d.p)
+	d.mu.Unlock()
+	err := d.Prepare(context.Background(), []byte(`{"fail": true}`))
+	var fe *types.FieldError
+	require.ErrorAs(t, err, &fe)
+	assert.Equal(t, "zone", fe.Field)
+	d.mu.Lock()
+	assert.Nil(t, d.p, "no process kept for a driver that is not prepared")
+	d.mu.Unlock()
+}
+
+// When the node goes away (its end of the pipes closes, as when it is
+// killed), the plugin closes its driver and exits.
+func TestPluginExitsWithItsNode(t *testing.T) {
+	d, _, dir := start(t, "fake")
+	prepare(t, d)
+	d.mu.Lock()
+	p := d.p
+	d.mu.Unlock()
+	require.NoError(t, p.client.Close())
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the plugin still runs without its node")
+	}
+	assert.True(t, exists(filepath.Join(dir, "closed")))
+}
+
+// The test driver runs as a plugin as it runs in the node: a real driver's
+// types survive the trip.
+func TestTestDriverAsPlugin(t *testing.T) {
+	d, _, _ := start(t, testdriver.Type)
+	ctx := context.Background()
+	require.NoError(t, d.Prepare(ctx, []byte(`{"cpus": 4, "ram_gb": 8}`)))
+	assert.False(t, d.IsRemote())
+	assert.Equal(t, 4.0, d.HostCapacity().Total.CPU)
+	tpl := types.MachineTemplate{Metadata: types.ObjectMeta{Name: "small"}, Spec: types.MachineTemplateSpec{
+		Resources:             types.Resources{CPU: 1, RAMGB: 1},
+		ProviderConfiguration: map[string]json.RawMessage{"test": json.RawMessage(`{}`)},
+	}}
+	require.NoError(t, d.ValidateTemplate(tpl))
+	r, err := d.Allocate(ctx, tpl, map[string]string{"claim": "c1"})
+	require.NoError(t, err)
+	list, err := d.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	assert.Equal(t, r.ID, list[0].ID)
+	require.NoError(t, d.Deallocate(ctx, r))
+	_, err = d.Status(ctx, r)
+	assert.ErrorIs(t, err, drivers.ErrNotFound)
+}
+
+// A missing plugin is an error that says what to install, and where.
+func TestMissingPlugin(t *testing.T) {
+	d := New(Options{Executable: "hf-driver-nonesuch"}, "aws", drivers.Env{DataDir: t.TempDir()})
+	err := d.Prepare(context.Background(), []byte(`{}`))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the aws driver runs in hf-driver-nonesuch, which is neither next to")
+	assert.Contains(t, err.Error(), "nor on PATH")
+}
+
+// Run by hand, a plugin says what it is for.
+func TestServeByHand(t *testing.T) {
+	err := Serve("hf-driver-cloud", map[string]drivers.Factory{"gce": newFake, "aws": newFake})
+	assert.EqualError(t, err, "hf-driver-cloud runs the aws and gce drivers for hf-node, which starts it when its configuration has one; it is not run by hand")
+}
+
+// The plugin's log lines keep their level and attributes; other output
+// (a panic) is logged line by line.
+func TestPluginOutputIsLogged(t *testing.T) {
+	var buf syncBuffer
+	l := &logLines{log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))}
+	_, _ = l.Write([]byte(`{"time":"x","level":"WARN","msg":"quota low","region":"r1","n":3}` + "\n" + `{"level":"DEBUG","msg":"hidden"}` + "\npanic: boo"))
+	_, _ = l.Write([]byte("m\n\ngoroutine 1"))
+	l.flush()
+	got := buf.String()
+	assert.Contains(t, got, `level=WARN msg="quota low" n=3 region=r1`)
+	assert.NotContains(t, got, "hidden")
+	assert.Contains(t, got, `msg="driver plugin output" line="panic: boom"`)
+	assert.Contains(t, got, `msg="driver plugin output" line="goroutine 1"`)
+}
