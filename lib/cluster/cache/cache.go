@@ -144,7 +144,8 @@ type PinFunc func(o types.Object, pinned func(kind, name string) bool) bool
 // packed holds the objects of a kind kept in the store's binary form (see
 // Pack): a quarter of a decoded object's memory or less.
 type packed struct {
-	recs map[string][]byte // name -> store.Pack of the record
+	recs  map[string]loc // name -> where store.Pack of the record is in arena
+	arena arena
 	// hot are objects decoded by reads or written lately, at most keep;
 	// dropped all at once when full. Guarded by Cache.mu held for writing,
 	// or by mu with Cache.mu held for reading.
@@ -211,7 +212,7 @@ func (c *Cache) Pack(kind string, keep int, pin PinFunc) {
 	if len(c.byKind[kind]) > 0 {
 		panic("cache: Pack " + kind + " before its indexes")
 	}
-	c.packed[kind] = &packed{recs: map[string][]byte{}, hot: map[string]types.Object{}, keep: max(1, keep),
+	c.packed[kind] = &packed{recs: map[string]loc{}, hot: map[string]types.Object{}, keep: max(1, keep),
 		pin: pin, pinned: map[string]types.Object{}}
 }
 
@@ -424,18 +425,25 @@ func (c *Cache) set(kind, name string, obj types.Object, pack []byte) {
 // setPacked is set for a packed kind.
 func (c *Cache) setPacked(p *packed, kind, name string, obj types.Object, pack []byte) {
 	c.mu.Lock()
-	prev, had := p.recs[name]
+	at, had := p.recs[name]
+	var prev []byte
+	if had {
+		prev = p.arena.get(at)
+	}
 	switch {
 	case obj == nil && !had:
 		c.mu.Unlock()
 		return
-	case obj == nil:
-		delete(p.recs, name)
-	case had && bytes.Equal(prev, pack):
+	case had && obj != nil && bytes.Equal(prev, pack):
 		c.mu.Unlock()
 		return // a record seen twice (load and watch overlap)
+	case obj == nil:
+		delete(p.recs, name)
 	default:
-		p.recs[name] = pack
+		p.recs[name] = p.arena.put(pack)
+	}
+	if had {
+		p.arena.free(at)
 	}
 	// The object it was: decoded still (a burst's claims are written
 	// again while they are), or decoded now.
@@ -461,6 +469,9 @@ func (c *Cache) setPacked(p *packed, kind, name string, obj types.Object, pack [
 		delete(p.pinned, name)
 		p.remember(name, obj)
 	}
+	if p.arena.due(false) {
+		p.arena.compact(p.recs)
+	}
 	c.mu.Unlock()
 	for _, h := range c.handlers {
 		h(kind, name, old, obj)
@@ -481,12 +492,15 @@ func (c *Cache) pinnedLocked(kind, name string) bool {
 // Cool drops the decoded copies the packed kinds keep of the objects read
 // or written last (not the pinned ones): the decoding of 1,000 claims and
 // 1,000 machines is ~5 MB of heap an idle node need not hold. They are
-// decoded again when read.
+// decoded again when read. It compacts the packed kinds' arenas too.
 func (c *Cache) Cool() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, p := range c.packed {
 		clear(p.hot)
+		if p.arena.due(true) {
+			p.arena.compact(p.recs)
+		}
 	}
 }
 
@@ -494,10 +508,12 @@ func (c *Cache) Cool() {
 // read (a loop that reads packed objects over and over shows here).
 func (c *Cache) Decodes() uint64 { return c.decodes.Load() }
 
-// unpack decodes a packed record; nil (logged) when it cannot.
+// unpack decodes a packed record; nil (logged) when it cannot. It decodes
+// a copy: what a decoded object shares with its record must not keep a
+// chunk of the arena alive once the arena is compacted.
 func (c *Cache) unpack(kind, name string, b []byte) types.Object {
 	c.decodes.Add(1)
-	r, err := store.Unpack(kind, name, b)
+	r, err := store.Unpack(kind, name, bytes.Clone(b))
 	var o types.Object
 	if err == nil {
 		o, err = store.Decode(r)
@@ -512,10 +528,11 @@ func (c *Cache) unpack(kind, name string, b []byte) types.Object {
 // getPackedLocked reads kind/name of a packed kind; the caller holds c.mu
 // for reading.
 func (c *Cache) getPackedLocked(p *packed, kind, name string) (types.Object, bool) {
-	b, ok := p.recs[name]
+	at, ok := p.recs[name]
 	if !ok {
 		return nil, false
 	}
+	b := p.arena.get(at)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if o, ok := p.decoded(name); ok {
@@ -590,7 +607,9 @@ func (c *Cache) Record(kind, name string) (store.Record, bool) {
 	p := c.packed[kind]
 	var b []byte
 	if p != nil {
-		b = p.recs[name]
+		if at, ok := p.recs[name]; ok {
+			b = p.arena.get(at)
+		}
 	}
 	c.mu.RUnlock()
 	if b == nil {
@@ -618,8 +637,8 @@ func (c *Cache) List(kind string) []types.Object {
 	defer c.mu.RUnlock()
 	if p := c.packed[kind]; p != nil {
 		out := make([]types.Object, 0, len(p.recs))
-		for name, b := range p.recs {
-			if o := c.unpack(kind, name, b); o != nil {
+		for name, at := range p.recs {
+			if o := c.unpack(kind, name, p.arena.get(at)); o != nil {
 				out = append(out, o)
 			}
 		}

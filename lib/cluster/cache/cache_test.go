@@ -374,7 +374,8 @@ func TestPackedChangeOfUndecodableOld(t *testing.T) {
 	require.Eventually(t, func() bool { return c.Count("tmpl", "a") == 1 }, 5*time.Second, time.Millisecond)
 	c.Cool()
 	c.mu.Lock()
-	c.packed[types.KindMachineClaim].recs["c1"] = []byte("not a packed record")
+	p := c.packed[types.KindMachineClaim]
+	p.recs["c1"] = p.arena.put([]byte("not a packed record"))
 	c.mu.Unlock()
 	put("b")
 	require.Eventually(t, func() bool { return c.Count("tmpl", "b") == 1 }, 5*time.Second, time.Millisecond)
