@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -126,6 +127,19 @@ func (d *Driver) path() (string, error) {
 		d.typ, d.opt.Executable, self)
 }
 
+// pluginEnv is the environment a plugin gets: the node's, without its own
+// settings (HF_*: the admin token, the gossip key may be among them). The
+// SDKs' settings (AWS_*, GOOGLE_*, proxies, HOME for their files) stay.
+func pluginEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "HF_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
 // start starts a process of the plugin and makes its driver (Init). The
 // caller holds d.mu.
 func (d *Driver) start(ctx context.Context) (*proc, error) {
@@ -143,7 +157,7 @@ func (d *Driver) start(ctx context.Context) (*proc, error) {
 		return nil, err
 	}
 	cmd := exec.Command(path, d.opt.Args...)
-	cmd.Env = append(append(os.Environ(), cookieEnv+"="+strconv.Itoa(protocol)), d.opt.Env...)
+	cmd.Env = append(append(pluginEnv(os.Environ()), cookieEnv+"="+strconv.Itoa(protocol)), d.opt.Env...)
 	cmd.ExtraFiles = []*os.File{reqR, repW} // fd 3 and 4
 	out := &logLines{log: d.log}
 	cmd.Stdout, cmd.Stderr = out, out

@@ -94,7 +94,8 @@ func (f *fake) Allocate(ctx context.Context, t types.MachineTemplate, meta map[s
 	}
 	_, deadline := ctx.Deadline()
 	return &types.Resource{ID: meta["id"], Driver: f.env.Instance,
-		Info: map[string]string{"deadline": fmt.Sprint(deadline), "node": f.env.NodeName}, Data: json.RawMessage(`{"vm":"i-1"}`)}, nil
+		Info: map[string]string{"deadline": fmt.Sprint(deadline), "node": f.env.NodeName,
+			"env": os.Getenv("HF_ADMIN_TOKEN") + "|" + os.Getenv("AWS_REGION")}, Data: json.RawMessage(`{"vm":"i-1"}`)}, nil
 }
 
 func (f *fake) Status(_ context.Context, r *types.Resource) (types.MachinePhase, error) {
@@ -221,6 +222,8 @@ func exists(path string) bool {
 // driver answered it: values, and errors that still match their sentinels
 // and name their field.
 func TestCallsCrossTheProcess(t *testing.T) {
+	t.Setenv("HF_ADMIN_TOKEN", "secret-of-the-node")
+	t.Setenv("AWS_REGION", "us-test-1")
 	d, logs, dir := start(t, "fake")
 	ctx := context.Background()
 	assert.False(t, d.IsRemote(), "unknown before the plugin runs")
@@ -248,6 +251,7 @@ func TestCallsCrossTheProcess(t *testing.T) {
 	assert.Equal(t, "fake/one", r.Driver)
 	assert.Equal(t, "n1", r.Info["node"])
 	assert.JSONEq(t, `{"vm":"i-1"}`, string(r.Data))
+	assert.Equal(t, "|us-test-1", r.Info["env"], "the node's HF_ settings stay in the node, the SDKs' get through")
 
 	_, err = d.Allocate(ctx, template("full"), nil)
 	assert.ErrorIs(t, err, drivers.ErrNoCapacity)
