@@ -42,17 +42,19 @@ func Factory(opt Options, driverType string) drivers.Factory {
 	return func(env drivers.Env) drivers.Driver { return New(opt, driverType, env) }
 }
 
-const (
-	// restartGap is the least time between two starts of a plugin: one that
-	// exits at once is not started in a loop.
-	restartGap = time.Second
-	// callTimeout bounds the calls that take no context (HostCapacity,
-	// ValidateTemplate).
-	callTimeout = 30 * time.Second
-	// closeTimeout is how long a closed plugin has to exit before it is
-	// killed.
-	closeTimeout = 10 * time.Second
-)
+// restartGap is the least time between two starts of a plugin: one that
+// exits at once is not started in a loop.
+const restartGap = time.Second
+
+// callTimeout bounds the calls that take no context (HostCapacity,
+// ValidateTemplate), and a new process's Init: an executable that is not
+// a plugin (another file of that name on PATH) must not hold the node's
+// start for ever.
+var callTimeout = 30 * time.Second
+
+// closeTimeout is how long a closed plugin has to exit before it is
+// killed.
+var closeTimeout = 10 * time.Second
 
 // errClosed is returned by every call after Close.
 var errClosed = errors.New("driver plugin closed")
@@ -175,7 +177,9 @@ func (d *Driver) start(ctx context.Context) (*proc, error) {
 		close(p.exited)
 	}()
 	var ir InitReply
-	err = d.invoke(ctx, p, 0, "Init", InitArgs{Protocol: protocol, Type: d.typ, Instance: d.env.Instance, DataDir: d.env.DataDir, NodeName: d.env.NodeName}, &ir)
+	ictx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	err = d.invoke(ictx, p, 0, "Init", InitArgs{Protocol: protocol, Type: d.typ, Instance: d.env.Instance, DataDir: d.env.DataDir, NodeName: d.env.NodeName}, &ir)
 	if err != nil {
 		d.stop(p)
 		return nil, fmt.Errorf("%s: %w", d.opt.Executable, err)

@@ -463,3 +463,22 @@ func FuzzPluginOutput(f *testing.F) {
 		}
 	})
 }
+
+// An executable that is not a plugin (it never answers) fails Prepare
+// within the time a start has, and is killed.
+func TestNotAPlugin(t *testing.T) {
+	if _, err := os.Stat("/bin/sleep"); err != nil {
+		t.Skip("no /bin/sleep")
+	}
+	defer func(c, cl time.Duration) { callTimeout, closeTimeout = c, cl }(callTimeout, closeTimeout)
+	callTimeout, closeTimeout = 300*time.Millisecond, 300*time.Millisecond
+	d := New(Options{Executable: "sleep", Path: "/bin/sleep", Args: []string{"60"}}, "fake", drivers.Env{DataDir: t.TempDir()})
+	began := time.Now()
+	err := d.Prepare(context.Background(), []byte(`{}`))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "sleep: context deadline exceeded")
+	assert.Less(t, time.Since(began), 10*time.Second)
+	d.mu.Lock()
+	assert.Nil(t, d.p)
+	d.mu.Unlock()
+}
