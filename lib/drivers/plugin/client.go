@@ -78,6 +78,7 @@ type Driver struct {
 	started  time.Time
 	closed   bool
 	capacity types.Capacity // the last HostCapacity answered
+	warned   time.Time      // when a failed HostCapacity was last logged
 }
 
 var (
@@ -330,8 +331,10 @@ func (d *Driver) HostCapacity() types.Capacity {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err != nil {
-		if !errors.Is(err, errClosed) {
-			d.log.Warn("driver plugin capacity", "driver", d.env.Instance, "err", err)
+		// The node asks every report: say it once a minute.
+		if !errors.Is(err, errClosed) && time.Since(d.warned) >= time.Minute {
+			d.warned = time.Now()
+			d.log.Warn("driver plugin does not answer; its last capacity stands", "driver", d.env.Instance, "err", err)
 		}
 		return d.capacity
 	}

@@ -482,3 +482,21 @@ func TestNotAPlugin(t *testing.T) {
 	assert.Nil(t, d.p)
 	d.mu.Unlock()
 }
+
+// While the plugin cannot run (its executable gone), HostCapacity gives
+// the last capacity it answered, and says so once, not at every report.
+func TestCapacityWhileThePluginIsGone(t *testing.T) {
+	d, logs, _ := start(t, "fake")
+	prepare(t, d)
+	want := d.HostCapacity()
+	d.mu.Lock()
+	p := d.p
+	d.opt.Path = filepath.Join(t.TempDir(), "gone")
+	d.mu.Unlock()
+	require.NoError(t, p.cmd.Process.Kill())
+	<-p.exited
+	for range 3 {
+		assert.Equal(t, want, d.HostCapacity())
+	}
+	assert.Equal(t, 1, strings.Count(logs.String(), "driver plugin does not answer; its last capacity stands"), logs.String())
+}
