@@ -126,6 +126,10 @@ func TestImageCluster(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(inContainer(t, ns+"-hf2", nil, "hf-node", "version", "-o", "json")), &info))
 	assert.Equal(t, version, info.Version, "make stamps the version")
 	assert.NotEmpty(t, info.Revision, "and the commit")
+	// The cloud drivers' plugin is beside hf-node, where the node looks.
+	_, errOut, code := execIn(ns+"-hf2", nil, "/usr/local/bin/hf-driver-cloud")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "runs the aws and gce drivers for hf-node")
 	t.Logf("three containers up and a claim bound %s after the build", time.Since(start).Round(time.Millisecond))
 }
 
