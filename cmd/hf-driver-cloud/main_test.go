@@ -17,6 +17,7 @@ import (
 
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/drivers/cloud/ec2test"
+	"github.com/hf-fleet/hf/lib/drivers/cloud/gcetest"
 	"github.com/hf-fleet/hf/lib/drivers/plugin"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -119,4 +120,56 @@ func TestAWSDriverInThePlugin(t *testing.T) {
 	assert.ErrorIs(t, err, drivers.ErrNotFound)
 	require.NoError(t, d.Close())
 	assert.NotContains(t, log.String(), "driver plugin output", "the plugin logs only records")
+}
+
+// The gce driver, run as the node runs it, against the Compute test double
+// through the real SDK, with a service account as Application Default
+// Credentials (the plugin's process cannot be handed the in-process tests'
+// option.WithoutAuthentication): a VM is made, listed, its serial port
+// read, and released.
+func TestGCEDriverInThePlugin(t *testing.T) {
+	srv := gcetest.New()
+	t.Cleanup(srv.Close)
+	srv.AddImage("debian-cloud", "debian-12-v20250601", "debian-12")
+	sa, err := srv.ServiceAccount("hf-test")
+	require.NoError(t, err)
+	keyFile := filepath.Join(t.TempDir(), "sa.json")
+	require.NoError(t, os.WriteFile(keyFile, sa, 0o600))
+	t.Setenv("GOOGLE_APPLICATION_CREDENTIALS", keyFile)
+	// Nothing may reach a metadata server: point it at a closed port here.
+	t.Setenv("GCE_METADATA_HOST", "127.0.0.1:9")
+
+	log := &lockedLog{}
+	d := plugin.New(plugin.Options{Executable: Name, Path: os.Args[0]}, "gce", drivers.Env{
+		Instance: "gce", NodeName: "n1", DataDir: t.TempDir(),
+		Log: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	t.Cleanup(func() { _ = d.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg, _ := json.Marshal(map[string]any{"project": "hf-test", "zone": "europe-west1-b", "endpoint": srv.Endpoint(),
+		"quota": map[string]any{"vcpus": 16}, "poll_interval": "20ms", "retry_max_backoff": "20ms", "quota_refresh": "1h"})
+	require.NoError(t, d.Prepare(ctx, cfg), log.String())
+	assert.True(t, d.IsRemote())
+
+	tpl := types.MachineTemplate{
+		Metadata: types.ObjectMeta{Name: "vm"},
+		Spec: types.MachineTemplateSpec{Resources: types.Resources{CPU: 2, RAMGB: 4},
+			ProviderConfiguration: map[string]json.RawMessage{"gce": json.RawMessage(`{"image_family": "debian-12", "image_project": "debian-cloud", "machine_type": "e2-small", "network": "default"}`)}},
+	}
+	r, err := d.Allocate(ctx, tpl, map[string]string{"hf/claim": "c1"})
+	require.NoError(t, err, log.String())
+	assert.Len(t, srv.Instances(), 1)
+	list, err := d.List(ctx)
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.True(t, srv.AppendConsole(r.ID, "login: "))
+	var out strings.Builder
+	require.NoError(t, d.Logs(ctx, r, drivers.LogOptions{Tail: 1}, &out))
+	assert.Equal(t, "login: ", out.String())
+	require.NoError(t, d.Deallocate(ctx, r))
+	assert.Empty(t, srv.Instances())
+	assert.Positive(t, srv.Calls("insert"))
+	assert.Positive(t, srv.Calls("token"), "the SDK got its token from the test double, with the service account")
+	require.NoError(t, d.Close())
 }

@@ -5,7 +5,8 @@
 // port output in memory with operations that take time, and injects faults: throttling (429 rateLimitExceeded), a zone
 // without capacity, a create delay, a CPU quota, an instance that dies. The
 // real google.golang.org/api client talks to it through option.WithEndpoint
-// and option.WithoutAuthentication. It is not a Compute emulator: it answers
+// and option.WithoutAuthentication, or with the service account
+// ServiceAccount makes, whose tokens it hands out. It is not a Compute emulator: it answers
 // the calls hf makes, with the fields hf reads.
 package gcetest
 
@@ -92,6 +93,7 @@ func New() *Server {
 	mux.HandleFunc("GET "+p+"global/images/family/{family}", s.wrap("images.getFromFamily", s.imageFamily))
 	mux.HandleFunc("GET "+p+"global/images/{image}", s.wrap("images.get", s.imageGet))
 	mux.HandleFunc("GET "+p+"regions/{region}", s.wrap("regions.get", s.region))
+	mux.HandleFunc("POST "+tokenPath, s.token)
 	s.srv = httptest.NewServer(mux)
 	s.URL = s.srv.URL
 	return s
