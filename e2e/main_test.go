@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"github.com/hf-fleet/hf/internal/syncbuf"
 	"io"
 	"net/http"
 	"os"
@@ -59,25 +60,8 @@ type proc struct {
 	Gossip  string   // host:port
 	Token   string
 	Name    string
-	out     *syncBuffer
+	out     *syncbuf.Buffer
 	done    chan struct{}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 var (
@@ -131,7 +115,7 @@ func launchNode(t testing.TB, dataDir string, extra ...string) (*proc, chan stri
 		// member it joins (unused when its data dir has the secrets).
 		args = append(args, "--join-token", joinTokenOf(t, extra[i+1]))
 	}
-	p := &proc{t: t, dataDir: dataDir, args: args, extra: extra, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{t: t, dataDir: dataDir, args: args, extra: extra, out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(filepath.Join(bin, "hf-node"), args...)
 	p.cmd.Env = append(os.Environ(), "HF_LOG_LEVEL=debug")
 	p.cmd.Stderr = p.out

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hf-fleet/hf/internal/syncbuf"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -45,7 +46,7 @@ func BenchmarkManyObjects(b *testing.B) {
 		if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 			b.Fatal(err)
 		}
-		logs := &syncBuffer{}
+		logs := &syncbuf.Buffer{}
 		cmd := exec.Command(filepath.Join(bin, "hf-node"), "--data-dir", dir, "--api", "127.0.0.1:0", "--gossip", "127.0.0.1:0", "--config", cfgPath)
 		cmd.Stderr = logs
 		start = time.Now()

@@ -8,13 +8,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/internal/syncbuf"
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/drivers/cloud/ec2test"
 	"github.com/hf-fleet/hf/lib/drivers/cloud/gcetest"
@@ -42,21 +42,27 @@ func TestNodeKnowsThePlugin(t *testing.T) {
 	assert.Equal(t, Name, plugin.Cloud.Executable)
 }
 
-type lockedLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+// prepared is a driver of typ run in this plugin's process (the test
+// binary), prepared with cfg plus a 16-vCPU quota and fast polls, closed
+// when the test ends; its log, and a context for the test's calls.
+func prepared(t *testing.T, typ string, cfg map[string]any) (*plugin.Driver, *syncbuf.Buffer, context.Context) {
+	t.Helper()
+	log := &syncbuf.Buffer{}
+	d := plugin.New(plugin.Options{Executable: Name, Path: os.Args[0]}, typ, drivers.Env{
+		Instance: typ, NodeName: "n1", DataDir: t.TempDir(),
+		Log: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	t.Cleanup(func() { _ = d.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	for k, v := range map[string]any{"quota": map[string]any{"vcpus": 16}, "poll_interval": "20ms", "retry_max_backoff": "20ms", "quota_refresh": "1h"} {
+		cfg[k] = v
+	}
+	raw, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	require.NoError(t, d.Prepare(ctx, raw), log.String())
+	assert.True(t, d.IsRemote())
+	return d, log, ctx
 }
 
 // The aws driver, run as the node runs it (in this plugin's process),
@@ -72,18 +78,7 @@ func TestAWSDriverInThePlugin(t *testing.T) {
 	const ami = "ami-0123456789abcdef0"
 	srv.AddImage(ec2test.Image{ID: ami, Name: "lab", Owner: "self", CreationDate: "2025-01-01T00:00:00.000Z"})
 
-	log := &lockedLog{}
-	d := plugin.New(plugin.Options{Executable: Name, Path: os.Args[0]}, "aws", drivers.Env{
-		Instance: "aws", NodeName: "n1", DataDir: t.TempDir(),
-		Log: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
-	t.Cleanup(func() { _ = d.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cfg, _ := json.Marshal(map[string]any{"region": "us-test-1", "endpoint": srv.URL, "quota": map[string]any{"vcpus": 16},
-		"poll_interval": "20ms", "retry_max_backoff": "20ms", "quota_refresh": "1h"})
-	require.NoError(t, d.Prepare(ctx, cfg))
-	assert.True(t, d.IsRemote())
+	d, log, ctx := prepared(t, "aws", map[string]any{"region": "us-test-1", "endpoint": srv.URL})
 	assert.Equal(t, 16.0, d.HostCapacity().Total.CPU)
 
 	tpl := types.MachineTemplate{
@@ -139,18 +134,7 @@ func TestGCEDriverInThePlugin(t *testing.T) {
 	// Nothing may reach a metadata server: point it at a closed port here.
 	t.Setenv("GCE_METADATA_HOST", "127.0.0.1:9")
 
-	log := &lockedLog{}
-	d := plugin.New(plugin.Options{Executable: Name, Path: os.Args[0]}, "gce", drivers.Env{
-		Instance: "gce", NodeName: "n1", DataDir: t.TempDir(),
-		Log: slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
-	t.Cleanup(func() { _ = d.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cfg, _ := json.Marshal(map[string]any{"project": "hf-test", "zone": "europe-west1-b", "endpoint": srv.Endpoint(),
-		"quota": map[string]any{"vcpus": 16}, "poll_interval": "20ms", "retry_max_backoff": "20ms", "quota_refresh": "1h"})
-	require.NoError(t, d.Prepare(ctx, cfg), log.String())
-	assert.True(t, d.IsRemote())
+	d, log, ctx := prepared(t, "gce", map[string]any{"project": "hf-test", "zone": "europe-west1-b", "endpoint": srv.Endpoint()})
 
 	tpl := types.MachineTemplate{
 		Metadata: types.ObjectMeta{Name: "vm"},

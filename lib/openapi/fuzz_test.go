@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/internal/syncbuf"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -59,7 +60,7 @@ func FuzzDecodeObject(f *testing.F) {
 		}
 	}
 
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	srv, err := New(Config{AdminToken: adminTok}, slog.New(slog.NewTextHandler(logs, nil)), openDiskStore(f))
 	require.NoError(f, err)
 	h := srv.Handler()
@@ -141,7 +142,7 @@ func FuzzRequests(f *testing.F) {
 			f.Add(uint8(i), "", []byte(b))
 		}
 	}
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	srv, err := New(Config{AdminToken: adminTok, Keyring: &memKeyring{keys: [][]byte{bytes.Repeat([]byte{7}, 32)}}, Joining: &Joining{
 		Bundle: func() (JoinBundle, error) { return JoinBundle{CACert: "c", CAKey: "k"}, nil }, Endpoint: "https://127.0.0.1:1",
 		CAFingerprint: testFingerprint, GossipAddress: "127.0.0.1:2"}}, slog.New(slog.NewTextHandler(logs, nil)), openDiskStore(f))

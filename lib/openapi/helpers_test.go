@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/internal/syncbuf"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -36,26 +37,9 @@ type testEnv struct {
 	srv  *Server
 	st   *store.Store
 	http *httptest.Server
-	logs *syncBuffer
+	logs *syncbuf.Buffer
 	// allow500 lets a test expect a 500 (the panic test only).
 	allow500 bool
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 func testTokens() []Token {
@@ -97,7 +81,7 @@ func newTestEnv(t *testing.T, mods ...func(*Config)) *testEnv {
 
 func newTestEnvOn(t *testing.T, st *store.Store, mods ...func(*Config)) *testEnv {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	cfg := Config{AdminToken: adminTok, Tokens: testTokens(), NodeName: "n1"}
 	for _, m := range mods {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/internal/syncbuf"
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -131,7 +132,7 @@ func TestLogsFollow(t *testing.T) {
 				boot := logs(t, d, r, drivers.LogOptions{})
 				ctx, cancel := context.WithCancel(t.Context())
 				defer cancel()
-				var out lockedBuffer
+				var out syncbuf.Buffer
 				done := make(chan error, 1)
 				go func() { done <- d.Logs(ctx, r, drivers.LogOptions{Tail: 1, Follow: true}, &out) }()
 				require.Eventually(t, func() bool { return out.String() == boot }, 10*time.Second, 5*time.Millisecond)
@@ -169,7 +170,7 @@ func TestLogsFollowSlidingWindow(t *testing.T) {
 		}
 		f.printConsole(t, r.ID, long.String(), true)
 		ctx, cancel := context.WithCancel(t.Context())
-		var out lockedBuffer
+		var out syncbuf.Buffer
 		done := make(chan error, 1)
 		go func() { done <- d.Logs(ctx, r, drivers.LogOptions{Tail: 1, Follow: true}, &out) }()
 		require.Eventually(t, func() bool { return out.String() != "" }, 10*time.Second, 5*time.Millisecond)

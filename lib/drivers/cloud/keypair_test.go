@@ -1,18 +1,17 @@
 package cloud
 
 import (
-	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/pem"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/internal/syncbuf"
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/drivers/cloud/ec2test"
 	"github.com/hf-fleet/hf/lib/types"
@@ -21,31 +20,13 @@ import (
 // generated is a template entry that makes a key pair per machine.
 var generated = map[string]any{"generate_key_pair": true}
 
-// lockedBuffer is a log sink safe for the driver's concurrent writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestKeyPairPerMachine: generate_key_pair makes a key pair named and
 // tagged like the instance, launches with it, hands the private key to the
 // machine's information (never to the log) and deletes it with the machine.
 func TestKeyPairPerMachine(t *testing.T) {
 	t.Parallel()
 	f := newAWSFixture(t)
-	logs := &lockedBuffer{}
+	logs := &syncbuf.Buffer{}
 	d := f.newDriver(t, "node-a", TypeAWS)
 	d.log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	require.NoError(t, d.Prepare(t.Context(), f.config(nil)))

@@ -6,13 +6,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/internal/syncbuf"
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/drivers/docker/dockertest"
 	"github.com/hf-fleet/hf/lib/drivers/drivertest"
@@ -169,28 +169,11 @@ func (f *fixture) allocateShell(t *testing.T, d *Driver, name, script string) *t
 // pipeStream is a shell's stream in a test: input given, output kept.
 type pipeStream struct {
 	in  io.Reader
-	out syncWriter
+	out syncbuf.Buffer
 }
 
 func (p *pipeStream) Read(b []byte) (int, error)  { return p.in.Read(b) }
 func (p *pipeStream) Write(b []byte) (int, error) { return p.out.Write(b) }
-
-type syncWriter struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
 
 // A shell in a container runs the commands it is given, inside the
 // container, and ends with them; with a terminal too.

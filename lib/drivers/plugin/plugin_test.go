@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/internal/syncbuf"
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/drivers/testdriver"
 	"github.com/hf-fleet/hf/lib/types"
@@ -149,29 +150,11 @@ func (f *fake) Close() error {
 	return nil
 }
 
-// syncBuffer is a log destination the plugin's forwarder and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // start is a driver of typ run by this test binary, closed (its process
 // checked gone) when the test ends.
-func start(t *testing.T, typ string) (*Driver, *syncBuffer, string) {
+func start(t *testing.T, typ string) (*Driver, *syncbuf.Buffer, string) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	dir := t.TempDir()
 	d := New(Options{Executable: "plugin.test", Path: os.Args[0]}, typ, drivers.Env{
 		Instance: typ + "/one", DataDir: dir, NodeName: "n1",
@@ -325,7 +308,7 @@ func TestLogsCrossTheProcess(t *testing.T) {
 	assert.Equal(t, strings.Repeat(strings.Repeat("x", 1023)+"\n", 1024), out.String())
 
 	fctx, cancel := context.WithCancel(ctx)
-	w := &syncBuffer{}
+	w := &syncbuf.Buffer{}
 	done := make(chan error, 1)
 	go func() { done <- d.Logs(fctx, &types.Resource{ID: "m"}, drivers.LogOptions{Tail: 1, Follow: true}, w) }()
 	eventually(t, "followed lines", func() bool { return strings.Count(w.String(), "tick") >= 3 })
@@ -432,7 +415,7 @@ func TestServeByHand(t *testing.T) {
 // The plugin's log lines keep their level and attributes; other output
 // (a panic) is logged line by line.
 func TestPluginOutputIsLogged(t *testing.T) {
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	l := &logLines{log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))}
 	_, _ = l.Write([]byte(`{"time":"x","level":"WARN","msg":"quota low","region":"r1","n":3}` + "\n" + `{"level":"DEBUG","msg":"hidden"}` + "\npanic: boo"))
 	_, _ = l.Write([]byte("m\n\ngoroutine 1"))
@@ -450,7 +433,7 @@ func FuzzPluginOutput(f *testing.F) {
 	f.Add([]byte("panic: x\n\ngoroutine 1 [running]:\n"))
 	f.Add([]byte(`{"level":"NOPE","msg":3}` + "\n" + `{"msg":"ok"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var buf syncBuffer
+		var buf syncbuf.Buffer
 		l := &logLines{log: slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 		half := len(b) / 2
 		_, _ = l.Write(b[:half])

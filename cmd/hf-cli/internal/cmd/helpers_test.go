@@ -1,7 +1,6 @@
 package cmd
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -9,12 +8,12 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/internal/syncbuf"
 	"github.com/hf-fleet/hf/lib/client/clienttest"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -48,27 +47,9 @@ func newCLI(t *testing.T) *cli {
 	}}
 }
 
-// syncBuffer is a bytes.Buffer safe to read while a command writes to it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // running is a command running in the background.
 type running struct {
-	out, err *syncBuffer
+	out, err *syncbuf.Buffer
 	done     chan int
 }
 
@@ -86,7 +67,7 @@ func (r *running) wait(t *testing.T) int {
 
 // start runs args in the background under ctx.
 func (c *cli) start(ctx context.Context, args ...string) *running {
-	r := &running{out: &syncBuffer{}, err: &syncBuffer{}, done: make(chan int, 1)}
+	r := &running{out: &syncbuf.Buffer{}, err: &syncbuf.Buffer{}, done: make(chan int, 1)}
 	env := Env{
 		In:            strings.NewReader(c.stdin),
 		Out:           r.out,
