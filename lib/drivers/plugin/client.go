@@ -170,6 +170,9 @@ func (d *Driver) start(ctx context.Context) (*proc, error) {
 		_, _ = reqW.Close(), repR.Close()
 		return nil, fmt.Errorf("start %s: %w", path, err)
 	}
+	// A start counts for restartGap whether or not Init then succeeds: a
+	// plugin that cannot answer is not started again at every call.
+	d.started = time.Now()
 	p := &proc{cmd: cmd, client: rpc.NewClientWithCodec(jsonrpc.NewClientCodec(pipes{repR, reqW})), exited: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
@@ -180,13 +183,13 @@ func (d *Driver) start(ctx context.Context) (*proc, error) {
 	var ir InitReply
 	ictx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	err = d.invoke(ictx, p, 0, "Init", InitArgs{Protocol: protocol, Type: d.typ, Instance: d.env.Instance, DataDir: d.env.DataDir, NodeName: d.env.NodeName}, &ir)
+	err = d.invoke(ictx, p, 0, "Init", InitArgs{Protocol: protocol, Type: d.typ, Instance: d.env.Instance, DataDir: d.env.DataDir, NodeName: d.env.NodeName,
+		LogLevel: leastLevel(d.log)}, &ir)
 	if err != nil {
 		d.stop(p)
 		return nil, fmt.Errorf("%s: %w", d.opt.Executable, err)
 	}
 	d.remote.Store(ir.Remote)
-	d.started = time.Now()
 	return p, nil
 }
 
@@ -431,6 +434,17 @@ func (d *Driver) Close() error {
 	err := d.invoke(ctx, p, 0, "Close", Call{}, &Result{})
 	d.stop(p)
 	return err
+}
+
+// leastLevel is the least of the levels log writes (Error when it writes
+// none of them).
+func leastLevel(log *slog.Logger) slog.Level {
+	for _, l := range []slog.Level{slog.LevelDebug, slog.LevelInfo, slog.LevelWarn} {
+		if log.Enabled(context.Background(), l) {
+			return l
+		}
+	}
+	return slog.LevelError
 }
 
 // lineMax bounds one line of the plugin's output.

@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/rpc"
+	"net/rpc/jsonrpc"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +30,11 @@ import (
 // The test binary is its own plugin: started with the cookie, it serves
 // the fake driver below (and the test driver) instead of running tests.
 func TestMain(m *testing.M) {
+	if os.Getenv("HF_PLUGIN_TEST_SILENT") != "" {
+		// Not a plugin: it never answers (TestNotAPlugin).
+		time.Sleep(time.Minute)
+		os.Exit(0)
+	}
 	if os.Getenv(cookieEnv) != "" {
 		if err := Serve("plugin.test", map[string]drivers.Factory{"fake": newFake, testdriver.Type: testdriver.New}); err != nil {
 			fmt.Fprintln(os.Stderr, err)
@@ -66,6 +74,7 @@ func (f *fake) Prepare(_ context.Context, cfg []byte) error {
 	f.prepares++
 	f.mu.Unlock()
 	f.env.Log.Info("prepared", "zone", "z1", "instance", f.env.Instance)
+	f.env.Log.Debug("prepare detail", "zone", "z1")
 	return nil
 }
 
@@ -447,19 +456,16 @@ func FuzzPluginOutput(f *testing.F) {
 	})
 }
 
-// An executable that is not a plugin (it never answers) fails Prepare
-// within the time a start has, and is killed.
+// An executable that is not a plugin (it never answers: this test binary,
+// told so) fails Prepare within the time a start has, and is killed.
 func TestNotAPlugin(t *testing.T) {
-	if _, err := os.Stat("/bin/sleep"); err != nil {
-		t.Skip("no /bin/sleep")
-	}
 	defer func(c, cl time.Duration) { callTimeout, closeTimeout = c, cl }(callTimeout, closeTimeout)
 	callTimeout, closeTimeout = 300*time.Millisecond, 300*time.Millisecond
-	d := New(Options{Executable: "sleep", Path: "/bin/sleep", Args: []string{"60"}}, "fake", drivers.Env{DataDir: t.TempDir()})
+	d := New(Options{Executable: "silent", Path: os.Args[0], Env: []string{"HF_PLUGIN_TEST_SILENT=1"}}, "fake", drivers.Env{DataDir: t.TempDir()})
 	began := time.Now()
 	err := d.Prepare(context.Background(), []byte(`{}`))
 	require.Error(t, err)
-	assert.Contains(t, err.Error(), "sleep: context deadline exceeded")
+	assert.Contains(t, err.Error(), "silent: context deadline exceeded")
 	assert.Less(t, time.Since(began), 10*time.Second)
 	d.mu.Lock()
 	assert.Nil(t, d.p)
@@ -482,4 +488,35 @@ func TestCapacityWhileThePluginIsGone(t *testing.T) {
 		assert.Equal(t, want, d.HostCapacity())
 	}
 	assert.Equal(t, 1, strings.Count(logs.String(), "driver plugin does not answer; its last capacity stands"), logs.String())
+}
+
+// The plugin writes no record below the level the node logs its drivers
+// at: what the node would drop is not made, sent and parsed first.
+func TestPluginLogsAtTheNodesLevel(t *testing.T) {
+	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
+		nodeSide, pluginSide := net.Pipe()
+		logs := &syncbuf.Buffer{}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			serveConn(pluginSide, map[string]drivers.Factory{"fake": newFake}, logs)
+		}()
+		c := rpc.NewClientWithCodec(jsonrpc.NewClientCodec(nodeSide))
+		var ir InitReply
+		require.NoError(t, c.Call(service+".Init", InitArgs{Protocol: protocol, Type: "fake", DataDir: t.TempDir(), LogLevel: level}, &ir))
+		require.Nil(t, ir.Err)
+		var r Result
+		require.NoError(t, c.Call(service+".Prepare", PrepareArgs{Config: []byte(`{}`)}, &r))
+		require.Nil(t, r.Err)
+		require.NoError(t, c.Close())
+		<-done
+		assert.Contains(t, logs.String(), `"msg":"prepared"`)
+		if level == slog.LevelDebug {
+			assert.Contains(t, logs.String(), `"msg":"prepare detail"`)
+		} else {
+			assert.NotContains(t, logs.String(), "prepare detail", "the node logs at %s", level)
+		}
+	}
+	assert.Equal(t, slog.LevelInfo, leastLevel(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	assert.Equal(t, slog.LevelError, leastLevel(slog.New(slog.DiscardHandler)))
 }

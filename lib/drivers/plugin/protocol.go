@@ -30,6 +30,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/hf-fleet/hf/lib/drivers"
@@ -147,6 +148,9 @@ type InitArgs struct {
 	Instance string
 	DataDir  string
 	NodeName string
+	// LogLevel is the least level the node logs of its drivers: the plugin
+	// writes nothing below it.
+	LogLevel slog.Level
 }
 
 // InitReply says what the plugin's driver is.

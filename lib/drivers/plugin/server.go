@@ -44,17 +44,18 @@ func Serve(name string, factories map[string]drivers.Factory) error {
 	if in == nil || out == nil {
 		return errors.New("no requests on fd 3 and replies on fd 4: the node starts its plugins")
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	ServeConn(pipes{in, out}, factories, log)
+	serveConn(pipes{in, out}, factories, os.Stderr)
 	return nil
 }
 
-// ServeConn serves the calls that arrive on conn until it closes, then ends
-// every call still running and closes the driver.
-func ServeConn(conn io.ReadWriteCloser, factories map[string]drivers.Factory, log *slog.Logger) {
+// serveConn serves the calls that arrive on conn until it closes, then ends
+// every call still running and closes the driver. The driver logs JSON
+// records to logs, at the level Init says.
+func serveConn(conn io.ReadWriteCloser, factories map[string]drivers.Factory, logs io.Writer) {
 	base, stop := context.WithCancel(context.Background())
-	s := &Service{factories: factories, log: log, base: base,
+	s := &Service{factories: factories, base: base,
 		calls: map[uint64]context.CancelFunc{}, cancelled: map[uint64]time.Time{}, streams: map[uint64]*stream{}}
+	s.log = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: &s.level}))
 	srv := rpc.NewServer()
 	if err := srv.RegisterName(service, s); err != nil {
 		panic(err) // the methods below are wrong: a bug, not an input
@@ -69,6 +70,7 @@ func ServeConn(conn io.ReadWriteCloser, factories map[string]drivers.Factory, lo
 type Service struct {
 	factories map[string]drivers.Factory
 	log       *slog.Logger
+	level     slog.LevelVar // Init sets it
 	base      context.Context
 
 	mu        sync.Mutex
@@ -152,6 +154,7 @@ func (s *Service) Init(a InitArgs, r *InitReply) error {
 		r.Err = wireError(errors.New("plugin: Init called twice"))
 		return nil
 	}
+	s.level.Set(a.LogLevel)
 	s.d = f(drivers.Env{Instance: a.Instance, DataDir: a.DataDir, NodeName: a.NodeName, Log: s.log}.Defaults(a.Type))
 	r.Remote = s.d.IsRemote()
 	return nil
