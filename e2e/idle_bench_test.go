@@ -103,6 +103,7 @@ func BenchmarkIdleNode(b *testing.B) {
 		b.Logf("idle: %.2f%% of a core over the first 40 s, %.2f%% over the next %s, RSS %.1f MB (anonymous %.1f, file-backed %.1f, by mapping below; %.1f MB after the first window)",
 			early, steady, window, rss, anon, file, rssEarly)
 		b.Logf("resident by mapping: %s", residentByMapping(b, pid))
+		b.Logf("Go runtime: %s", goMemory(b, p))
 		if out := os.Getenv("HF_BENCH_HEAP"); out != "" && prof != "" {
 			saveHeapProfile(b, prof, out)
 		}
@@ -139,6 +140,30 @@ func cpuPercent(tb testing.TB, pid int, d time.Duration) float64 {
 	time.Sleep(time.Until(t0.Add(d)))
 	used := float64(cpuTicks(tb, pid)-cpu0) / 100 // clock ticks of 10 ms
 	return 100 * used / time.Since(t0).Seconds()
+}
+
+// goMemory is what the node's Go runtime says of its memory (its /metrics),
+// in MB: the live heap, the heap's spans in use (live objects and the free
+// room between them), what it gave back to the OS, the goroutine stacks.
+func goMemory(tb testing.TB, p *proc) string {
+	resp, err := p.httpClient().Get(p.API + "/metrics")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	figures := map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if name, v, ok := strings.Cut(line, " "); ok && strings.HasPrefix(name, "go_memstats_") {
+			figures[name], _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	mb := func(name string) float64 { return figures["go_memstats_"+name+"_bytes"] / (1 << 20) }
+	return fmt.Sprintf("heap objects %.1f MB in %.1f MB of spans, %.1f MB returned to the OS, stacks %.1f MB, runtime metadata %.1f MB",
+		mb("heap_alloc"), mb("heap_inuse"), mb("heap_released"), mb("stack_inuse"), mb("gc_sys")+mb("mspan_sys")+mb("other_sys"))
 }
 
 // saveHeapProfile writes the node's heap profile (after a collection) from

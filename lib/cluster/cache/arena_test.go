@@ -33,7 +33,7 @@ func TestArenaCompacts(t *testing.T) {
 			recs[name], want[name] = a.put(b), b
 			a.free(old)
 			if a.due(false) {
-				a.compact(recs)
+				a.compact(recs, nil)
 				compactions++
 				assert.Zero(t, a.dead)
 			}
@@ -42,7 +42,7 @@ func TestArenaCompacts(t *testing.T) {
 	assert.Positive(t, compactions)
 	assert.LessOrEqual(t, a.dead, max(a.live, 4*arenaChunk), "dead bytes bounded by live ones")
 	require.True(t, a.due(true) || a.dead == 0)
-	a.compact(recs)
+	a.compact(recs, nil)
 	assert.Zero(t, a.dead)
 	total := 0
 	for name, l := range recs {

@@ -381,3 +381,92 @@ func TestPackedChangeOfUndecodableOld(t *testing.T) {
 	require.Eventually(t, func() bool { return c.Count("tmpl", "b") == 1 }, 5*time.Second, time.Millisecond)
 	assert.Equal(t, map[string]int{"b": 1}, c.Keys("tmpl"))
 }
+
+// Cool squeezes a packed kind's records once it holds enough of them: they
+// take a fraction of their plain bytes, read back as they were (by name, by
+// index, List, Record), and a change or deletion of a squeezed record still
+// hands the handlers its old object and moves it in the indexes. Records
+// written after are squeezed at the next Cool; a kind of a few records is
+// left plain.
+func TestCoolSqueezes(t *testing.T) {
+	st, c, ctx := startedByTemplate(t, 2)
+	var mu sync.Mutex
+	olds := map[string]string{} // name -> template of the old object at its last change
+	c.OnChange(func(kind, name string, old, _ types.Object) {
+		mu.Lock()
+		defer mu.Unlock()
+		if old != nil {
+			olds[name] = old.(*types.MachineClaim).Spec.MachineTemplate
+		}
+	})
+	put := func(name, tmpl string) {
+		t.Helper()
+		_, err := st.Put(&types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim},
+			Metadata: types.ObjectMeta{Name: name, Labels: map[string]string{"team": "blue", "seat": name}},
+			Spec:     types.MachineClaimSpec{MachineTemplate: tmpl}}, store.PutOptions{})
+		require.NoError(t, err)
+	}
+	settle := func() {
+		t.Helper()
+		require.NoError(t, c.WaitSeq(ctx, st.Seq()))
+	}
+	p := c.packed[types.KindMachineClaim]
+	for i := range squeezeMin - 1 {
+		put(fmt.Sprintf("c%03d", i), "a")
+	}
+	settle()
+	c.Cool()
+	assert.Nil(t, p.sq, "too few records to squeeze")
+	assert.Equal(t, squeezeMin-1, p.arena.unsqueezed)
+
+	for i := squeezeMin - 1; i < 200; i++ {
+		put(fmt.Sprintf("c%03d", i), []string{"a", "b"}[i%2])
+	}
+	settle()
+	read := func() map[string]string {
+		out := map[string]string{}
+		for _, o := range c.List(types.KindMachineClaim) {
+			cl := o.(*types.MachineClaim)
+			out[cl.Metadata.Name] = cl.Spec.MachineTemplate + "/" + cl.Metadata.Labels["seat"] + "/" + cl.Metadata.Version.String()
+		}
+		return out
+	}
+	want := read()
+	require.Len(t, want, 200)
+	plain := p.arena.live
+	c.Cool()
+	require.NotNil(t, p.sq)
+	assert.Zero(t, p.arena.unsqueezed)
+	assert.Less(t, p.arena.live, plain/2, "squeezed: %d bytes, plain: %d", p.arena.live, plain)
+	for name, at := range p.recs {
+		assert.Equal(t, squeezed, at.form, name)
+	}
+	t.Logf("200 claims: %d bytes plain, %d squeezed", plain, p.arena.live)
+	assert.Equal(t, want, read(), "List")
+	cl, ok := Typed[types.MachineClaim](c, types.KindMachineClaim, "c101")
+	require.True(t, ok)
+	assert.Equal(t, "b", cl.Spec.MachineTemplate)
+	// c000-c030 and the even ones after under a, the odd ones under b.
+	assert.Equal(t, map[string]int{"a": 115, "b": 85}, c.Keys("tmpl"))
+	rec, ok := c.Record(types.KindMachineClaim, "c101")
+	require.True(t, ok)
+	stored, err := st.Get(types.KindMachineClaim, "c101")
+	require.NoError(t, err)
+	assert.Equal(t, stored.Facets, rec.Facets, "Record restores the record")
+
+	put("c000", "b") // squeezed, moves from a to b
+	_, err = st.Delete(types.KindMachineClaim, "c002", types.Version{})
+	require.NoError(t, err)
+	settle()
+	assert.Equal(t, map[string]int{"a": 113, "b": 86}, c.Keys("tmpl"))
+	assert.Contains(t, names(c.ByIndex("tmpl", "b")), "c000")
+	mu.Lock()
+	assert.Equal(t, map[string]string{"c000": "a", "c002": "a"}, olds, "the old objects, restored")
+	mu.Unlock()
+	assert.Equal(t, 1, p.arena.unsqueezed, "the rewritten record is plain until the next Cool")
+	c.Cool()
+	assert.Zero(t, p.arena.unsqueezed)
+	got := read()
+	assert.Len(t, got, 199)
+	assert.Equal(t, "b/c000", got["c000"][:6])
+}
