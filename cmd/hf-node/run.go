@@ -115,11 +115,13 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 	}()
 	trimCtx, stopTrim := context.WithCancel(ctx)
 	defer stopTrim()
-	// The node, once started, drops its cache's decoded copies at a trim.
-	var started atomic.Pointer[cluster.Node]
+	// Once started, the node and its member drop at a trim what they keep
+	// only for speed, and squeeze what they keep (see cluster.Node.Cool,
+	// member.Member.Cool).
+	var cool atomic.Pointer[func()]
 	go trimMemoryWhenIdle(trimCtx, log, func() {
-		if n := started.Load(); n != nil {
-			n.Cool()
+		if f := cool.Load(); f != nil {
+			(*f)()
 		}
 	})
 
@@ -205,7 +207,8 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 		_ = mem.Stop(context.Background())
 		return err
 	}
-	started.Store(node)
+	coolBoth := func() { node.Cool(); mem.Cool() }
+	cool.Store(&coolBoth)
 	// One registry for /metrics: the process, the API and the node.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -319,3 +319,38 @@ func putClaim(t testing.TB, st *store.Store, name string) store.Record {
 	require.NoError(t, err)
 	return r
 }
+
+// trim gives back a tree's spare room and leaves its records and hashes as
+// they were; the tree goes on taking records after.
+func TestHashTreeTrim(t *testing.T) {
+	var recs []store.Record
+	for i := range 30_000 {
+		recs = append(recs, rec(fmt.Sprintf("c%05d", i), uint64(100+i), 0))
+	}
+	tr := treeOf(recs...)
+	room := func() (n, c int) {
+		for _, es := range tr.leaves {
+			n, c = n+len(es), c+cap(es)
+		}
+		return n, c
+	}
+	before, beforeCap := room()
+	wantLevels, wantRoot := levels(tr), func() uint64 { r, _ := tr.root(); return r }()
+	all := make([]int, NumLeaves)
+	for i := range all {
+		all[i] = i
+	}
+	wantEntries := tr.entries(all)
+	tr.trim()
+	after, afterCap := room()
+	assert.Equal(t, before, after)
+	assert.Less(t, afterCap, beforeCap-before/4, "spare room given back (%d of %d slots before, %d after)", beforeCap-before, beforeCap, afterCap-after)
+	assert.Equal(t, wantLevels, levels(tr))
+	assert.Equal(t, wantEntries, tr.entries(all))
+	root, _ := tr.root()
+	assert.Equal(t, wantRoot, root)
+
+	more := rec("c99999", 1, 0)
+	tr.apply(&more)
+	assert.Equal(t, levels(treeOf(append(recs, more)...)), levels(tr), "records after a trim")
+}

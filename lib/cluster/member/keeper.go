@@ -79,6 +79,16 @@ func (k *keeper) current(ctx context.Context) *hashTree {
 	return k.tree
 }
 
+// trim trims the published tree, if any (see hashTree.trim).
+func (k *keeper) trim() {
+	k.mu.Lock()
+	t := k.tree
+	k.mu.Unlock()
+	if t != nil {
+		t.trim()
+	}
+}
+
 func (k *keeper) publish(t *hashTree) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
