@@ -296,13 +296,26 @@ func (a *acceptor) ofClaim(claim string) []entry {
 	return out
 }
 
-// appendAll appends a copy of every entry to out.
-func (a *acceptor) appendAll(out []entry) []entry {
+// appendNames appends the name of every entry to out.
+func (a *acceptor) appendNames(out []string) []string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out = slices.Grow(out, len(a.entries))
-	for _, e := range a.entries {
-		out = append(out, *e)
+	for name := range a.entries {
+		out = append(out, name)
+	}
+	return out
+}
+
+// appendEntries appends a copy of the entries of names that are still in
+// the ledger to out.
+func (a *acceptor) appendEntries(out []entry, names []string) []entry {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, name := range names {
+		if e, ok := a.entries[name]; ok {
+			out = append(out, *e)
+		}
 	}
 	return out
 }

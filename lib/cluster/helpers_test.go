@@ -135,3 +135,8 @@ func (tn *testNode) machines() []*types.Machine {
 func driversEnv(tn *testNode) drivers.Env {
 	return drivers.Env{Instance: "test", DataDir: filepath.Join(tn.dir, "test"), NodeName: tn.name, Log: testLogger()}
 }
+
+// appendAll appends a copy of every entry to out.
+func (a *acceptor) appendAll(out []entry) []entry {
+	return a.appendEntries(out, a.appendNames(nil))
+}

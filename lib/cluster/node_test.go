@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -163,6 +164,39 @@ func TestDeadMachineIsReportedAndRebound(t *testing.T) {
 		assert.ErrorIs(c, err, store.ErrNotFound, "the dead machine's record is gone")
 	}, 5*time.Second, 5*time.Millisecond)
 	assert.Eventually(t, func() bool { return testdriver.Held(tn.drv) == 1 }, 5*time.Second, 5*time.Millisecond)
+}
+
+// The health loop goes through a ledger of more machines than it copies at a
+// time, and finds the dead one wherever it is.
+func TestHealthLoopCoversEveryBatch(t *testing.T) {
+	tn := &testNode{t: t, name: "n1", dir: t.TempDir(), driver: `{"cpus": 1000, "ram_gb": 1000}`,
+		config: func(c *Config) { c.StatusInterval = 50 * time.Millisecond }}
+	tn.start()
+	t.Cleanup(tn.stop)
+	tn.put(template("small", 1, 1, `{}`))
+	n := 2*healthBatch + 10
+	for i := range n {
+		tn.put(claim(fmt.Sprintf("c%03d", i), "small", time.Minute))
+	}
+	bound := map[string]string{}
+	for i := range n {
+		name := fmt.Sprintf("c%03d", i)
+		bound[name] = tn.waitPhase(name, types.ClaimBound).Status.Machine
+	}
+	for _, name := range []string{"c000", fmt.Sprintf("c%03d", n-1)} {
+		m, err := store.Get[types.Machine](tn.st, types.KindMachine, bound[name])
+		require.NoError(t, err)
+		require.NoError(t, tn.drv.Deallocate(context.Background(), m.Status.Resource))
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, name := range []string{"c000", fmt.Sprintf("c%03d", n-1)} {
+			got, err := store.Get[types.MachineClaim](tn.st, types.KindMachineClaim, name)
+			require.NoError(c, err)
+			assert.Equal(c, types.ClaimBound, got.Status.Phase)
+			assert.NotEqual(c, bound[name], got.Status.Machine, "%s bound again", name)
+		}
+	}, 10*time.Second, 10*time.Millisecond)
+	assert.Eventually(t, func() bool { return testdriver.Held(tn.drv) == n }, 5*time.Second, 5*time.Millisecond)
 }
 
 // A claim whose machine keeps dying (an entry that exits at once) is bound
