@@ -28,29 +28,43 @@ const (
 	quietAlloc = 32 << 20
 	// trimAtLeast is how much free heap makes a trim worth its collection.
 	trimAtLeast = 32 << 20
+	// coolTrimAtLeast is how much a cool must drop to be worth a trim on
+	// its own (the runtime does not hand back memory below its heap goal,
+	// twice the live heap, by itself).
+	coolTrimAtLeast = 8 << 20
 )
 
-// memoryTrimmer decides when to trim: tick it with the bytes allocated so
-// far and the free heap, and it says whether to trim now.
+// memoryTrimmer decides when to cool and when to trim: tick it with the
+// bytes allocated so far and the free heap, and it says whether to cool now
+// (once a quiet spell, as it begins: the node drops and squeezes what it
+// keeps for speed, whatever the free heap; a node loaded at its start, with
+// no burst's garbage to trim, holds its records unsqueezed otherwise) and
+// whether to trim.
 type memoryTrimmer struct {
 	allocs uint64
-	quiet  int // quiet ticks in a row
+	quiet  int  // quiet ticks in a row
+	cooled bool // cool was said in this quiet spell
 }
 
-func (t *memoryTrimmer) tick(allocs, free uint64) bool {
+func (t *memoryTrimmer) tick(allocs, free uint64) (cool, trim bool) {
 	busy := allocs-t.allocs >= quietAlloc
 	t.allocs = allocs
 	if busy {
-		t.quiet = 0
-		return false
+		t.quiet, t.cooled = 0, false
+		return false, false
 	}
 	t.quiet++
-	return t.quiet >= quietTicks && free >= trimAtLeast
+	if t.quiet < quietTicks {
+		return false, false
+	}
+	cool, t.cooled = !t.cooled, true
+	return cool, free >= trimAtLeast
 }
 
-// trimMemoryWhenIdle runs the trimmer until ctx ends; cool, before each
-// trim, drops what is kept only for speed.
-func trimMemoryWhenIdle(ctx context.Context, log *slog.Logger, cool func()) {
+// trimMemoryWhenIdle runs the trimmer until ctx ends; cool, once a quiet
+// spell, drops what is kept only for speed and says how many bytes it
+// dropped: enough of them make a trim on their own.
+func trimMemoryWhenIdle(ctx context.Context, log *slog.Logger, cool func() int64) {
 	tick := time.NewTicker(trimTick)
 	defer tick.Stop()
 	allocs, _ := heapFigures()
@@ -62,13 +76,18 @@ func trimMemoryWhenIdle(ctx context.Context, log *slog.Logger, cool func()) {
 		case <-tick.C:
 		}
 		allocs, free := heapFigures()
-		if !t.tick(allocs, free) {
+		doCool, trim := t.tick(allocs, free)
+		start := time.Now()
+		var dropped int64
+		if doCool {
+			dropped = cool()
+			trim = trim || dropped >= coolTrimAtLeast
+		}
+		if !trim {
 			continue
 		}
-		start := time.Now()
-		cool()
 		debug.FreeOSMemory()
-		log.Debug("idle: returned free memory to the OS", "free_mb", free>>20, "took", time.Since(start))
+		log.Debug("idle: returned free memory to the OS", "free_mb", free>>20, "dropped_mb", dropped>>20, "took", time.Since(start))
 	}
 }
 

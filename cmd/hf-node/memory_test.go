@@ -10,31 +10,43 @@ import (
 
 func TestMemoryTrimmer(t *testing.T) {
 	tr := memoryTrimmer{}
-	var trims []int
+	var cools, trims []int
 	allocs, free := uint64(0), uint64(0)
-	for i := 1; i <= 30; i++ {
+	for i := 1; i <= 40; i++ {
 		switch {
-		case i <= 5:
-			allocs += quietAlloc // a burst: never trim while it lasts
+		case i <= 5 || i == 30:
+			allocs += quietAlloc // a burst: never cool nor trim while it lasts
 			free += trimAtLeast
 		case i == 20:
 			free += trimAtLeast // idle garbage collected
 		default:
 			allocs += quietAlloc / 4 // idle work
 		}
-		if tr.tick(allocs, free) {
+		cool, trim := tr.tick(allocs, free)
+		if cool {
+			cools = append(cools, i)
+		}
+		if trim {
 			trims = append(trims, i)
 			free = 0
 		}
 	}
-	// Quiet from tick 6: a trim after quietTicks, then only once there is
-	// enough free heap again.
-	assert.Equal(t, []int{5 + quietTicks, 20}, trims)
+	// Quiet from tick 6: a cool and a trim after quietTicks, then a trim
+	// only once there is enough free heap again; a cool again in the next
+	// quiet spell, from tick 31.
+	assert.Equal(t, []int{5 + quietTicks, 30 + quietTicks}, cools)
+	assert.Equal(t, []int{5 + quietTicks, 20, 30 + quietTicks}, trims)
 
 	tr = memoryTrimmer{}
-	for range 10 {
-		assert.False(t, tr.tick(0, trimAtLeast-1), "not worth a collection")
+	cools = nil
+	for i := range 10 {
+		cool, trim := tr.tick(0, trimAtLeast-1)
+		assert.False(t, trim, "not worth a collection")
+		if cool {
+			cools = append(cools, i+1)
+		}
 	}
+	assert.Equal(t, []int{quietTicks}, cools, "a quiet spell cools once, however little is free")
 	allocs, _ = heapFigures()
 	assert.Positive(t, allocs)
 }

@@ -118,11 +118,12 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 	// Once started, the node and its member drop at a trim what they keep
 	// only for speed, and squeeze what they keep (see cluster.Node.Cool,
 	// member.Member.Cool).
-	var cool atomic.Pointer[func()]
-	go trimMemoryWhenIdle(trimCtx, log, func() {
+	var cool atomic.Pointer[func() int64]
+	go trimMemoryWhenIdle(trimCtx, log, func() int64 {
 		if f := cool.Load(); f != nil {
-			(*f)()
+			return (*f)()
 		}
+		return 0
 	})
 
 	sec, err := loadSecrets(ctx, cfg, cfg.Cluster.JoinToken, log)
@@ -207,7 +208,7 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 		_ = mem.Stop(context.Background())
 		return err
 	}
-	coolBoth := func() { node.Cool(); mem.Cool() }
+	coolBoth := func() int64 { mem.Cool(); return node.Cool() }
 	cool.Store(&coolBoth)
 	// One registry for /metrics: the process, the API and the node.
 	reg := prometheus.NewRegistry()

@@ -156,9 +156,10 @@ func (n *Node) LiveClaimsOf(ctx context.Context, user string) (int, error) {
 	return len(n.cache.Intersect(idxClaimUser, user, idxClaimPhase, string(types.ClaimRequested), string(types.ClaimBound))), nil
 }
 
-// Cool drops what the node's cache keeps decoded for speed (see
-// cache.Cool): the memory trimmer calls it once the node is idle.
-func (n *Node) Cool() { n.cache.Cool() }
+// Cool drops what the node's cache keeps decoded for speed and squeezes
+// its records (see cache.Cool), and returns about how many bytes that
+// dropped: the memory trimmer calls it once the node is idle.
+func (n *Node) Cool() int64 { return n.cache.Cool() }
 
 // ClaimsOf returns user's claims from the node's cache once it holds every
 // write the store had when called (read-your-writes), or ctx's error. The

@@ -68,6 +68,15 @@ func (a *arena) get(l loc) []byte {
 	return a.chunks[l.chunk][l.off:end:end]
 }
 
+// size is the bytes the arena's chunks take.
+func (a *arena) size() int64 {
+	var n int64
+	for _, c := range a.chunks {
+		n += int64(cap(c))
+	}
+	return n
+}
+
 // free counts the record at l dead.
 func (a *arena) free(l loc) {
 	a.live -= int(l.n)

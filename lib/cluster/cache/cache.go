@@ -498,17 +498,27 @@ func (c *Cache) pinnedLocked(kind, name string) bool {
 // 1,000 machines is ~5 MB of heap an idle node need not hold. They are
 // decoded again when read. It compacts the packed kinds' arenas too, and
 // squeezes the records written since the last time (see squeezer): 10,000
-// claims, machines and templates took 15 MB packed, ~4 MB squeezed.
-func (c *Cache) Cool() {
+// claims, machines and templates took 15 MB packed, ~4 MB squeezed. It
+// returns about how many bytes it dropped: the arenas' chunks, and the
+// decoded objects counted at their records' size (they take more).
+func (c *Cache) Cool() (dropped int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for kind, p := range c.packed {
+		for name := range p.hot {
+			if _, pinned := p.pinned[name]; !pinned {
+				dropped += int64(p.recs[name].n)
+			}
+		}
 		clear(p.hot)
 		squeeze := c.squeezeFunc(kind, p)
 		if p.arena.due(true) || squeeze != nil {
+			before := p.arena.size()
 			p.arena.compact(p.recs, squeeze)
+			dropped += before - p.arena.size()
 		}
 	}
+	return dropped
 }
 
 // squeezeFunc returns what squeezes kind's plain records for a compaction,
