@@ -104,10 +104,7 @@ func TestAWSDriverInThePlugin(t *testing.T) {
 	require.Len(t, list, 1)
 	assert.Equal(t, r.ID, list[0].ID)
 
-	require.True(t, srv.AppendConsole(r.ID, "login: "))
-	var out strings.Builder
-	require.NoError(t, d.Logs(ctx, r, drivers.LogOptions{Tail: 1}, &out))
-	assert.Equal(t, "login: ", out.String())
+	consoleReadsBack(ctx, t, d, r, srv)
 
 	require.NoError(t, d.Deallocate(ctx, r))
 	assert.Empty(t, srv.Live())
@@ -147,13 +144,20 @@ func TestGCEDriverInThePlugin(t *testing.T) {
 	list, err := d.List(ctx)
 	require.NoError(t, err)
 	require.Len(t, list, 1)
-	require.True(t, srv.AppendConsole(r.ID, "login: "))
-	var out strings.Builder
-	require.NoError(t, d.Logs(ctx, r, drivers.LogOptions{Tail: 1}, &out))
-	assert.Equal(t, "login: ", out.String())
+	consoleReadsBack(ctx, t, d, r, srv)
 	require.NoError(t, d.Deallocate(ctx, r))
 	assert.Empty(t, srv.Instances())
 	assert.Positive(t, srv.Calls("insert"))
 	assert.Positive(t, srv.Calls("token"), "the SDK got its token from the test double, with the service account")
 	require.NoError(t, d.Close())
+}
+
+// consoleReadsBack writes a line to r's console on the test double and reads
+// it back through the plugin.
+func consoleReadsBack(ctx context.Context, t *testing.T, d *plugin.Driver, r *types.Resource, srv interface{ AppendConsole(id, text string) bool }) {
+	t.Helper()
+	require.True(t, srv.AppendConsole(r.ID, "login: "))
+	var out strings.Builder
+	require.NoError(t, d.Logs(ctx, r, drivers.LogOptions{Tail: 1}, &out))
+	assert.Equal(t, "login: ", out.String())
 }
