@@ -130,7 +130,7 @@ func TestByKeyKeepsEachKeysOrder(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string][]int{}
 	running, most := 0, 0
-	byKey(items, func(it item) string { return it.key }, func(it item) {
+	byKey(func(f func()) { go f() }, items, func(it item) string { return it.key }, func(it item) {
 		mu.Lock()
 		seen[it.key] = append(seen[it.key], it.i)
 		running++

@@ -410,7 +410,7 @@ type acceptedWrite struct {
 func (el *elector) flushAccepted() {
 	w := el.accepted
 	el.accepted = nil
-	byKey(w, func(a acceptedWrite) string { return a.claim }, func(a acceptedWrite) { el.putElection(a.claim, a.e) })
+	byKey(el.n.spawn, w, func(a acceptedWrite) string { return a.claim }, func(a acceptedWrite) { el.putElection(a.claim, a.e) })
 }
 
 // writeElection writes a claim's election facet.

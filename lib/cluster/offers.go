@@ -40,7 +40,7 @@ func (a *acceptor) inboxLoop() {
 // instead of waiting for one commit each. A batch is done before the next
 // starts, so a repeated offer never overtakes the reservation it repeats.
 func (a *acceptor) handleInbox(batch []Message) {
-	byKey(batch, func(m Message) string { return m.Claim }, func(m Message) {
+	byKey(a.n.spawn, batch, func(m Message) string { return m.Claim }, func(m Message) {
 		if a.n.ctx.Err() != nil {
 			return
 		}
@@ -54,10 +54,11 @@ func (a *acceptor) handleInbox(batch []Message) {
 }
 
 // byKey runs fn on items: those of one key one after the other, in their
-// order, the keys side by side (inline when there is one). It returns when
-// all are done. The reconcilers use it so that the writes of several keys
-// share the store's group commits while each key's stay in order.
-func byKey[T any](items []T, key func(T) string, fn func(T)) {
+// order, the keys side by side (on goroutines from spawn; inline when there
+// is one key). It returns when all are done. The reconcilers use it so that
+// the writes of several keys share the store's group commits while each
+// key's stay in order.
+func byKey[T any](spawn func(func()), items []T, key func(T) string, fn func(T)) {
 	groups := map[string][]T{}
 	var keys []string
 	for _, it := range items {
@@ -78,7 +79,11 @@ func byKey[T any](items []T, key func(T) string, fn func(T)) {
 	}
 	var wg sync.WaitGroup
 	for _, k := range keys {
-		wg.Go(func() { run(groups[k]) })
+		wg.Add(1)
+		spawn(func() {
+			defer wg.Done()
+			run(groups[k])
+		})
 	}
 	wg.Wait()
 }
