@@ -1,6 +1,7 @@
 package openapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -105,7 +106,39 @@ func (k kindRoutes) list(c *gin.Context) {
 		s.writeErr(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, listBody{APIVersion: types.APIVersion, Kind: k.kind + "List", Continue: next, Items: items})
+	body, err := listBody{APIVersion: types.APIVersion, Kind: k.kind + "List", Continue: next, Items: items}.encode()
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	c.Data(http.StatusOK, contentJSON, body)
+}
+
+// encode is the list's JSON with its items as they are: each is one
+// object's JSON as present made it. encoding/json (gin's c.JSON) validated
+// and compacted every item again: 6.6 % of a node's CPU while a client
+// listed 10,000 claims during a burst.
+func (l listBody) encode() ([]byte, error) {
+	items := l.Items
+	l.Items = nil
+	head, err := json.Marshal(l) // {"apiVersion":...,"items":null}
+	if err != nil {
+		return nil, err
+	}
+	head = bytes.TrimSuffix(head, []byte("null}"))
+	size := len(head) + 2 + len(items)
+	for _, it := range items {
+		size += len(it)
+	}
+	out := make([]byte, 0, size)
+	out = append(append(out, head...), '[')
+	for i, it := range items {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, it...)
+	}
+	return append(out, ']', '}'), nil
 }
 
 // load reads kind/name as p may see it: 404 for what does not exist and for the

@@ -455,3 +455,37 @@ func TestNoRouteMessages(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, r.code)
 	assert.Contains(t, r.errBody(t).Message, `unknown resource "gizmos"; kinds are `)
 }
+
+// A list's JSON keeps its items as they are and is what encoding/json made
+// of the same body, field for field.
+func TestListBodyEncode(t *testing.T) {
+	items := []json.RawMessage{
+		json.RawMessage(`{"kind":"MachineClaim","metadata":{"name":"a"}}`),
+		json.RawMessage(`{"kind":"MachineClaim","metadata":{"name":"b","labels":{"x":"<&>"}}}`),
+	}
+	for _, l := range []listBody{
+		{APIVersion: types.APIVersion, Kind: "MachineClaimList", Items: items},
+		{APIVersion: types.APIVersion, Kind: "MachineClaimList", Continue: "b", Items: items[:1]},
+		{APIVersion: types.APIVersion, Kind: "MachineList", Items: []json.RawMessage{}},
+	} {
+		got, err := l.encode()
+		require.NoError(t, err)
+		require.True(t, json.Valid(got), "%s", got)
+		var back listBody
+		require.NoError(t, json.Unmarshal(got, &back))
+		assert.Equal(t, l.APIVersion, back.APIVersion)
+		assert.Equal(t, l.Kind, back.Kind)
+		assert.Equal(t, l.Continue, back.Continue)
+		require.Len(t, back.Items, len(l.Items))
+		for i := range l.Items {
+			assert.Equal(t, string(l.Items[i]), string(back.Items[i]), "item %d as it was", i)
+		}
+		var a, b any
+		want, err := json.Marshal(l)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(want, &a))
+		require.NoError(t, json.Unmarshal(got, &b))
+		assert.Equal(t, a, b, "the same list as encoding/json's")
+		assert.Equal(t, l.Continue == "", !strings.Contains(string(got), `"continue"`))
+	}
+}
