@@ -116,20 +116,32 @@ func (s *Store) CollectTombstones(olderThan time.Time) (int, error) {
 		return 0, err
 	}
 	defer s.leave()
+	if !s.tombs.due(olderThan) {
+		return 0, nil // no stored tombstone is that old (see tombWatch)
+	}
 	// Find them without the write lock; collect re-checks each one under it.
 	var found []Tombstone
+	var left time.Time
+	var anyLeft bool
 	err := s.db.View(func(txn *badger.Txn) error {
 		return scanRecords(txn, func(r Record) error {
-			if r.Deleted && r.DeletedAt.Before(olderThan) {
+			switch {
+			case !r.Deleted:
+			case r.DeletedAt.Before(olderThan):
 				found = append(found, Tombstone{r.Kind, r.Name, r.Version})
+			default:
+				left, anyLeft = earliest(left, anyLeft, r.DeletedAt), true
 			}
 			return nil
 		})
 	})
 	if err != nil {
+		s.tombs.scanned(false, false, time.Time{})
 		return 0, fmt.Errorf("collect tombstones: %w", err)
 	}
-	return s.collectAll(found)
+	n, err := s.collectAll(found)
+	s.tombs.scanned(err == nil && n == len(found), anyLeft, left)
+	return n, err
 }
 
 // collect removes the tombstones of batch that are still stored as found.

@@ -201,3 +201,57 @@ func TestMeta(t *testing.T) {
 	require.NoError(t, s.Scan(func(Record) error { n++; return nil }))
 	assert.Zero(t, n, "meta is no record")
 }
+
+// A collection scans the store only when a stored tombstone can be old
+// enough: not again when the last scan left none (an idle node scanned and
+// decoded every record every GCInterval), not for a cutoff before the
+// earliest delete since, and again once a delete, here or from a peer, can be
+// due.
+func TestCollectTombstonesScansOnlyWhenDue(t *testing.T) {
+	s, clk := newMemStore(t)
+	for _, n := range []string{"a", "b", "c"} {
+		putClaim(t, s, n)
+	}
+	collect := func(olderThan time.Time, want, scans int) {
+		t.Helper()
+		n, err := s.CollectTombstones(olderThan)
+		require.NoError(t, err)
+		assert.Equal(t, want, n, "collected")
+		s.tombs.mu.Lock()
+		assert.Equal(t, scans, s.tombs.scans, "scans")
+		s.tombs.mu.Unlock()
+	}
+	collect(clk.Now(), 0, 1) // the first one scans: nothing known yet
+	collect(clk.Now(), 0, 1) // none left: no scan
+	t0 := clk.Now()
+	_, err := s.Delete(types.KindMachineClaim, "a", types.Version{})
+	require.NoError(t, err)
+	clk.Add(time.Hour)
+	collect(t0, 0, 1)                  // deleted at t0, not before it: no scan
+	collect(t0.Add(time.Minute), 1, 2) // due: scanned and collected
+	collect(t0.Add(2*time.Hour), 0, 2) // none left
+	assert.Empty(t, tombstones(t, s))
+
+	// A tombstone from a peer, deleted there before anything here.
+	peer, _ := newMemStore(t)
+	putClaim(t, peer, "z")
+	tomb, err := peer.Delete(types.KindMachineClaim, "z", types.Version{})
+	require.NoError(t, err)
+	_, err = s.Apply(tomb)
+	require.NoError(t, err)
+	collect(tomb.DeletedAt, 0, 2)                  // not before its own DeletedAt
+	collect(tomb.DeletedAt.Add(time.Second), 1, 3) // due
+	assert.Empty(t, tombstones(t, s))
+
+	// Kept by a scan (too young), collected by a later one.
+	clk.Add(time.Hour)
+	t1 := clk.Now()
+	_, err = s.Delete(types.KindMachineClaim, "b", types.Version{})
+	require.NoError(t, err)
+	s.tombs.mu.Lock()
+	s.tombs.known = false // as after a restart
+	s.tombs.mu.Unlock()
+	collect(t1, 0, 4)                  // scans: nothing known; keeps b
+	collect(t1, 0, 4)                  // b is not due yet: no scan
+	collect(t1.Add(time.Second), 1, 5) // now it is
+}

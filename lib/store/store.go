@@ -223,6 +223,8 @@ type Store struct {
 	gcSeq uint64
 	// collected counts the tombstones collected since Open (Collected).
 	collected atomic.Uint64
+	// tombs says when CollectTombstones has something to find.
+	tombs tombWatch
 	// commits counts the group commits since Open (Commits).
 	commits atomic.Uint64
 	// kindWrites counts each kind's committed records (Writes); the map is

@@ -526,6 +526,9 @@ func (s *Store) commitBatch(batch []*pendingWrite) {
 					c.Add(1)
 				}
 				s.hot.put(w.rec)
+				if w.rec.Deleted {
+					s.tombs.noted(w.rec.DeletedAt)
+				}
 				s.notify(w.rec, w.share)
 			}
 		}
