@@ -116,6 +116,8 @@ func (s *Store) CollectTombstones(olderThan time.Time) (int, error) {
 		return 0, err
 	}
 	defer s.leave()
+	s.tombs.scan.Lock()
+	defer s.tombs.scan.Unlock()
 	if !s.tombs.due(olderThan) {
 		return 0, nil // no stored tombstone is that old (see tombWatch)
 	}

@@ -203,12 +203,17 @@ func TestMeta(t *testing.T) {
 }
 
 // A collection scans the store only when a stored tombstone can be old
-// enough: not again when the last scan left none (an idle node scanned and
-// decoded every record every GCInterval), not for a cutoff before the
-// earliest delete since, and again once a delete, here or from a peer, can be
-// due.
+// enough: not when none is stored (an idle node scanned and decoded every
+// record every GCInterval), not for a cutoff before the earliest delete,
+// and again once a delete, here or from a peer, can be due. A store opened
+// on data knows its tombstones from Open's own scan.
 func TestCollectTombstonesScansOnlyWhenDue(t *testing.T) {
-	s, clk := newMemStore(t)
+	clk := newFakeClock()
+	cfg := Config{Dir: t.TempDir(), NodeID: "n1", GCInterval: -1, Now: clk.Now}
+	s, err := Open(cfg, quietLog())
+	require.NoError(t, err)
+	first := s
+	t.Cleanup(func() { _ = first.Close() })
 	for _, n := range []string{"a", "b", "c"} {
 		putClaim(t, s, n)
 	}
@@ -221,15 +226,14 @@ func TestCollectTombstonesScansOnlyWhenDue(t *testing.T) {
 		assert.Equal(t, scans, s.tombs.scans, "scans")
 		s.tombs.mu.Unlock()
 	}
-	collect(clk.Now(), 0, 1) // the first one scans: nothing known yet
-	collect(clk.Now(), 0, 1) // none left: no scan
+	collect(clk.Now(), 0, 0) // none stored, as Open found: no scan
 	t0 := clk.Now()
-	_, err := s.Delete(types.KindMachineClaim, "a", types.Version{})
+	_, err = s.Delete(types.KindMachineClaim, "a", types.Version{})
 	require.NoError(t, err)
 	clk.Add(time.Hour)
-	collect(t0, 0, 1)                  // deleted at t0, not before it: no scan
-	collect(t0.Add(time.Minute), 1, 2) // due: scanned and collected
-	collect(t0.Add(2*time.Hour), 0, 2) // none left
+	collect(t0, 0, 0)                  // deleted at t0, not before it: no scan
+	collect(t0.Add(time.Minute), 1, 1) // due: scanned and collected
+	collect(t0.Add(2*time.Hour), 0, 1) // none left
 	assert.Empty(t, tombstones(t, s))
 
 	// A tombstone from a peer, deleted there before anything here.
@@ -239,19 +243,19 @@ func TestCollectTombstonesScansOnlyWhenDue(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Apply(tomb)
 	require.NoError(t, err)
-	collect(tomb.DeletedAt, 0, 2)                  // not before its own DeletedAt
-	collect(tomb.DeletedAt.Add(time.Second), 1, 3) // due
+	collect(tomb.DeletedAt, 0, 1)                  // not before its own DeletedAt
+	collect(tomb.DeletedAt.Add(time.Second), 1, 2) // due
 	assert.Empty(t, tombstones(t, s))
 
-	// Kept by a scan (too young), collected by a later one.
+	// Reopened on a store holding a tombstone: known without a scan, kept
+	// while too young, collected once due.
 	clk.Add(time.Hour)
 	t1 := clk.Now()
 	_, err = s.Delete(types.KindMachineClaim, "b", types.Version{})
 	require.NoError(t, err)
-	s.tombs.mu.Lock()
-	s.tombs.known = false // as after a restart
-	s.tombs.mu.Unlock()
-	collect(t1, 0, 4)                  // scans: nothing known; keeps b
-	collect(t1, 0, 4)                  // b is not due yet: no scan
-	collect(t1.Add(time.Second), 1, 5) // now it is
+	require.NoError(t, s.Close())
+	s = openStore(t, cfg)
+	collect(t1, 0, 0)                  // b is not due yet: no scan
+	collect(t1.Add(time.Second), 1, 1) // now it is
+	assert.Empty(t, tombstones(t, s))
 }

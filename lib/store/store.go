@@ -300,6 +300,7 @@ func Open(cfg Config, log *slog.Logger) (*Store, error) {
 	}
 	s.seq.Store(st.seq)
 	s.gcSeq = st.gcSeq
+	s.tombs.opened(st.tombs, st.oldestTomb)
 	s.clock = NewHLC(cfg.Now, st.hlc)
 	log.Debug("store opened", "dir", cfg.Dir, "records", st.records, "seq", st.seq, "hlc", st.hlc)
 	if cfg.GCInterval > 0 {
@@ -317,6 +318,9 @@ func Open(cfg Config, log *slog.Logger) (*Store, error) {
 type recovered struct {
 	seq, hlc, gcSeq uint64
 	records         int
+	// tombs: a tombstone is stored, the earliest deleted at oldestTomb.
+	tombs      bool
+	oldestTomb time.Time
 }
 
 // recoverState reads the counters and scans every record, so neither the seq
@@ -339,6 +343,9 @@ func recoverState(db *badger.DB) (recovered, error) {
 			st.records++
 			st.seq = max(st.seq, r.Seq)
 			st.hlc = max(st.hlc, r.Version.HLC)
+			if r.Deleted {
+				st.oldestTomb, st.tombs = earliest(st.oldestTomb, st.tombs, r.DeletedAt), true
+			}
 			return nil
 		})
 	})

@@ -12,8 +12,13 @@ import (
 // a scan it keeps the earliest DeletedAt of the tombstones the scan left;
 // every committed tombstone since (a local delete or one applied from a
 // peer) lowers it. A collection with a cutoff at or before that time has
-// nothing to find. Until the first scan it knows nothing.
+// nothing to find. Open's own scan of every record (recoverState) tells it
+// what the store holds at the start, so the first collection needs no scan
+// of its own either.
 type tombWatch struct {
+	// scan serialises collections' scans (CollectTombstones), so one scan's
+	// bookkeeping never mixes with another's.
+	scan     sync.Mutex
 	mu       sync.Mutex
 	known    bool      // a scan has run (and its result is oldest, any)
 	any      bool      // a tombstone may be stored
@@ -24,6 +29,14 @@ type tombWatch struct {
 	duringAny    bool
 	duringOldest time.Time
 	scans        int // scans begun (for tests)
+}
+
+// opened takes what Open's scan found: any tombstone, the earliest deleted
+// at oldest. It runs before the store takes writes.
+func (w *tombWatch) opened(any bool, oldest time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.known, w.any, w.oldest = true, any, oldest
 }
 
 // noted takes a committed tombstone deleted at t.
