@@ -62,6 +62,12 @@ func (t *memoryTrimmer) tick(allocs, free uint64) (cool, trim bool) {
 	return cool, free >= trimAtLeast
 }
 
+// own tells the trimmer the bytes allocated so far once its own work is
+// done: what a cool allocates (it copies what the node keeps, tens of MB
+// for 30,000 objects) is not the node's activity, and counted so it would
+// end the quiet spell and make the next one cool again, over and over.
+func (t *memoryTrimmer) own(allocs uint64) { t.allocs = allocs }
+
 // trimMemoryWhenIdle runs the trimmer until ctx ends; cool, once a quiet
 // spell, drops what is kept only for speed and says how many bytes it
 // dropped: enough of them make a trim on their own.
@@ -84,11 +90,14 @@ func trimMemoryWhenIdle(ctx context.Context, log *slog.Logger, cool func() int64
 			dropped = cool()
 			trim = trim || dropped >= coolTrimAtLeast
 		}
-		if !trim {
-			continue
+		if trim {
+			trimNow()
+			log.Debug("idle: returned free memory to the OS", "free_mb", free>>20, "dropped_mb", dropped>>20, "took", time.Since(start))
 		}
-		trimNow()
-		log.Debug("idle: returned free memory to the OS", "free_mb", free>>20, "dropped_mb", dropped>>20, "took", time.Since(start))
+		if doCool || trim {
+			allocs, _ = heapFigures()
+			t.own(allocs)
+		}
 	}
 }
 

@@ -49,6 +49,21 @@ func TestMemoryTrimmer(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []int{quietTicks}, cools, "a quiet spell cools once, however little is free")
+
+	// A cool allocates (it copies what the node keeps): told so, the
+	// trimmer does not take it for activity, and does not cool again.
+	tr = memoryTrimmer{}
+	cools = nil
+	allocs = 0
+	for i := range 10 {
+		cool, _ := tr.tick(allocs, 0)
+		if cool {
+			cools = append(cools, i+1)
+			allocs += 4 * quietAlloc
+			tr.own(allocs)
+		}
+	}
+	assert.Equal(t, []int{quietTicks}, cools, "the cool's own allocations are not activity")
 	allocs, _ = heapFigures()
 	assert.Positive(t, allocs)
 }

@@ -116,8 +116,8 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 	trimCtx, stopTrim := context.WithCancel(ctx)
 	defer stopTrim()
 	// Once started, the node and its member drop at a trim what they keep
-	// only for speed, and squeeze what they keep (see cluster.Node.Cool,
-	// member.Member.Cool).
+	// only for speed, squeeze what they keep, and copy it out of the
+	// burst's heap (see cluster.Node.Cool, member.Member.Cool).
 	var cool atomic.Pointer[func() int64]
 	go trimMemoryWhenIdle(trimCtx, log, func() int64 {
 		if f := cool.Load(); f != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hf-fleet/hf/lib/cluster/internal/queue"
 	"github.com/hf-fleet/hf/lib/cluster/internal/workqueue"
+	"github.com/hf-fleet/hf/lib/internal/intern"
 	"github.com/hf-fleet/hf/lib/scheduler"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
@@ -521,4 +522,33 @@ func cacheNode(n *Node, name string) (*types.Node, bool) {
 		return nil, false
 	}
 	return o.(*types.Node), true
+}
+
+// compact copies the ledger afresh (see package intern): its entries, their
+// resources (decoded from machine records during a burst, ~1 KB in a dozen
+// small objects each) and the claims' lists, with their names from tab.
+// Called once the node is idle; nothing keeps an entry's pointer outside mu.
+func (a *acceptor) compact(tab *intern.Table) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	entries := make(map[string]*entry, len(a.entries))
+	for _, e := range a.entries {
+		c := new(entry)
+		*c = *e
+		c.Machine, c.Claim, c.Set, c.Driver = tab.String(e.Machine), tab.String(e.Claim), tab.String(e.Set), tab.String(e.Driver)
+		c.counted.driver = tab.String(e.counted.driver)
+		if e.Resource != nil {
+			c.Resource = e.Resource.Copy(tab.String)
+		}
+		entries[c.Machine] = c
+	}
+	byClaim := make(map[string][]string, len(a.byClaim))
+	for claim, ms := range a.byClaim {
+		c := make([]string, len(ms))
+		for i, m := range ms {
+			c[i] = tab.String(m)
+		}
+		byClaim[tab.String(claim)] = c
+	}
+	a.entries, a.byClaim = entries, byClaim
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 
 	"github.com/hf-fleet/hf/lib/cluster/cache"
+	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/internal/intern"
 	"github.com/hf-fleet/hf/lib/scheduler"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
@@ -157,9 +159,23 @@ func (n *Node) LiveClaimsOf(ctx context.Context, user string) (int, error) {
 }
 
 // Cool drops what the node's cache keeps decoded for speed and squeezes
-// its records (see cache.Cool), and returns about how many bytes that
-// dropped: the memory trimmer calls it once the node is idle.
-func (n *Node) Cool() int64 { return n.cache.Cool() }
+// its records (see cache.Cool), copies what the cache, the acceptor's
+// ledger and the drivers keep per object out of the burst's heap (see
+// package intern), and
+// returns about how many bytes that dropped: the memory trimmer calls it
+// once the node is idle.
+func (n *Node) Cool() int64 {
+	dropped := n.cache.Cool()
+	tab := intern.New()
+	n.cache.Compact(tab)
+	n.acc.compact(tab)
+	for _, in := range n.instances {
+		if c, ok := in.Driver.(drivers.Cooler); ok {
+			c.Cool()
+		}
+	}
+	return dropped
+}
 
 // ClaimsOf returns user's claims from the node's cache once it holds every
 // write the store had when called (read-your-writes), or ctx's error. The

@@ -11,13 +11,14 @@ import (
 
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/drivers/testdriver"
+	"github.com/hf-fleet/hf/lib/internal/intern"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
 // TestUsageFollowsTheLedger checks the usage and the index of machines by
 // claim, kept as entries change, against the ledger itself, after each of many random puts, updates and
-// removals (through the acceptor's own functions).
+// removals (through the acceptor's own functions), and across compactions.
 func TestUsageFollowsTheLedger(t *testing.T) {
 	st, err := store.Open(store.Config{InMemory: true, NodeID: "n0"}, testLogger())
 	require.NoError(t, err)
@@ -35,7 +36,8 @@ func TestUsageFollowsTheLedger(t *testing.T) {
 		switch rng.IntN(4) {
 		case 0, 1:
 			e := &entry{Machine: name, Claim: fmt.Sprintf("c%d", rng.IntN(5)), Driver: instances[rng.IntN(2)],
-				Phase: phases[rng.IntN(len(phases))], Res: types.Resources{CPU: float64(rng.IntN(4)) / 2, RAMGB: float64(rng.IntN(8))}}
+				Phase: phases[rng.IntN(len(phases))], Res: types.Resources{CPU: float64(rng.IntN(4)) / 2, RAMGB: float64(rng.IntN(8))},
+				Resource: &types.Resource{ID: name, Info: map[string]string{"host": "n0"}, Endpoints: []types.Endpoint{{Protocol: "test", Address: name}}}}
 			if cur, ok := a.get(name); ok && rng.IntN(2) == 0 {
 				cur.Phase = e.Phase // a copy of a held entry, put again
 				e = &cur
@@ -50,6 +52,26 @@ func TestUsageFollowsTheLedger(t *testing.T) {
 			})
 		case 3:
 			a.remove(name)
+		}
+		if i%97 == 0 {
+			// Compaction copies the entries afresh: the ledger, its
+			// counts and its index stay as they were.
+			before := map[string]entry{}
+			a.mu.Lock()
+			for m, e := range a.entries {
+				before[m] = *e
+			}
+			a.mu.Unlock()
+			a.compact(intern.New())
+			a.mu.Lock()
+			require.Len(t, a.entries, len(before), "step %d", i)
+			for m, e := range a.entries {
+				require.Equal(t, before[m], *e, "step %d machine %s", i, m)
+				if e.Resource != nil {
+					require.True(t, e.Resource != before[m].Resource, "step %d: the resource is copied", i)
+				}
+			}
+			a.mu.Unlock()
 		}
 		a.mu.Lock()
 		for _, d := range instances {

@@ -63,6 +63,15 @@ type ActivityMeter interface {
 	Activity(ctx context.Context, r *types.Resource) (uint64, error)
 }
 
+// Cooler is implemented by drivers that keep something in memory for each
+// resource. The node calls Cool once it goes idle after a burst: the driver
+// copies what it keeps afresh, so that it no longer holds the half-empty
+// spans of the burst's heap (see package lib/internal/intern). It must not
+// block for long: it runs on the node's memory trimmer.
+type Cooler interface {
+	Cool()
+}
+
 // Pauser is implemented by drivers that can pause a machine and resume it
 // (freeze its processes, pause its container) without losing its state. Both
 // are idempotent; ErrNotFound when the resource is gone.

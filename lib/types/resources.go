@@ -1,6 +1,7 @@
 package types
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 )
@@ -65,4 +66,23 @@ func (r Resources) AtLeast(min Resources) Resources {
 	r.CPU = math.Max(r.CPU, min.CPU)
 	r.RAMGB = math.Max(r.RAMGB, min.RAMGB)
 	return r
+}
+
+// Copy returns a deep copy of r in allocations of its own, its strings
+// passed through str (an intern table's, to share equal ones).
+func (r *Resource) Copy(str func(string) string) *Resource {
+	c := &Resource{ID: str(r.ID), Driver: str(r.Driver), Resources: r.Resources, Data: bytes.Clone(r.Data)}
+	if r.Info != nil {
+		c.Info = make(map[string]string, len(r.Info))
+		for k, v := range r.Info {
+			c.Info[str(k)] = str(v)
+		}
+	}
+	if r.Endpoints != nil {
+		c.Endpoints = make([]Endpoint, len(r.Endpoints))
+		for i, e := range r.Endpoints {
+			c.Endpoints[i] = Endpoint{Protocol: str(e.Protocol), Address: str(e.Address)}
+		}
+	}
+	return c
 }

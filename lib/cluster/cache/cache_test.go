@@ -9,10 +9,12 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/internal/intern"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -470,4 +472,72 @@ func TestCoolSqueezes(t *testing.T) {
 	assert.Len(t, got, 199)
 	assert.Equal(t, "b/c000", got["c000"][:6])
 	assert.Zero(t, c.Cool(), "nothing left to drop")
+}
+
+// Compact copies the cache's names, maps and index buckets afresh, with one
+// copy of each name shared by the maps and the indexes, and leaves every
+// lookup as it was; the cache goes on following writes after it.
+func TestCompactKeepsLookups(t *testing.T) {
+	for _, keep := range []int{0, 2} {
+		t.Run(fmt.Sprintf("packed=%v", keep > 0), func(t *testing.T) {
+			st, c, ctx := startedByTemplate(t, keep)
+			put := func(name, tmpl string) {
+				t.Helper()
+				_, err := st.Put(&types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim},
+					Metadata: types.ObjectMeta{Name: name}, Spec: types.MachineClaimSpec{MachineTemplate: tmpl}}, store.PutOptions{})
+				require.NoError(t, err)
+			}
+			for i := range 40 {
+				put(fmt.Sprintf("c%02d", i), []string{"a", "a", "a", "b"}[i%4]) // a: 30 (a map), b: 10 (a map)
+			}
+			put("c40", "solo") // a slice of one
+			require.NoError(t, c.WaitSeq(ctx, st.Seq()))
+			lookups := func() (map[string]int, []string, []string, []string, []string) {
+				return c.Keys("tmpl"), names(c.ByIndex("tmpl", "a")), names(c.ByIndex("tmpl", "solo")),
+					names(c.List(types.KindMachineClaim)), c.Names("tmpl", "solo")
+			}
+			k0, a0, s0, l0, n0 := lookups()
+			c.Cool()
+			tab := intern.New()
+			c.Compact(tab)
+			k1, a1, s1, l1, n1 := lookups()
+			assert.Equal(t, k0, k1)
+			assert.Equal(t, a0, a1)
+			assert.Equal(t, s0, s1)
+			assert.Equal(t, l0, l1)
+			assert.Equal(t, n0, n1)
+			assert.Equal(t, 41+3, tab.Len(), "each name and key copied once")
+
+			// The bucket's name is the map's key, one copy.
+			held := func() map[string]string {
+				out := map[string]string{}
+				if p := c.packed[types.KindMachineClaim]; p != nil {
+					for k := range p.recs {
+						out[k] = k
+					}
+					return out
+				}
+				for k := range c.objs[types.KindMachineClaim] {
+					out[k] = k
+				}
+				return out
+			}()
+			b := c.indexes["tmpl"].byKey["solo"]
+			require.Len(t, b.few, 1)
+			assert.True(t, unsafe.StringData(b.few[0].name) == unsafe.StringData(held["c40"]), "one copy of a name")
+			cl, ok := Typed[types.MachineClaim](c, types.KindMachineClaim, "c40")
+			require.True(t, ok)
+			assert.Equal(t, "solo", cl.Spec.MachineTemplate)
+
+			put("c40", "a") // moves from solo to a
+			_, err := st.Delete(types.KindMachineClaim, "c00", types.Version{})
+			require.NoError(t, err)
+			put("c41", "b")
+			require.NoError(t, c.WaitSeq(ctx, st.Seq()))
+			assert.Equal(t, map[string]int{"a": 30, "b": 11}, c.Keys("tmpl"))
+			assert.Contains(t, names(c.ByIndex("tmpl", "a")), "c40")
+			assert.NotContains(t, names(c.ByIndex("tmpl", "a")), "c00")
+			assert.Empty(t, c.Names("tmpl", "solo"))
+		})
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 
+	"github.com/hf-fleet/hf/lib/internal/intern"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -289,4 +290,18 @@ func TypedIndex[T any, PT interface {
 	types.Object
 }](c *Cache, name, key string) []PT {
 	return types.Cast[PT](c.ByIndex(name, key))
+}
+
+// copy returns a new bucket of b's objects, their names from tab.
+func (b *bucket) copy(tab *intern.Table) *bucket {
+	c := &bucket{}
+	if b.many != nil {
+		c.many = copyKeys(b.many, tab)
+		return c
+	}
+	c.few = make([]named, len(b.few))
+	for i, n := range b.few {
+		c.few[i] = named{tab.String(n.name), n.obj}
+	}
+	return c
 }

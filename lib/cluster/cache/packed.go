@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"sync"
 
+	"github.com/hf-fleet/hf/lib/internal/intern"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -294,4 +295,38 @@ func (c *Cache) Record(kind, name string) (store.Record, bool) {
 	}
 	r, err := store.Unpack(kind, name, b)
 	return r, err == nil
+}
+
+// Compact copies what the cache keeps per object afresh (see package
+// intern): the maps of names, the indexes' keys and buckets, with their
+// names from tab. A burst makes them among its garbage, and once that is
+// collected they hold half-empty spans. The objects the cache holds decoded
+// are kept as they are (readers share them). Call it once the node is idle,
+// after Cool.
+func (c *Cache) Compact(tab *intern.Table) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for kind, objs := range c.objs {
+		c.objs[kind] = copyKeys(objs, tab)
+	}
+	for _, p := range c.packed {
+		p.recs = copyKeys(p.recs, tab)
+		p.pinned = copyKeys(p.pinned, tab)
+	}
+	for _, ix := range c.indexes {
+		byKey := make(map[string]*bucket, len(ix.byKey))
+		for k, b := range ix.byKey {
+			byKey[tab.String(k)] = b.copy(tab)
+		}
+		ix.byKey = byKey
+	}
+}
+
+// copyKeys returns a new map of m's entries, its keys from tab.
+func copyKeys[V any](m map[string]V, tab *intern.Table) map[string]V {
+	out := make(map[string]V, len(m))
+	for k, v := range m {
+		out[tab.String(k)] = v
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/hf-fleet/hf/lib/internal/intern"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -150,16 +151,21 @@ func (t *hashTree) apply(rec *store.Record) {
 	t.seq = max(t.seq, rec.Seq)
 }
 
-// trim gives each leaf's entries a slice of their own size. A leaf grows by
-// doubling as records come: over 30,000 records the tree held ~2.5 MB of
-// room that an idle node does not fill.
+// trim gives each leaf's entries a slice of their own size, and their keys
+// fresh copies of their names (see package intern). A leaf grows by doubling
+// as records come: over 30,000 records the tree held ~2.5 MB of room that
+// an idle node does not fill; and the names were the ones the burst's
+// writes decoded, each keeping a span of the burst's heap.
 func (t *hashTree) trim() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	tab := intern.New()
 	for b, es := range t.leaves {
-		if cap(es) > len(es) {
-			t.leaves[b] = slices.Clone(es)
+		c := slices.Clone(es)
+		for i := range c {
+			c[i].Name = tab.String(c[i].Name) // (kinds are interned already)
 		}
+		t.leaves[b] = c
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -350,6 +351,13 @@ func TestHashTreeTrim(t *testing.T) {
 	assert.Less(t, afterCap, beforeCap-before/4, "spare room given back (%d of %d slots before, %d after)", beforeCap-before, beforeCap, afterCap-after)
 	assert.Equal(t, wantLevels, levels(tr))
 	assert.Equal(t, wantEntries, tr.entries(all))
+	for _, es := range tr.leaves {
+		for _, e := range es {
+			if e.Name == recs[0].Name {
+				assert.True(t, unsafe.StringData(e.Name) != unsafe.StringData(recs[0].Name), "the names are copied out of the burst's heap")
+			}
+		}
+	}
 	root, _ := tr.root()
 	assert.Equal(t, wantRoot, root)
 

@@ -438,8 +438,9 @@ func waitCtx(ctx context.Context, wg *sync.WaitGroup) error {
 	}
 }
 
-// Cool gives back the room anti-entropy's tree keeps for records to come;
-// for a node gone idle (its memory trimmer calls it).
+// Cool gives back the room anti-entropy's tree keeps for records to come,
+// and copies its entries out of the burst's heap; for a node gone idle (its
+// memory trimmer calls it).
 func (m *Member) Cool() { m.ae.keeper.trim() }
 
 // Addr is the gossip host:port other members reach this one at; empty before

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/internal/intern"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -62,6 +63,7 @@ var (
 	_ drivers.Driver        = (*Driver)(nil)
 	_ drivers.ActivityMeter = (*Driver)(nil)
 	_ drivers.Pauser        = (*Driver)(nil)
+	_ drivers.Cooler        = (*Driver)(nil)
 )
 
 // New builds an unprepared test driver; it is a drivers.Factory.
@@ -213,6 +215,20 @@ func (d *Driver) Allocate(ctx context.Context, t types.MachineTemplate, meta map
 	d.log.Debug("test machine allocated", "resource", id, "template", t.Metadata.Name)
 	r.Data = bytes.Clone(data) // held keeps data
 	return &r, nil
+}
+
+// Cool implements drivers.Cooler: the held resources are copied afresh,
+// their ids shared by the map and the resource.
+func (d *Driver) Cool() {
+	tab := intern.New()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	held := make(map[string]types.Resource, len(d.held))
+	for id, r := range d.held {
+		c := r.Copy(tab.String)
+		held[tab.String(id)] = *c
+	}
+	d.held = held
 }
 
 // made is the information and the endpoints the driver gives resource id.

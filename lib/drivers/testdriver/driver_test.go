@@ -285,3 +285,30 @@ func BenchmarkAllocateDeallocate(b *testing.B) {
 		})
 	}
 }
+
+// Cool copies what the driver holds and changes none of it: the list, each
+// resource's status and a release after it are as before.
+func TestCoolKeepsHoldings(t *testing.T) {
+	dir := t.TempDir()
+	d := prepared(t, dir, `{}`)
+	var rs []*types.Resource
+	for range 3 {
+		r, err := d.Allocate(t.Context(), plain, map[string]string{"claim": "c1"})
+		require.NoError(t, err)
+		rs = append(rs, r)
+	}
+	before, err := d.List(t.Context())
+	require.NoError(t, err)
+	d.Cool()
+	after, err := d.List(t.Context())
+	require.NoError(t, err)
+	assert.ElementsMatch(t, before, after)
+	st, err := d.Status(t.Context(), rs[0])
+	require.NoError(t, err)
+	assert.Equal(t, types.MachineRunning, st)
+	require.NoError(t, d.Deallocate(t.Context(), rs[1]))
+	assert.Equal(t, 2, Held(d))
+	// What the driver keeps on disk follows too.
+	d2 := prepared(t, dir, `{}`)
+	assert.Equal(t, 2, Held(d2))
+}
