@@ -118,7 +118,7 @@ func (s *Store) CollectTombstones(olderThan time.Time) (int, error) {
 	defer s.leave()
 	s.tombs.scan.Lock()
 	defer s.tombs.scan.Unlock()
-	if !s.tombs.due(olderThan) {
+	if !s.tombs.begin(olderThan) {
 		return 0, nil // no stored tombstone is that old (see tombWatch)
 	}
 	// Find them without the write lock; collect re-checks each one under it.
@@ -138,11 +138,11 @@ func (s *Store) CollectTombstones(olderThan time.Time) (int, error) {
 		})
 	})
 	if err != nil {
-		s.tombs.scanned(false, false, time.Time{})
+		s.tombs.end(false, false, time.Time{})
 		return 0, fmt.Errorf("collect tombstones: %w", err)
 	}
 	n, err := s.collectAll(found)
-	s.tombs.scanned(err == nil && n == len(found), anyLeft, left)
+	s.tombs.end(err == nil && n == len(found), anyLeft, left)
 	return n, err
 }
 

@@ -259,3 +259,25 @@ func TestCollectTombstonesScansOnlyWhenDue(t *testing.T) {
 	collect(t1.Add(time.Second), 1, 1) // now it is
 	assert.Empty(t, tombstones(t, s))
 }
+
+// The watch's bookkeeping around a scan: a tombstone committed while a scan
+// runs (its snapshot may not hold it) is still due later; a failed scan, or
+// one that left some of what it found, makes the next collection scan.
+func TestTombWatchAroundAScan(t *testing.T) {
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var w tombWatch
+	w.opened(true, t0)
+	require.True(t, w.begin(t0.Add(time.Minute)))
+	w.noted(t0.Add(2 * time.Minute)) // during the scan
+	w.end(true, false, time.Time{})  // the scan left nothing it saw
+	assert.False(t, w.begin(t0.Add(2*time.Minute)), "nothing deleted before the noted one")
+	require.True(t, w.begin(t0.Add(3*time.Minute)), "the one noted during the scan is due")
+	w.end(true, true, t0.Add(5*time.Minute)) // it left one deleted at +5m
+	assert.False(t, w.begin(t0.Add(5*time.Minute)))
+	require.True(t, w.begin(t0.Add(6*time.Minute)))
+	w.end(false, false, time.Time{}) // failed
+	require.True(t, w.begin(t0.Add(-time.Hour)), "after a failed scan, any cutoff scans")
+	w.end(true, false, time.Time{})
+	assert.False(t, w.begin(t0.Add(time.Hour)), "and a clean one leaves nothing due")
+	assert.Equal(t, 4, w.scans)
+}
