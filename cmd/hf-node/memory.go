@@ -62,11 +62,28 @@ func (t *memoryTrimmer) tick(allocs, free uint64) (cool, trim bool) {
 	return cool, free >= trimAtLeast
 }
 
-// own tells the trimmer the bytes allocated so far once its own work is
-// done: what a cool allocates (it copies what the node keeps, tens of MB
-// for 30,000 objects) is not the node's activity, and counted so it would
-// end the quiet spell and make the next one cool again, over and over.
-func (t *memoryTrimmer) own(allocs uint64) { t.allocs = allocs }
+// step is one tick of the trimmer: it reads figures (bytes allocated so
+// far, free heap), cools and trims as tick says, and then reads the
+// allocations again, so that what a cool allocates (it copies what the node
+// keeps: tens of MB for 30,000 objects) is not taken for the node's
+// activity; counted, it would end the quiet spell, and the next one would
+// cool again, over and over. It returns the free heap it saw, what the cool
+// dropped, and whether it trimmed.
+func (t *memoryTrimmer) step(figures func() (allocs, free uint64), cool func() int64, trim func()) (free uint64, dropped int64, trimmed bool) {
+	allocs, free := figures()
+	doCool, doTrim := t.tick(allocs, free)
+	if doCool {
+		dropped = cool()
+		doTrim = doTrim || dropped >= coolTrimAtLeast
+	}
+	if doTrim {
+		trim()
+	}
+	if doCool || doTrim {
+		t.allocs, _ = figures()
+	}
+	return free, dropped, doTrim
+}
 
 // trimMemoryWhenIdle runs the trimmer until ctx ends; cool, once a quiet
 // spell, drops what is kept only for speed and says how many bytes it
@@ -82,21 +99,9 @@ func trimMemoryWhenIdle(ctx context.Context, log *slog.Logger, cool func() int64
 			return
 		case <-tick.C:
 		}
-		allocs, free := heapFigures()
-		doCool, trim := t.tick(allocs, free)
 		start := time.Now()
-		var dropped int64
-		if doCool {
-			dropped = cool()
-			trim = trim || dropped >= coolTrimAtLeast
-		}
-		if trim {
-			trimNow()
+		if free, dropped, trimmed := t.step(heapFigures, cool, trimNow); trimmed {
 			log.Debug("idle: returned free memory to the OS", "free_mb", free>>20, "dropped_mb", dropped>>20, "took", time.Since(start))
-		}
-		if doCool || trim {
-			allocs, _ = heapFigures()
-			t.own(allocs)
 		}
 	}
 }

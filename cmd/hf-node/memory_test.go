@@ -50,20 +50,23 @@ func TestMemoryTrimmer(t *testing.T) {
 	}
 	assert.Equal(t, []int{quietTicks}, cools, "a quiet spell cools once, however little is free")
 
-	// A cool allocates (it copies what the node keeps): told so, the
-	// trimmer does not take it for activity, and does not cool again.
+	// A cool allocates (it copies what the node keeps, more than a busy
+	// tick's worth): the trimmer does not take it for activity, and does
+	// not cool again; the trim its drop asked for comes with it.
 	tr = memoryTrimmer{}
-	cools = nil
+	cools, trims = nil, nil
 	allocs = 0
 	for i := range 10 {
-		cool, _ := tr.tick(allocs, 0)
-		if cool {
-			cools = append(cools, i+1)
-			allocs += 4 * quietAlloc
-			tr.own(allocs)
+		allocs += quietAlloc / 4 // idle work
+		_, _, trimmed := tr.step(func() (uint64, uint64) { return allocs, 0 },
+			func() int64 { cools = append(cools, i+1); allocs += 4 * quietAlloc; return coolTrimAtLeast },
+			func() { trims = append(trims, i+1) })
+		if trimmed {
+			assert.Equal(t, []int{i + 1}, trims)
 		}
 	}
 	assert.Equal(t, []int{quietTicks}, cools, "the cool's own allocations are not activity")
+	assert.Equal(t, []int{quietTicks}, trims)
 	allocs, _ = heapFigures()
 	assert.Positive(t, allocs)
 }

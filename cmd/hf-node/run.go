@@ -85,7 +85,11 @@ func newLogger(cfg config.LogConfig, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
+// The node's Cool cools its member: it is the node's Peers.
+var _ cluster.Cooler = (*member.Member)(nil)
+
 // serve runs a node with cfg until ctx ends.
+
 func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, stderr io.Writer) (err error) {
 	log := newLogger(cfg.Log, stderr)
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
@@ -117,7 +121,7 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 	defer stopTrim()
 	// Once started, the node and its member drop at a trim what they keep
 	// only for speed, squeeze what they keep, and copy it out of the
-	// burst's heap (see cluster.Node.Cool, member.Member.Cool).
+	// burst's heap (see cluster.Node.Cool).
 	var cool atomic.Pointer[func() int64]
 	go trimMemoryWhenIdle(trimCtx, log, func() int64 {
 		if f := cool.Load(); f != nil {
@@ -208,8 +212,8 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 		_ = mem.Stop(context.Background())
 		return err
 	}
-	coolBoth := func() int64 { mem.Cool(); return node.Cool() }
-	cool.Store(&coolBoth)
+	coolNode := node.Cool // its member's too (cluster.Cooler, asserted above)
+	cool.Store(&coolNode)
 	// One registry for /metrics: the process, the API and the node.
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -538,7 +538,8 @@ func (a *acceptor) compact(tab *intern.Table) {
 		c.Machine, c.Claim, c.Set, c.Driver = tab.String(e.Machine), tab.String(e.Claim), tab.String(e.Set), tab.String(e.Driver)
 		c.counted.driver = tab.String(e.counted.driver)
 		if e.Resource != nil {
-			c.Resource = e.Resource.Copy(tab.String)
+			res := e.Resource.Copy(tab.String)
+			c.Resource = &res
 		}
 		entries[c.Machine] = c
 	}

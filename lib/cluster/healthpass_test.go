@@ -2,16 +2,17 @@ package cluster
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/drivers/testdriver"
+	"github.com/hf-fleet/hf/lib/internal/intern"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -38,28 +39,12 @@ func TestHealthPassDecodesNothing(t *testing.T) {
 	log := testLogger()
 	st, err := store.Open(store.Config{Dir: filepath.Join(dir, "store"), NodeID: "n1"}, log)
 	require.NoError(t, err)
-	defer st.Close()
+	t.Cleanup(func() { _ = st.Close() }) // after the node stops (cleanups run last first)
 	td := testdriver.New(drivers.Env{Instance: "test", DataDir: filepath.Join(dir, "test"), NodeName: "n1", Log: log})
 	require.NoError(t, td.Prepare(context.Background(), []byte(`{"cpus": 64, "ram_gb": 64}`)))
 	drv := &countingDriver{Driver: td.(*testdriver.Driver)}
-	n, err := New(Config{Name: "n1", OfferTimeout: time.Second, StatusInterval: 10 * time.Millisecond}, log, st,
-		[]Instance{{Name: "test", Type: "test", Driver: drv}}, nil)
-	require.NoError(t, err)
-	require.NoError(t, n.Start(context.Background()))
-	defer func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, n.Stop(ctx))
-	}()
-	_, err = st.Put(template("small", 1, 1, `{}`), store.PutOptions{Create: true})
-	require.NoError(t, err)
 	const claims = 20
-	for i := range claims {
-		_, err := st.Put(claim(fmt.Sprintf("c%d", i), "small", time.Minute), store.PutOptions{Create: true})
-		require.NoError(t, err)
-	}
-	require.Eventually(t, func() bool { return n.cache.Count(idxClaimPhase, string(types.ClaimBound)) == claims },
-		10*time.Second, 5*time.Millisecond)
+	n := startBound(t, Config{Name: "n1", OfferTimeout: time.Second, StatusInterval: 10 * time.Millisecond}, st, drv, claims, nil)
 	// The machines decoded no longer (as on an idle node after a trim, or
 	// past the last 1,024 written), passes over every machine, counted by
 	// the driver, decode none of them. (A reconciler still finishing the
@@ -75,4 +60,51 @@ func TestHealthPassDecodesNothing(t *testing.T) {
 		}
 	}
 	t.Fatalf("decodes in windows of 5 health passes over %d machines: %v, want a window with none", claims, got)
+}
+
+// coolingPeers are local peers that keep what Cool handed them.
+type coolingPeers struct {
+	localPeers
+	tabs []*intern.Table
+}
+
+func (p *coolingPeers) Cool(tab *intern.Table) { p.tabs = append(p.tabs, tab) }
+
+// coolingDriver is the test driver, counting its Cool calls.
+type coolingDriver struct {
+	*testdriver.Driver
+	cools int
+}
+
+func (d *coolingDriver) Cool() { d.cools++; d.Driver.Cool() }
+
+// The node's Cool reaches its peers (with the table its own copies took
+// their names from: one copy of each name for both) and its drivers, and
+// the node goes on as before.
+func TestCoolReachesPeersAndDrivers(t *testing.T) {
+	log := testLogger()
+	st, err := store.Open(store.Config{InMemory: true, NodeID: "n1"}, log)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() }) // after the node stops (cleanups run last first)
+	td := testdriver.New(drivers.Env{Instance: "test", NodeName: "n1", Log: log})
+	require.NoError(t, td.Prepare(context.Background(), []byte(`{"cpus": 64, "ram_gb": 64}`)))
+	drv := &coolingDriver{Driver: td.(*testdriver.Driver)}
+	var peers *coolingPeers
+	const claims = 5
+	n := startBound(t, Config{Name: "n1", OfferTimeout: time.Second}, st, drv, claims, func(n *Node) {
+		peers = &coolingPeers{localPeers: *n.peers.(*localPeers)} // alone, as before, and cooling
+		n.peers = peers
+	})
+	bound := func() int { return n.cache.Count(idxClaimPhase, string(types.ClaimBound)) }
+
+	n.Cool()
+	require.Len(t, peers.tabs, 1, "the peers cooled once")
+	assert.GreaterOrEqual(t, peers.tabs[0].Len(), 2*claims, "with the table that holds the node's names (claims and machines)")
+	assert.Equal(t, 1, drv.cools, "the driver cooled once")
+	assert.Equal(t, claims, bound())
+	assert.Len(t, n.acc.appendNames(nil), claims, "the ledger holds every machine")
+
+	_, err = st.Put(claim("c-after", "small", time.Minute), store.PutOptions{Create: true})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return bound() == claims+1 }, 10*time.Second, 5*time.Millisecond, "a claim after the cool is bound")
 }

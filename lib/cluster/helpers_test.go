@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -81,6 +82,34 @@ func (tn *testNode) put(obj types.Object) {
 	require.NoError(tn.t, obj.Validate())
 	_, err := tn.st.Put(obj, store.PutOptions{Create: true})
 	require.NoError(tn.t, err)
+}
+
+// startBound starts a node of cfg on st with drv as its one driver
+// instance ("test"), stopped at the test's end (before, when not nil, gets
+// the node first), and has claims "c0", "c1", ... of a template "small"
+// (1 CPU, 1 GB) bound on it.
+func startBound(t *testing.T, cfg Config, st *store.Store, drv drivers.Driver, claims int, before func(*Node)) *Node {
+	t.Helper()
+	n, err := New(cfg, testLogger(), st, []Instance{{Name: "test", Type: "test", Driver: drv}}, nil)
+	require.NoError(t, err)
+	if before != nil {
+		before(n)
+	}
+	require.NoError(t, n.Start(context.Background()))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		require.NoError(t, n.Stop(ctx))
+	})
+	_, err = st.Put(template("small", 1, 1, `{}`), store.PutOptions{Create: true})
+	require.NoError(t, err)
+	for i := range claims {
+		_, err := st.Put(claim(fmt.Sprintf("c%d", i), "small", time.Minute), store.PutOptions{Create: true})
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool { return n.cache.Count(idxClaimPhase, string(types.ClaimBound)) == claims },
+		10*time.Second, 5*time.Millisecond, "%d claims bound", claims)
+	return n
 }
 
 func template(name string, cpu, ram float64, testCfg string) *types.MachineTemplate {

@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"fmt"
+
+	"github.com/hf-fleet/hf/lib/internal/intern"
 )
 
 // Peers is the node's view of the cluster: who is alive and how to reach them.
@@ -20,6 +22,15 @@ type Peers interface {
 	Ping(ctx context.Context, name string) error
 	// Send delivers m to m.To reliably or returns an error.
 	Send(ctx context.Context, m Message) error
+}
+
+// Cooler is implemented by Peers that keep something for each object
+// (member.Member: anti-entropy's tree). The node's Cool calls Cool, once
+// the node is idle, to copy it out of the burst's heap with its names from
+// tab, the table the node's own copies take theirs from: one copy of each
+// name for both.
+type Cooler interface {
+	Cool(tab *intern.Table)
 }
 
 // Joiner is implemented by Peers that were told to join a cluster and know

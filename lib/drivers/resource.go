@@ -1,12 +1,9 @@
 package drivers
 
 import (
-	"bytes"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -14,10 +11,7 @@ import (
 // CloneResource returns a deep copy of r, so a driver can hand out what it holds
 // without sharing maps and slices with the caller.
 func CloneResource(r types.Resource) types.Resource {
-	r.Info = maps.Clone(r.Info)
-	r.Endpoints = slices.Clone(r.Endpoints)
-	r.Data = bytes.Clone(r.Data)
-	return r
+	return r.Copy(func(s string) string { return s })
 }
 
 // WriteFileAtomic replaces path with data so that a crash leaves either the old

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -125,7 +126,10 @@ func (l listBody) encode() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	head = bytes.TrimSuffix(head, []byte("null}"))
+	head, ok := bytes.CutSuffix(head, []byte("null}"))
+	if !ok {
+		return nil, fmt.Errorf("list body %q does not end with its items", head)
+	}
 	size := len(head) + 2 + len(items)
 	for _, it := range items {
 		size += len(it)

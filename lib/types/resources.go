@@ -68,10 +68,11 @@ func (r Resources) AtLeast(min Resources) Resources {
 	return r
 }
 
-// Copy returns a deep copy of r in allocations of its own, its strings
-// passed through str (an intern table's, to share equal ones).
-func (r *Resource) Copy(str func(string) string) *Resource {
-	c := &Resource{ID: str(r.ID), Driver: str(r.Driver), Resources: r.Resources, Data: bytes.Clone(r.Data)}
+// Copy returns a deep copy of r, sharing no map, slice or data with it, its
+// strings passed through str (strings do not change: return them as they
+// are to share them, or an intern table's copy to move them).
+func (r Resource) Copy(str func(string) string) Resource {
+	c := Resource{ID: str(r.ID), Driver: str(r.Driver), Resources: r.Resources, Data: bytes.Clone(r.Data)}
 	if r.Info != nil {
 		c.Info = make(map[string]string, len(r.Info))
 		for k, v := range r.Info {

@@ -151,11 +151,11 @@ func TestResourceCopy(t *testing.T) {
 		Endpoints: []types.Endpoint{{Protocol: "ssh", Address: "10.0.0.1:22"}}, Resources: types.Resources{CPU: 1, RAMGB: 2}, Data: json.RawMessage(`{"a":1}`)}
 	var seen []string
 	c := r.Copy(func(s string) string { seen = append(seen, s); return s })
-	assert.Equal(t, r, c)
+	assert.Equal(t, *r, c)
 	assert.ElementsMatch(t, []string{"test-1", "test", "id", "test-1", "ssh", "10.0.0.1:22"}, seen, "every string goes through str")
 	c.Info["id"], c.Endpoints[0].Address, c.Data[2] = "x", "y", 'b'
 	assert.Equal(t, "test-1", r.Info["id"], "the copy shares no map")
 	assert.Equal(t, "10.0.0.1:22", r.Endpoints[0].Address, "nor a slice")
 	assert.Equal(t, `{"a":1}`, string(r.Data), "nor data")
-	assert.Equal(t, &types.Resource{ID: "v"}, (&types.Resource{ID: "v"}).Copy(func(s string) string { return s }), "nil maps and slices stay nil")
+	assert.Equal(t, types.Resource{ID: "v"}, types.Resource{ID: "v"}.Copy(func(s string) string { return s }), "nil maps and slices stay nil")
 }

@@ -152,14 +152,13 @@ func (t *hashTree) apply(rec *store.Record) {
 }
 
 // trim gives each leaf's entries a slice of their own size, and their keys
-// fresh copies of their names (see package intern). A leaf grows by doubling
+// their names from tab (see package intern). A leaf grows by doubling
 // as records come: over 30,000 records the tree held ~2.5 MB of room that
 // an idle node does not fill; and the names were the ones the burst's
 // writes decoded, each keeping a span of the burst's heap.
-func (t *hashTree) trim() {
+func (t *hashTree) trim(tab *intern.Table) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	tab := intern.New()
 	for b, es := range t.leaves {
 		c := slices.Clone(es)
 		for i := range c {

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/internal/intern"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -345,7 +346,7 @@ func TestHashTreeTrim(t *testing.T) {
 		all[i] = i
 	}
 	wantEntries := tr.entries(all)
-	tr.trim()
+	tr.trim(intern.New())
 	after, afterCap := room()
 	assert.Equal(t, before, after)
 	assert.Less(t, afterCap, beforeCap-before/4, "spare room given back (%d of %d slots before, %d after)", beforeCap-before, beforeCap, afterCap-after)

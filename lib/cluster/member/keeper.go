@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hf-fleet/hf/lib/internal/intern"
 	"github.com/hf-fleet/hf/lib/store"
 )
 
@@ -80,12 +81,12 @@ func (k *keeper) current(ctx context.Context) *hashTree {
 }
 
 // trim trims the published tree, if any (see hashTree.trim).
-func (k *keeper) trim() {
+func (k *keeper) trim(tab *intern.Table) {
 	k.mu.Lock()
 	t := k.tree
 	k.mu.Unlock()
 	if t != nil {
-		t.trim()
+		t.trim(tab)
 	}
 }
 

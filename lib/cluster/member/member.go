@@ -16,6 +16,7 @@ import (
 
 	"github.com/hf-fleet/hf/lib/cluster/internal/queue"
 	"github.com/hf-fleet/hf/lib/cluster/wire"
+	"github.com/hf-fleet/hf/lib/internal/intern"
 	"github.com/hf-fleet/hf/lib/store"
 )
 
@@ -439,9 +440,10 @@ func waitCtx(ctx context.Context, wg *sync.WaitGroup) error {
 }
 
 // Cool gives back the room anti-entropy's tree keeps for records to come,
-// and copies its entries out of the burst's heap; for a node gone idle (its
-// memory trimmer calls it).
-func (m *Member) Cool() { m.ae.keeper.trim() }
+// and copies its entries out of the burst's heap, their names from tab
+// (shared with the node's Cool: one copy of each name); for a node gone
+// idle (its memory trimmer calls it).
+func (m *Member) Cool(tab *intern.Table) { m.ae.keeper.trim(tab) }
 
 // Addr is the gossip host:port other members reach this one at; empty before
 // Start.

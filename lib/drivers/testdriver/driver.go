@@ -225,8 +225,7 @@ func (d *Driver) Cool() {
 	defer d.mu.Unlock()
 	held := make(map[string]types.Resource, len(d.held))
 	for id, r := range d.held {
-		c := r.Copy(tab.String)
-		held[tab.String(id)] = *c
+		held[tab.String(id)] = r.Copy(tab.String)
 	}
 	d.held = held
 }

@@ -299,7 +299,10 @@ func TestCoolKeepsHoldings(t *testing.T) {
 	}
 	before, err := d.List(t.Context())
 	require.NoError(t, err)
+	data := func() *byte { d.mu.Lock(); defer d.mu.Unlock(); return &d.held[rs[0].ID].Data[0] }
+	was := data()
 	d.Cool()
+	assert.True(t, was != data(), "what is held is copied afresh")
 	after, err := d.List(t.Context())
 	require.NoError(t, err)
 	assert.ElementsMatch(t, before, after)
