@@ -101,7 +101,8 @@ func TestNativeMachineLogs(t *testing.T) {
 }
 
 // TestNativeMachineShell: a shell in a native machine, opened through the
-// other node of the cluster, runs as the machine's own user, never root.
+// other node of the cluster, runs as the machine's own user, never root,
+// and runs the commands piped to it up to their end.
 func TestNativeMachineShell(t *testing.T) {
 	needRoot(t)
 	prefix := "hfs" + randHex(2) + "-"
@@ -126,7 +127,9 @@ func TestNativeMachineShell(t *testing.T) {
 	if m[1] == n1.Name {
 		other = n2
 	}
-	out, errOut, code = other.cli(ctx, strings.NewReader("id -u; id -un; echo $HF_NATIVE_ID\nexit\n"), "machine", "shell", m[2])
+	// No exit: the end of the commands (stdin) ends the shell, through
+	// both nodes, after it ran them.
+	out, errOut, code = other.cli(ctx, strings.NewReader("id -u; id -un; echo $HF_NATIVE_ID\n"), "machine", "shell", m[2])
 	require.Equal(t, 0, code, out+errOut)
 	lines := strings.Fields(out)
 	require.Len(t, lines, 3, out)

@@ -14,6 +14,7 @@ import (
 
 	fastjson "github.com/goccy/go-json"
 
+	"github.com/hf-fleet/hf/lib/internal/upgrade"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -325,10 +326,21 @@ func (c *Client) MachineLogs(ctx context.Context, machine string, tail int, foll
 // ShellProtocol is the Upgrade token of a machine shell.
 const ShellProtocol = "hf-shell"
 
+// ShellStream is a machine shell's connection: the shell's input and
+// output as raw bytes, until the shell exits.
+type ShellStream interface {
+	io.ReadWriteCloser
+	// CloseWrite ends the shell's input (a shell reading commands from a
+	// pipe then runs the last and exits) while its output can still be
+	// read. errors.ErrUnsupported through an HTTP proxy.
+	CloseWrite() error
+}
+
 // MachineShell opens a shell in machine (GET /api/v1/machines/{name}/shell
 // with Upgrade: hf-shell): the returned stream carries the shell's input
-// and output until the shell exits. tty asks for a terminal of rows x cols.
-func (c *Client) MachineShell(ctx context.Context, machine string, tty bool, rows, cols int) (io.ReadWriteCloser, error) {
+// and output until the shell exits, or until ctx ends. tty asks for a
+// terminal of rows x cols.
+func (c *Client) MachineShell(ctx context.Context, machine string, tty bool, rows, cols int) (ShellStream, error) {
 	q := url.Values{}
 	if tty {
 		q.Set("tty", "true")
@@ -348,18 +360,13 @@ func (c *Client) MachineShell(ctx context.Context, machine string, tty bool, row
 	req.Header.Set("User-Agent", c.userAgent)
 	req.Header.Set("Connection", "Upgrade")
 	req.Header.Set("Upgrade", ShellProtocol)
-	resp, err := c.http.Do(req)
+	stream, resp, err := upgrade.Do(c.http, req)
 	if err != nil {
 		return nil, fmt.Errorf("shell %s: %w", machine, err)
 	}
-	if resp.StatusCode != http.StatusSwitchingProtocols {
+	if stream == nil {
 		defer resp.Body.Close()
 		return nil, readAPIError(resp)
 	}
-	rwc, ok := resp.Body.(io.ReadWriteCloser)
-	if !ok {
-		resp.Body.Close()
-		return nil, fmt.Errorf("shell %s: the server upgraded without a stream", machine)
-	}
-	return rwc, nil
+	return stream, nil
 }

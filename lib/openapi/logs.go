@@ -103,6 +103,21 @@ func (s *Server) callersMachine(c *gin.Context) (*types.Machine, bool) {
 // caller's token and more headers (pairs), and returns the answer; on an
 // error it has answered the client.
 func (s *Server) toMachineNode(c *gin.Context, m *types.Machine, ctx context.Context, hdr ...string) (*http.Response, bool) {
+	req, ok := s.machineNodeRequest(c, m, ctx, hdr...)
+	if !ok {
+		return nil, false
+	}
+	res, err := s.cfg.PeerClient.Do(req)
+	if err != nil {
+		s.writeErr(c, newErr(http.StatusServiceUnavailable, CodeUnavailable, "", "node %s: %v", m.Spec.Node, err))
+		return nil, false
+	}
+	return res, true
+}
+
+// machineNodeRequest is c's request as passed on to m's node, with hdr
+// (name, value, ...) set; it answers c itself when the node is out of reach.
+func (s *Server) machineNodeRequest(c *gin.Context, m *types.Machine, ctx context.Context, hdr ...string) (*http.Request, bool) {
 	node, err := store.Get[types.Node](s.st, types.KindNode, m.Spec.Node)
 	if err != nil || node.Spec.APIAddress == "" || node.Status.Phase == types.NodeDown || s.cfg.PeerClient == nil {
 		s.writeErr(c, newErr(http.StatusServiceUnavailable, CodeUnavailable, "", "machine %q is on node %s, which cannot be reached from here", m.Metadata.Name, m.Spec.Node))
@@ -119,12 +134,7 @@ func (s *Server) toMachineNode(c *gin.Context, m *types.Machine, ctx context.Con
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
-	res, err := s.cfg.PeerClient.Do(req)
-	if err != nil {
-		s.writeErr(c, newErr(http.StatusServiceUnavailable, CodeUnavailable, "", "node %s: %v", m.Spec.Node, err))
-		return nil, false
-	}
-	return res, true
+	return req, true
 }
 
 // proxyLogs passes the request to the node that holds m.

@@ -77,6 +77,16 @@ func TestMachineShell(t *testing.T) {
 				return err
 			}
 			defer rw.Close()
+			if !o.TTY {
+				// Commands from a pipe: all of them, up to the client's
+				// end of input, then the answer.
+				in, err := io.ReadAll(rw)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(rw, "%s read %q for %s\n", node, in, m)
+				return err
+			}
 			line, _ := bufio.NewReader(rw).ReadString('\n')
 			_, err = fmt.Fprintf(rw, "%s ran %q for %s, tty %v %dx%d\n", node, strings.TrimSpace(line), m, o.TTY, o.Rows, o.Cols)
 			return err
@@ -113,6 +123,31 @@ func TestMachineShell(t *testing.T) {
 		assert.Equal(t, tc.want, string(out))
 		_ = rw.Close()
 	}
+	// Without a terminal the end of the client's input reaches the shell,
+	// here and through the other node, and its answer still comes back.
+	for _, tc := range []struct{ machine, want string }{
+		{"m-here", `n1 read "id -u\nexit 3\n" for m-here` + "\n"},
+		{"m-far", `n2 read "id -u\nexit 3\n" for m-far` + "\n"},
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		rw, err := cl.MachineShell(ctx, tc.machine, false, 0, 0)
+		require.NoError(t, err, tc.machine)
+		_, err = io.WriteString(rw, "id -u\nexit 3\n")
+		require.NoError(t, err)
+		require.NoError(t, rw.CloseWrite(), tc.machine)
+		out, err := io.ReadAll(rw)
+		require.NoError(t, err, tc.machine)
+		assert.Equal(t, tc.want, string(out))
+		_ = rw.Close()
+		cancel()
+	}
+	// The end of the caller's context closes the stream.
+	ctx, cancel := context.WithCancel(t.Context())
+	rw, err := cl.MachineShell(ctx, "m-far", true, 0, 0)
+	require.NoError(t, err)
+	cancel()
+	_, err = io.ReadAll(rw)
+	assert.Error(t, err, "a read after the context ended")
 	_, err = cl.MachineShell(t.Context(), "m-noshell", false, 0, 0)
 	assert.True(t, client.IsConflict(err), "%v", err)
 	r := e.do("GET", "/api/v1/machines/m-here/shell", adminTok, nil)

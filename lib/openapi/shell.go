@@ -1,7 +1,7 @@
 package openapi
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/internal/upgrade"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -75,8 +76,11 @@ func (s *Server) machineShell(c *gin.Context) {
 	upgraded := false
 	err = s.cfg.MachineShell(c.Request.Context(), m.Metadata.Name, opts, func() (io.ReadWriteCloser, error) {
 		rw, err := hijack(c)
-		upgraded = err == nil
-		return rw, err
+		if err != nil {
+			return nil, err
+		}
+		upgraded = true
+		return rw, nil
 	})
 	s.log.Info("machine shell ended", "machine", m.Metadata.Name, "user", p.User, "token", p.Name, "err", err)
 	switch {
@@ -91,7 +95,7 @@ func (s *Server) machineShell(c *gin.Context) {
 }
 
 // hijack answers 101 and returns the raw connection.
-func hijack(c *gin.Context) (io.ReadWriteCloser, error) {
+func hijack(c *gin.Context) (*hijacked, error) {
 	conn, buf, err := c.Writer.Hijack()
 	if err != nil {
 		return nil, fmt.Errorf("upgrade: %w", err)
@@ -100,25 +104,42 @@ func hijack(c *gin.Context) (io.ReadWriteCloser, error) {
 		_ = conn.Close()
 		return nil, err
 	}
-	return &hijacked{Conn: conn, r: buf.Reader}, nil
+	// What the server read ahead, then the connection itself: the
+	// server's reader cancels the request's context at the end of input,
+	// which for a shell is only the end of its commands (a client's
+	// CloseWrite), and the shell must still run them.
+	var r io.Reader = conn
+	if n := buf.Reader.Buffered(); n > 0 {
+		ahead, _ := buf.Reader.Peek(n)
+		r = io.MultiReader(bytes.NewReader(bytes.Clone(ahead)), conn)
+	}
+	return &hijacked{Conn: conn, r: r}, nil
 }
 
 // hijacked reads what the server had buffered first.
 type hijacked struct {
 	net.Conn
-	r *bufio.Reader
+	r io.Reader
 }
 
 func (h *hijacked) Read(p []byte) (int, error) { return h.r.Read(p) }
 
+// CloseWrite ends what the node sends (a TLS close_notify).
+func (h *hijacked) CloseWrite() error { return upgrade.CloseWrite(h.Conn) }
+
 // proxyShell opens the shell on the machine's node and splices the two
-// connections.
+// connections; the end of the client's input reaches the shell.
 func (s *Server) proxyShell(c *gin.Context, m *types.Machine) {
-	res, ok := s.toMachineNode(c, m, context.WithoutCancel(c.Request.Context()), "Connection", "Upgrade", "Upgrade", ShellProtocol)
+	req, ok := s.machineNodeRequest(c, m, context.WithoutCancel(c.Request.Context()), "Connection", "Upgrade", "Upgrade", ShellProtocol)
 	if !ok {
 		return
 	}
-	if res.StatusCode != http.StatusSwitchingProtocols {
+	far, res, err := upgrade.Do(s.cfg.PeerClient, req)
+	if err != nil {
+		s.writeErr(c, newErr(http.StatusServiceUnavailable, CodeUnavailable, "", "node %s: %v", m.Spec.Node, err))
+		return
+	}
+	if far == nil {
 		defer res.Body.Close()
 		for _, h := range []string{"Content-Type"} {
 			c.Header(h, res.Header.Get(h))
@@ -127,20 +148,10 @@ func (s *Server) proxyShell(c *gin.Context, m *types.Machine) {
 		_, _ = io.Copy(c.Writer, io.LimitReader(res.Body, 1<<20))
 		return
 	}
-	far, ok := res.Body.(io.ReadWriteCloser)
-	if !ok {
-		_ = res.Body.Close()
-		s.writeErr(c, newErr(http.StatusBadGateway, CodeUnavailable, "", "node %s: upgrade without a stream", m.Spec.Node))
-		return
-	}
-	defer far.Close()
 	near, err := hijack(c)
 	if err != nil {
+		_ = far.Close()
 		return
 	}
-	defer near.Close()
-	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(far, near); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(near, far); done <- struct{}{} }()
-	<-done
+	upgrade.Splice(near, far)
 }

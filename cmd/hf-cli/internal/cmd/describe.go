@@ -334,8 +334,18 @@ func newMachineShellCmd(f *Factory, res *resource) *cobra.Command {
 				}
 				defer func() { _ = term.Restore(int(in.Fd()), old) }()
 			}
-			go func() { _, _ = io.Copy(stream, f.In) }()
+			go func() {
+				// The end of a pipe's commands ends the shell's input: it
+				// runs the last and exits. (A terminal's Ctrl-D is a byte
+				// for the shell.)
+				if _, err := io.Copy(stream, f.In); err == nil {
+					_ = stream.CloseWrite()
+				}
+			}()
 			_, err = io.Copy(f.Out, stream)
+			if c.Context().Err() != nil {
+				return c.Context().Err()
+			}
 			if err != nil && !errors.Is(err, net.ErrClosed) {
 				return err
 			}

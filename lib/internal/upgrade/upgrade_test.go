@@ -1,0 +1,152 @@
+package upgrade
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// echoAll answers an upgrade: it reads until the client's end of input,
+// then says what it read.
+func echoAll(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get("Upgrade") != "test" {
+		http.Error(w, "no upgrade", http.StatusBadRequest)
+		return
+	}
+	conn, buf, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	_, _ = io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")
+	in, err := io.ReadAll(io.MultiReader(io.LimitReader(buf, int64(buf.Reader.Buffered())), conn))
+	if err != nil {
+		return
+	}
+	_, _ = fmt.Fprintf(conn, "read %q", in)
+}
+
+func request(t *testing.T, ctx context.Context, u string, upgrade bool) *http.Request {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	require.NoError(t, err)
+	if upgrade {
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Upgrade", "test")
+	}
+	return req
+}
+
+// Over TLS and plain TCP the end of what the client sends reaches the
+// server, whose answer still comes back.
+func TestDoCloseWrite(t *testing.T) {
+	for _, srv := range []*httptest.Server{httptest.NewTLSServer(http.HandlerFunc(echoAll)), httptest.NewServer(http.HandlerFunc(echoAll))} {
+		t.Cleanup(srv.Close)
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		s, res, err := Do(srv.Client(), request(t, ctx, srv.URL, true))
+		require.NoError(t, err, srv.URL)
+		require.NotNil(t, s, srv.URL)
+		assert.Equal(t, http.StatusSwitchingProtocols, res.StatusCode)
+		_, err = io.WriteString(s, "one\ntwo\n")
+		require.NoError(t, err)
+		require.NoError(t, s.CloseWrite())
+		out, err := io.ReadAll(s)
+		require.NoError(t, err)
+		assert.Equal(t, `read "one\ntwo\n"`, string(out), srv.URL)
+		require.NoError(t, s.Close())
+	}
+}
+
+// An answer other than 101 comes back whole, its connection closed with
+// its body.
+func TestDoRefused(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(echoAll))
+	defer srv.Close()
+	s, res, err := Do(srv.Client(), request(t, t.Context(), srv.URL, false))
+	require.NoError(t, err)
+	assert.Nil(t, s)
+	assert.Equal(t, http.StatusBadRequest, res.StatusCode)
+	body, err := io.ReadAll(res.Body)
+	require.NoError(t, err)
+	assert.Equal(t, "no upgrade\n", string(body))
+	require.NoError(t, res.Body.Close())
+}
+
+// The end of the request's context ends a wait for the answer and closes
+// an upgraded stream.
+func TestDoContext(t *testing.T) {
+	hold := make(chan struct{})
+	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-hold }))
+	defer slow.Close()
+	defer close(hold)
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	_, _, err := Do(slow.Client(), request(t, ctx, slow.URL, true))
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+
+	srv := httptest.NewServer(http.HandlerFunc(echoAll))
+	defer srv.Close()
+	ctx, cancel = context.WithCancel(t.Context())
+	s, _, err := Do(srv.Client(), request(t, ctx, srv.URL, true))
+	require.NoError(t, err)
+	cancel()
+	_, err = io.ReadAll(s)
+	assert.Error(t, err, "a read after the context ended")
+}
+
+// Through a proxy the request goes through the client: the stream works
+// but cannot end one way.
+func TestDoThroughProxy(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(echoAll))
+	defer srv.Close()
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err)
+	// The "proxy" is the server itself: a plain-HTTP proxy is sent the
+	// request with its absolute URL, which the test server answers too.
+	hc := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(u)}}
+	s, res, err := Do(hc, request(t, t.Context(), "http://hf.invalid/", true))
+	require.NoError(t, err)
+	require.NotNil(t, s)
+	assert.Equal(t, http.StatusSwitchingProtocols, res.StatusCode)
+	assert.True(t, errors.Is(s.CloseWrite(), errors.ErrUnsupported))
+	require.NoError(t, s.Close())
+}
+
+// Splice passes the end of a's input on to b and b's answer back to a.
+func TestSplice(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(echoAll))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		far, _, err := Do(srv.Client(), request(t, ctx, srv.URL, true))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		conn, buf, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		_, _ = io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")
+		Splice(&ownConn{Conn: conn, r: buf.Reader, stop: func() bool { return true }}, far)
+	}))
+	defer front.Close()
+	s, _, err := Do(front.Client(), request(t, ctx, front.URL, true))
+	require.NoError(t, err)
+	_, err = io.WriteString(s, "through")
+	require.NoError(t, err)
+	require.NoError(t, s.CloseWrite())
+	out, err := io.ReadAll(s)
+	require.NoError(t, err)
+	assert.Equal(t, `read "through"`, string(out))
+}
