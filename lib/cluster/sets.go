@@ -46,7 +46,6 @@ func (d *duties) reconcileSet(name string) time.Duration {
 	}
 	machines := cache.TypedIndex[types.Machine](n.cache, idxMachineSet, name)
 	mVals := make([]types.Machine, 0, len(machines))
-	holding := map[string]bool{} // claims with a live machine
 	var cVals []types.MachineClaim
 	users := d.sharedUsers(s)
 	for _, m := range machines {
@@ -60,7 +59,6 @@ func (d *duties) reconcileSet(name string) time.Duration {
 			continue
 		}
 		if m.Live() && m.Spec.Claim != "" {
-			holding[m.Spec.Claim] = true
 			if c, ok := n.claim(m.Spec.Claim); ok {
 				cVals = append(cVals, *c)
 			}
@@ -77,7 +75,10 @@ func (d *duties) reconcileSet(name string) time.Duration {
 	for _, c := range provisioning {
 		cVals = append(cVals, *c)
 		switch b := c.Status.Binding; {
-		case c.Status.Phase == types.ClaimRequested && !holding[c.Metadata.Name]:
+		case c.Status.Phase == types.ClaimRequested:
+			// Waiting for its election, or its machine is being made:
+			// that machine joins the set warm once it runs, so it is one
+			// on its way, not a claimed machine to replace.
 			pending++
 		case b != nil && b.Machine != "" && !seen[b.Machine] && b.Phase == types.BindingEnded:
 			pending++

@@ -528,3 +528,43 @@ func TestActivityIsMeteredForSetMachinesOnly(t *testing.T) {
 	}, 10*time.Second, 20*time.Millisecond, "the set machine's activity is recorded")
 	assert.True(t, f.Hosts[0].Machines()[am.Metadata.Name].Status.LastActivity.IsZero(), "the lone machine's is not read")
 }
+
+// A set without maxProvisioned makes only the machines it lacks while they
+// are being made: a machine allocating for the set's own provisioning claim
+// is one on its way, not a claimed machine to replace. (It made one claim
+// after another each time it looked during an allocation: 43 claims and 40
+// machines, the driver's whole capacity, for minAvailable 3 with a 5 s
+// allocation, the surplus then reaped.)
+func TestPoolMakesOnlyWhatItLacks(t *testing.T) {
+	f := Start(t, 3, Options{Driver: `{"cpus": 100, "ram_gb": 100, "delay": "1s"}`})
+	f.Put(0, Template("slow", 1, 1))
+	f.WaitEverywhere(types.KindMachineTemplate, "slow")
+	f.Put(1, machineSet("pool", "slow", 3, 0))
+	made := map[string]bool{}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		for _, h := range f.Hosts {
+			for name, m := range h.Machines() {
+				if m.Spec.MachineSet == "pool" {
+					made[name] = true
+				}
+			}
+		}
+		if _, avail := poolCounts(f.Hosts[0], "pool"); avail == 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, avail := poolCounts(f.Hosts[0], "pool")
+	require.Equal(t, 3, avail, "the pool fills")
+	// A few more looks at the set while it is full: nothing more is made.
+	time.Sleep(2 * time.Second)
+	for _, h := range f.Hosts {
+		for name, m := range h.Machines() {
+			if m.Spec.MachineSet == "pool" {
+				made[name] = true
+			}
+		}
+	}
+	assert.Equal(t, 3, len(made), "machines the set made")
+}
