@@ -72,6 +72,7 @@ func (d *duties) reconcileSet(name string) time.Duration {
 		seen[m.Metadata.Name] = true
 	}
 	pending := d.unseen(name, provisioning, now)
+	waiting := "" // why a provisioning claim waits for a node, the first one's
 	for _, c := range provisioning {
 		cVals = append(cVals, *c)
 		switch b := c.Status.Binding; {
@@ -80,6 +81,9 @@ func (d *duties) reconcileSet(name string) time.Duration {
 			// that machine joins the set warm once it runs, so it is one
 			// on its way, not a claimed machine to replace.
 			pending++
+			if e := c.Status.Election; waiting == "" && e != nil && e.Node == "" && e.Reason != "" {
+				waiting = e.Reason
+			}
 		case b != nil && b.Machine != "" && !seen[b.Machine] && b.Phase == types.BindingEnded:
 			pending++
 		}
@@ -91,6 +95,7 @@ func (d *duties) reconcileSet(name string) time.Duration {
 	for _, del := range plan.Delete {
 		d.reap(del)
 	}
+	plan.Status = scheduler.WithFilled(now, *s, plan.Status, max(pending, plan.Create), waiting)
 	if !reflect.DeepEqual(plan.Status, s.Status) {
 		if _, err := store.UpdateFacet(n.st, types.KindMachineSet, name, types.FacetStatus, func(o *types.MachineSet) error {
 			if reflect.DeepEqual(o.Status, plan.Status) {

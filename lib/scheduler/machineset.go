@@ -381,3 +381,51 @@ func orUnknown(s string) string {
 	}
 	return s
 }
+
+// Reasons of a set's Filled condition.
+const (
+	FilledReady          = "Ready"
+	FilledProvisioning   = "Provisioning"
+	FilledWaiting        = "Waiting"
+	FilledMaxProvisioned = "MaxProvisioned"
+)
+
+// WithFilled returns st with set's conditions and, for an AutoScale set,
+// its Filled condition (transition times kept from set's status): True once
+// the set holds minAvailable warm machines; otherwise False, saying what it
+// waits for: machines being made (making), one waiting for room (waiting:
+// its election's reason, as the first such claim says it), or the
+// maxProvisioned cap, which claimed machines count against.
+func WithFilled(now time.Time, set types.MachineSet, st types.MachineSetStatus, making int, waiting string) types.MachineSetStatus {
+	conds := set.Status.Conditions
+	if strategy(set) == types.ProvisionAutoScale {
+		conds, _ = conds.Set(filled(set, st, making, waiting), now)
+	} else {
+		conds, _ = conds.Remove(types.ConditionFilled)
+	}
+	if len(conds) == 0 {
+		conds = nil
+	}
+	st.Conditions = conds
+	return st
+}
+
+func filled(set types.MachineSet, st types.MachineSetStatus, making int, waiting string) types.Condition {
+	want := set.Spec.MinAvailable
+	c := types.Condition{Type: types.ConditionFilled, Status: types.ConditionFalse}
+	ready := fmt.Sprintf("%d of %d warm machines ready", st.Available, want)
+	switch {
+	case st.Available >= want:
+		c.Status, c.Reason, c.Message = types.ConditionTrue, FilledReady, ready
+	case waiting != "":
+		c.Reason, c.Message = FilledWaiting, fmt.Sprintf("%s, %d being made; waiting: %s", ready, making, waiting)
+	case making > 0:
+		c.Reason, c.Message = FilledProvisioning, fmt.Sprintf("%s, %d being made", ready, making)
+	case set.Spec.MaxProvisioned > 0 && st.Provisioned >= set.Spec.MaxProvisioned:
+		c.Reason, c.Message = FilledMaxProvisioned, fmt.Sprintf("%s: maxProvisioned %d reached (%d live machines, claimed ones included)",
+			ready, set.Spec.MaxProvisioned, st.Provisioned)
+	default:
+		c.Reason, c.Message = FilledProvisioning, ready
+	}
+	return c
+}

@@ -342,3 +342,48 @@ func TestOnDemandRoom(t *testing.T) {
 		})
 	}
 }
+
+// An AutoScale set's Filled condition says what the set waits for; its
+// transition time moves only when its status does; an OnDemand set has none.
+func TestWithFilled(t *testing.T) {
+	set := poolSet("s", types.ProvisionAutoScale, 3, 4)
+	for _, tc := range []struct {
+		name           string
+		st             types.MachineSetStatus
+		making         int
+		waiting        string
+		status, reason string
+		message        string
+	}{
+		{"ready", types.MachineSetStatus{Provisioned: 4, Available: 3}, 0, "", "True", FilledReady, "3 of 3 warm machines ready"},
+		{"being made", types.MachineSetStatus{Provisioned: 3, Available: 1}, 2, "", "False", FilledProvisioning, "1 of 3 warm machines ready, 2 being made"},
+		{"waiting", types.MachineSetStatus{Provisioned: 1, Available: 1}, 2, "no node can take template tpl", "False", FilledWaiting,
+			"1 of 3 warm machines ready, 2 being made; waiting: no node can take template tpl"},
+		{"capped", types.MachineSetStatus{Provisioned: 4, Available: 1}, 0, "", "False", FilledMaxProvisioned,
+			"1 of 3 warm machines ready: maxProvisioned 4 reached (4 live machines, claimed ones included)"},
+	} {
+		got := WithFilled(poolT0, set, tc.st, tc.making, tc.waiting)
+		c := got.Conditions.Get(types.ConditionFilled)
+		require.NotNil(t, c, tc.name)
+		assert.Equal(t, tc.status, string(c.Status), tc.name)
+		assert.Equal(t, tc.reason, c.Reason, tc.name)
+		assert.Equal(t, tc.message, c.Message, tc.name)
+		assert.Equal(t, poolT0, c.LastTransitionTime, tc.name)
+		assert.Equal(t, tc.st.Available, got.Available, tc.name)
+	}
+
+	set.Status = WithFilled(poolT0, set, types.MachineSetStatus{Provisioned: 3, Available: 1}, 2, "")
+	later := poolT0.Add(time.Minute)
+	same := WithFilled(later, set, set.Status, 2, "")
+	assert.Equal(t, set.Status, same, "nothing changed: the status is the same, times and all")
+	moved := WithFilled(later, set, types.MachineSetStatus{Provisioned: 3, Available: 2}, 1, "")
+	c := moved.Conditions.Get(types.ConditionFilled)
+	assert.Equal(t, poolT0, c.LastTransitionTime, "still False")
+	assert.Equal(t, later, c.LastUpdateTime)
+	full := WithFilled(later, set, types.MachineSetStatus{Provisioned: 3, Available: 3}, 0, "")
+	assert.Equal(t, later, full.Conditions.Get(types.ConditionFilled).LastTransitionTime, "False -> True")
+
+	onDemand := poolSet("s", types.ProvisionOnDemand, 0, 4)
+	onDemand.Status = set.Status
+	assert.Nil(t, WithFilled(poolT0, onDemand, types.MachineSetStatus{}, 0, "").Conditions, "no Filled condition")
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hf-fleet/hf/lib/cluster"
 	"github.com/hf-fleet/hf/lib/drivers/testdriver"
+	"github.com/hf-fleet/hf/lib/scheduler"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -567,4 +568,21 @@ func TestPoolMakesOnlyWhatItLacks(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 3, len(made), "machines the set made")
+
+	// Its status says it is filled; a set whose machines fit nowhere says
+	// why it waits.
+	f.Put(0, Template("huge", 1000, 1))
+	f.WaitEverywhere(types.KindMachineTemplate, "huge")
+	f.Put(0, machineSet("big", "huge", 1, 0))
+	for set, want := range map[string][2]string{"pool": {"True", scheduler.FilledReady}, "big": {"False", scheduler.FilledWaiting}} {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			s, err := store.Get[types.MachineSet](f.Hosts[0].Store, types.KindMachineSet, set)
+			require.NoError(c, err)
+			cond := s.Status.Conditions.Get(types.ConditionFilled)
+			if assert.NotNil(c, cond, set) {
+				assert.Equal(c, want[0], string(cond.Status), set)
+				assert.Equal(c, want[1], cond.Reason, "%s: %s", set, cond.Message)
+			}
+		}, 20*time.Second, 20*time.Millisecond)
+	}
 }
