@@ -58,9 +58,10 @@ func (d *duties) reconcileEvent(name string) time.Duration {
 	for _, w := range plan.Warnings {
 		n.log.Warn("event", "event", name, "warning", w)
 	}
-	if ev.Status.Phase != plan.Phase || !slices.Equal(ev.Status.CreatedMachineSets, plan.CreatedMachineSets) {
+	if _, changed := ev.Status.Conditions.Set(plan.Provisioned, now); changed || ev.Status.Phase != plan.Phase || !slices.Equal(ev.Status.CreatedMachineSets, plan.CreatedMachineSets) {
 		if _, err := store.UpdateFacet(n.st, types.KindScheduledEvent, name, types.FacetStatus, func(o *types.ScheduledEvent) error {
 			o.Status.Phase, o.Status.CreatedMachineSets = plan.Phase, plan.CreatedMachineSets
+			o.Status.Conditions, _ = o.Status.Conditions.Set(plan.Provisioned, now)
 			return nil
 		}); err != nil && !isNotFound(err) {
 			n.log.Warn("event status", "event", name, "err", err)

@@ -38,6 +38,9 @@ type EventPlan struct {
 	CreatedMachineSets []string
 	// Warnings are problems a person should see, e.g. a name already taken.
 	Warnings []string
+	// Provisioned is the event's Provisioned condition (its times unset):
+	// whether the event's sets are made, and if not why or when they will be.
+	Provisioned types.Condition
 	// Next is the next phase change (zero: none); the shell requeues then.
 	Next time.Time
 }
@@ -127,6 +130,9 @@ func PlanEvent(now time.Time, ev types.ScheduledEvent, expectedUsers int, existi
 			}
 			record(want.Metadata.Name)
 		}
+	}
+	plan.Provisioned = provisioned(ev, plan)
+	switch plan.Phase {
 	case types.EventExpired:
 		soft := ev.Spec.ExpirationStrategy == types.ExpireSoft
 		plan.TerminateClaims = !soft
@@ -145,6 +151,37 @@ func PlanEvent(now time.Time, ev types.ScheduledEvent, expectedUsers int, existi
 		}
 	}
 	return plan
+}
+
+// Reasons of an event's Provisioned condition.
+const (
+	ProvisionedScheduled = "Scheduled"
+	ProvisionedMade      = "SetsMade"
+	ProvisionedNoSets    = "NoSetsToMake"
+	ProvisionedNameTaken = "SetNameTaken"
+	ProvisionedExpired   = "Expired"
+)
+
+// provisioned is the event's Provisioned condition for its plan.
+func provisioned(ev types.ScheduledEvent, plan EventPlan) types.Condition {
+	c := types.Condition{Type: types.ConditionProvisioned, Status: types.ConditionFalse}
+	switch {
+	case plan.Phase == types.EventScheduled:
+		c.Reason, c.Message = ProvisionedScheduled, "the event's machine sets are made from "+stamp(ev.ProvisioningStart())
+	case plan.Phase == types.EventExpired:
+		how := "its machine sets are deleted (CutOff)"
+		if ev.Spec.ExpirationStrategy == types.ExpireSoft {
+			how = "its machine sets keep no warm machines and go once empty (Soft)"
+		}
+		c.Reason, c.Message = ProvisionedExpired, "the event ended at "+stamp(ev.Spec.EndTime)+"; "+how
+	case len(plan.Warnings) > 0:
+		c.Reason, c.Message = ProvisionedNameTaken, strings.Join(plan.Warnings, "; ")
+	case len(plan.CreatedMachineSets) == 0:
+		c.Status, c.Reason, c.Message = types.ConditionTrue, ProvisionedNoSets, "no line of requiredMachines has createMachineSet: its claims bind from existing sets"
+	default:
+		c.Status, c.Reason, c.Message = types.ConditionTrue, ProvisionedMade, "machine sets "+strings.Join(plan.CreatedMachineSets, ", ")
+	}
+	return c
 }
 
 // eventSets builds the sets ev wants: one per line with createMachineSet,

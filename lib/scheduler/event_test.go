@@ -129,6 +129,10 @@ func TestPlanEventProvisioning(t *testing.T) {
 		assert.Equal(t, []string{"ws-0", "ws-3", "ws-4"}, again.CreatedMachineSets)
 		require.Len(t, again.Warnings, 1)
 		assert.Contains(t, again.Warnings[0], "machine set ws-1 already exists and was not created by scheduled event ws")
+		// The event's status says so, not only its owner's log.
+		assert.Equal(t, types.ConditionFalse, again.Provisioned.Status)
+		assert.Equal(t, ProvisionedNameTaken, again.Provisioned.Reason)
+		assert.Equal(t, again.Warnings[0], again.Provisioned.Message)
 	})
 	t.Run("no users counts as one", func(t *testing.T) {
 		again := PlanEvent(evStart.Add(-5*time.Minute), ev, 0, nil)
@@ -140,7 +144,9 @@ func TestPlanEventWindow(t *testing.T) {
 	ev := event("ws", evStart, 2*time.Minute, "", line("tpl", 1, ""))
 	t.Run("scheduled does nothing", func(t *testing.T) {
 		p := PlanEvent(evStart.Add(-time.Hour), ev, 3, nil)
-		assert.Equal(t, EventPlan{Phase: types.EventScheduled, Next: evStart.Add(-30 * time.Minute)}, p)
+		assert.Equal(t, EventPlan{Phase: types.EventScheduled, Next: evStart.Add(-30 * time.Minute),
+			Provisioned: types.Condition{Type: types.ConditionProvisioned, Status: types.ConditionFalse, Reason: ProvisionedScheduled,
+				Message: "the event's machine sets are made from 2025-06-02T09:30:00Z"}}, p)
 	})
 	t.Run("active accepts claims and still creates", func(t *testing.T) {
 		p := PlanEvent(evStart.Add(time.Minute), ev, 3, nil)
@@ -148,6 +154,8 @@ func TestPlanEventWindow(t *testing.T) {
 		assert.True(t, p.AcceptClaims)
 		assert.Equal(t, evStart.Add(2*time.Minute), p.Next)
 		assert.Equal(t, []string{"ws-0"}, setNames(p.Create))
+		assert.Equal(t, types.Condition{Type: types.ConditionProvisioned, Status: types.ConditionTrue, Reason: ProvisionedMade,
+			Message: "machine sets ws-0"}, p.Provisioned)
 		assert.False(t, p.TerminateClaims)
 	})
 }
@@ -195,6 +203,13 @@ func TestPlanEventExpiry(t *testing.T) {
 			assert.Empty(t, p.Create)
 			assert.True(t, p.Next.IsZero())
 			assert.Equal(t, ev.Status.CreatedMachineSets, p.CreatedMachineSets)
+			assert.Equal(t, ProvisionedExpired, p.Provisioned.Reason)
+			assert.Contains(t, p.Provisioned.Message, "the event ended at 2025-06-02T10:01:00Z")
+			if tc.exp == types.ExpireSoft {
+				assert.Contains(t, p.Provisioned.Message, "(Soft)")
+			} else {
+				assert.Contains(t, p.Provisioned.Message, "(CutOff)")
+			}
 		})
 	}
 	t.Run("cutoff again after the sets are gone", func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/scheduler"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -47,6 +48,9 @@ func TestScheduledEventWindow(t *testing.T) {
 			require.Len(c, e.Status.CreatedMachineSets, 1)
 			_, avail := poolCounts(f.Hosts[2], e.Status.CreatedMachineSets[0])
 			assert.Equal(c, 2, avail, "ready machines of %s", ev)
+			if cond := e.Status.Conditions.Get(types.ConditionProvisioned); assert.NotNil(c, cond) {
+				assert.Equal(c, types.ConditionTrue, cond.Status, cond.Message)
+			}
 		}, 20*time.Second, 20*time.Millisecond)
 	}
 	cutSet := setOf(f.Hosts[2], "cut")
@@ -66,6 +70,9 @@ func TestScheduledEventWindow(t *testing.T) {
 		e, err := store.Get[types.ScheduledEvent](f.Hosts[0].Store, types.KindScheduledEvent, "cut")
 		require.NoError(c, err)
 		assert.Equal(c, types.EventExpired, e.Status.Phase)
+		if cond := e.Status.Conditions.Get(types.ConditionProvisioned); assert.NotNil(c, cond) {
+			assert.Equal(c, scheduler.ProvisionedExpired, cond.Reason)
+		}
 		for _, m := range f.Hosts[0].Machines() {
 			assert.NotEqual(c, "c-cut", m.Spec.Claim, "the cut claim's machine is released")
 		}
