@@ -304,18 +304,32 @@ func machineLogs(node *cluster.Node) func(context.Context, string, drivers.LogOp
 	}
 }
 
-// apiError words the node's errors of logs and shells as the API's.
+// apiError gives the node's errors of logs and shells the API's meaning,
+// in the node's words (the API's sentinels say the same: wrapping one
+// around the node's error said it twice, "the machine's driver runs no
+// shells: m-1 (driver test): the machine's driver runs no shells").
 func apiError(err error) error {
-	switch {
-	case errors.Is(err, cluster.ErrNotHere):
-		return fmt.Errorf("%w: %v", openapi.ErrLogsNotHere, err)
-	case errors.Is(err, cluster.ErrNoLogs):
-		return fmt.Errorf("%w: %v", openapi.ErrNoLogs, err)
-	case errors.Is(err, cluster.ErrNoShell):
-		return fmt.Errorf("%w: %v", openapi.ErrNoShell, err)
+	for _, m := range []struct{ node, api error }{
+		{cluster.ErrNotHere, openapi.ErrLogsNotHere},
+		{cluster.ErrNoLogs, openapi.ErrNoLogs},
+		{cluster.ErrNoShell, openapi.ErrNoShell},
+	} {
+		if errors.Is(err, m.node) {
+			return apiErr{error: err, api: m.api}
+		}
 	}
 	return err
 }
+
+// apiErr is a node error that is also the API's sentinel api.
+type apiErr struct {
+	error
+	api error
+}
+
+func (e apiErr) Unwrap() error { return e.error }
+
+func (e apiErr) Is(target error) bool { return target == e.api }
 
 // keyringOf is the node's gossip keyring for the API, nil when gossip is
 // not encrypted.

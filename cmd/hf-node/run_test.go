@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -10,7 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/cluster"
 	"github.com/hf-fleet/hf/lib/config"
+	"github.com/hf-fleet/hf/lib/openapi"
 )
 
 type closerFunc func() error
@@ -40,4 +43,19 @@ func TestCloudDriverNeedsItsPlugin(t *testing.T) {
 	_, err := prepareDrivers(context.Background(), cfg, "n1", slog.New(slog.DiscardHandler))
 	require.Error(t, err)
 	assert.Regexp(t, `^drivers\[1\]\.config: the gce driver runs in hf-driver-cloud, which is neither next to /\S+ nor on PATH`, err.Error())
+}
+
+// The node's errors of logs and shells are the API's too, said once.
+func TestAPIError(t *testing.T) {
+	err := apiError(fmt.Errorf("%s (driver %s): %w", "m-1", "test", cluster.ErrNoShell))
+	assert.ErrorIs(t, err, openapi.ErrNoShell)
+	assert.ErrorIs(t, err, cluster.ErrNoShell)
+	assert.Equal(t, "m-1 (driver test): the machine's driver runs no shells", err.Error())
+	err = apiError(fmt.Errorf("m-2: %w", cluster.ErrNoLogs))
+	assert.ErrorIs(t, err, openapi.ErrNoLogs)
+	assert.NotErrorIs(t, err, openapi.ErrNoShell)
+	assert.ErrorIs(t, apiError(fmt.Errorf("m-3: %w", cluster.ErrNotHere)), openapi.ErrLogsNotHere)
+	other := errors.New("disk full")
+	assert.Equal(t, other, apiError(other))
+	assert.NoError(t, apiError(nil))
 }
