@@ -293,7 +293,9 @@ func (el *elector) reconcile(now time.Time, name string) {
 // request is the pure elector's request for a claim.
 func (el *elector) request(c *types.MachineClaim) scheduler.Request {
 	req := scheduler.Request{Claim: c.Metadata.Name, Template: c.Spec.MachineTemplate, Placement: el.n.cfg.Placement}
-	if t, ok := el.n.template(c.Spec.MachineTemplate); ok {
+	t, ok := el.n.template(c.Spec.MachineTemplate)
+	req.NoTemplate = !ok
+	if ok {
 		req.Resources = t.Spec.Resources.AtLeast(el.n.cfg.MinMachine)
 		req.AllowOverbook = t.Spec.AllowOverbook
 		for p := range t.Spec.ProviderConfiguration {

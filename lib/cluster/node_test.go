@@ -98,6 +98,11 @@ func TestMissingTemplateWaitsThenBinds(t *testing.T) {
 	tn := newTestNode(t, "n1", `{"cpus": 2, "ram_gb": 8}`)
 	tn.put(claim("c", "later", time.Minute))
 	require.Never(t, func() bool { return tn.claim("c").Status.Phase != types.ClaimRequested }, 100*time.Millisecond, 10*time.Millisecond)
+	// It says why it waits (it said "no driver serves template later: it
+	// names nothing").
+	require.Eventually(t, func() bool {
+		return tn.claim("c").Status.Reason == "machine template later does not exist: the claim waits for it to be created, until its bind timeout"
+	}, 5*time.Second, 5*time.Millisecond, "reason: %q", tn.claim("c").Status.Reason)
 	tn.put(template("later", 1, 1, `{}`))
 	tn.waitPhase("c", types.ClaimBound)
 }

@@ -54,6 +54,9 @@ type Request struct {
 	Placement types.Placement
 	// Exclude holds nodes already tried in this election (declined, timed out).
 	Exclude map[string]bool
+	// NoTemplate: the template does not exist (here, yet), so nothing
+	// serves it; the claim waits for it to be created.
+	NoTemplate bool
 }
 
 // Ranked is a feasible candidate with its fit and score (higher is better).
@@ -178,6 +181,9 @@ const maxReasons = 6
 // candidate is feasible.
 func NoFitReason(req Request, cands []Candidate) string {
 	name := templateName(req)
+	if req.NoTemplate {
+		return fmt.Sprintf("machine template %s does not exist: the claim waits for it to be created, until its bind timeout", name)
+	}
 	if len(cands) == 0 {
 		return fmt.Sprintf("no node can take template %s: no node reports any driver", name)
 	}

@@ -195,6 +195,8 @@ func TestNoFitReason(t *testing.T) {
 			[]Candidate{cand("n2", 8, 32, 6, 0), maint},
 			"no node can take template t: node n1 is in maintenance; driver test on n2 has no capacity: cpu 2.0 free of 4.0 needed"},
 		{"something fits", testReq("c", 1, 1), []Candidate{cand("n1", 8, 8, 0, 0)}, ""},
+		{"no such template", Request{Claim: "c", Template: "smal", NoTemplate: true}, []Candidate{cand("n1", 8, 8, 0, 0)},
+			"machine template smal does not exist: the claim waits for it to be created, until its bind timeout"},
 		{"claim named when template unset", Request{Claim: "c9", Providers: []string{"x"}}, []Candidate{cand("n1", 1, 1, 0, 0)},
 			"no driver serves template of claim c9: it names x, the nodes run test"},
 	}
