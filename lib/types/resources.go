@@ -23,14 +23,20 @@ func (r Resources) Sub(o Resources) Resources {
 	return Resources{CPU: r.CPU - o.CPU, RAMGB: r.RAMGB - o.RAMGB, DiskGB: r.DiskGB - o.DiskGB}
 }
 
-// Validate checks that every amount is a finite, non-negative number.
+// MaxResourceAmount bounds each amount a machine may ask for (CPUs, GB):
+// far above any host or cloud machine, low enough that a slip such as 1e308
+// is refused rather than waited on, and that every figure prints plainly.
+const MaxResourceAmount = 1_000_000
+
+// Validate checks that every amount is a finite number from 0 to
+// MaxResourceAmount.
 func (r Resources) Validate(field string) error {
 	for _, f := range []struct {
 		name string
 		v    float64
 	}{{"cpu", r.CPU}, {"ramGB", r.RAMGB}, {"diskGB", r.DiskGB}} {
-		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
-			return Invalid(field+"."+f.name, "must be a non-negative number")
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 || f.v > MaxResourceAmount {
+			return Invalid(field+"."+f.name, "must be a number from 0 to %d", MaxResourceAmount)
 		}
 	}
 	return nil

@@ -131,6 +131,8 @@ func TestValidateMachineTemplate(t *testing.T) {
 		{"bad lost policy", valid(func(o *types.MachineTemplate) { o.Spec.OnNodeLoss = "Retry" }), "spec.onNodeLoss"},
 		{"negative cpu", valid(func(o *types.MachineTemplate) { o.Spec.Resources.CPU = -1 }), "spec.resources.cpu"},
 		{"NaN ram", valid(func(o *types.MachineTemplate) { o.Spec.Resources.RAMGB = math.NaN() }), "spec.resources.ramGB"},
+		{"absurd cpu", valid(func(o *types.MachineTemplate) { o.Spec.Resources.CPU = 1e308 }), "spec.resources.cpu"},
+		{"disk past the cap", valid(func(o *types.MachineTemplate) { o.Spec.Resources.DiskGB = types.MaxResourceAmount + 1 }), "spec.resources.diskGB"},
 		{"infinite disk", valid(func(o *types.MachineTemplate) { o.Spec.Resources.DiskGB = math.Inf(1) }), "spec.resources.diskGB"},
 		{"no providers", valid(func(o *types.MachineTemplate) { o.Spec.ProviderConfiguration = nil }), "spec.providerConfiguration"},
 		{"empty provider name", valid(func(o *types.MachineTemplate) {
