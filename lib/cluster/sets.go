@@ -72,7 +72,9 @@ func (d *duties) reconcileSet(name string) time.Duration {
 		seen[m.Metadata.Name] = true
 	}
 	pending := d.unseen(name, provisioning, now)
-	waiting := "" // why a provisioning claim waits for a node, the first one's
+	// Why a provisioning claim waits for a node: the first one's by name, so
+	// the set's condition does not change with the index's order.
+	waiting, waitingClaim := "", ""
 	for _, c := range provisioning {
 		cVals = append(cVals, *c)
 		switch b := c.Status.Binding; {
@@ -81,8 +83,8 @@ func (d *duties) reconcileSet(name string) time.Duration {
 			// that machine joins the set warm once it runs, so it is one
 			// on its way, not a claimed machine to replace.
 			pending++
-			if e := c.Status.Election; waiting == "" && e != nil && e.Node == "" && e.Reason != "" {
-				waiting = e.Reason
+			if e := c.Status.Election; e != nil && e.Node == "" && e.Reason != "" && (waitingClaim == "" || c.Metadata.Name < waitingClaim) {
+				waiting, waitingClaim = e.Reason, c.Metadata.Name
 			}
 		case b != nil && b.Machine != "" && !seen[b.Machine] && b.Phase == types.BindingEnded:
 			pending++

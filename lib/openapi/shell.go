@@ -1,12 +1,10 @@
 package openapi
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 
@@ -94,38 +92,14 @@ func (s *Server) machineShell(c *gin.Context) {
 	}
 }
 
-// hijack answers 101 and returns the raw connection.
-func hijack(c *gin.Context) (*hijacked, error) {
+// hijack answers 101 and returns the upgraded connection.
+func hijack(c *gin.Context) (upgrade.Stream, error) {
 	conn, buf, err := c.Writer.Hijack()
 	if err != nil {
 		return nil, fmt.Errorf("upgrade: %w", err)
 	}
-	if _, err := io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+ShellProtocol+"\r\n\r\n"); err != nil {
-		_ = conn.Close()
-		return nil, err
-	}
-	// What the server read ahead, then the connection itself: the
-	// server's reader cancels the request's context at the end of input,
-	// which for a shell is only the end of its commands (a client's
-	// CloseWrite), and the shell must still run them.
-	var r io.Reader = conn
-	if n := buf.Reader.Buffered(); n > 0 {
-		ahead, _ := buf.Reader.Peek(n)
-		r = io.MultiReader(bytes.NewReader(bytes.Clone(ahead)), conn)
-	}
-	return &hijacked{Conn: conn, r: r}, nil
+	return upgrade.Accept(conn, buf, ShellProtocol)
 }
-
-// hijacked reads what the server had buffered first.
-type hijacked struct {
-	net.Conn
-	r io.Reader
-}
-
-func (h *hijacked) Read(p []byte) (int, error) { return h.r.Read(p) }
-
-// CloseWrite ends what the node sends (a TLS close_notify).
-func (h *hijacked) CloseWrite() error { return upgrade.CloseWrite(h.Conn) }
 
 // proxyShell opens the shell on the machine's node and splices the two
 // connections; the end of the client's input reaches the shell.

@@ -352,13 +352,16 @@ func TestHashTreeTrim(t *testing.T) {
 	assert.Less(t, afterCap, beforeCap-before/4, "spare room given back (%d of %d slots before, %d after)", beforeCap-before, beforeCap, afterCap-after)
 	assert.Equal(t, wantLevels, levels(tr))
 	assert.Equal(t, wantEntries, tr.entries(all))
+	copied := 0
 	for _, es := range tr.leaves {
 		for _, e := range es {
 			if e.Name == recs[0].Name {
 				assert.True(t, unsafe.StringData(e.Name) != unsafe.StringData(recs[0].Name), "the names are copied out of the burst's heap")
+				copied++
 			}
 		}
 	}
+	assert.Equal(t, 1, copied, "the first record's entry was looked at")
 	root, _ := tr.root()
 	assert.Equal(t, wantRoot, root)
 

@@ -7,6 +7,7 @@ package upgrade
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -130,14 +131,16 @@ func dial(ctx context.Context, t *http.Transport, req *http.Request) (net.Conn, 
 // buffered with the answer.
 type ownConn struct {
 	net.Conn
-	r    *bufio.Reader
-	stop func() bool
+	r    io.Reader
+	stop func() bool // nil: nothing to stop
 }
 
 func (c *ownConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 func (c *ownConn) Close() error {
-	c.stop()
+	if c.stop != nil {
+		c.stop()
+	}
 	return c.Conn.Close()
 }
 
@@ -145,12 +148,34 @@ func (c *ownConn) Close() error {
 // FIN.
 func (c *ownConn) CloseWrite() error { return CloseWrite(c.Conn) }
 
+// errNoHalfClose is what CloseWrite says where a connection cannot end one
+// way alone.
+var errNoHalfClose = fmt.Errorf("close write: %w", errors.ErrUnsupported)
+
 // CloseWrite half-closes conn (a *tls.Conn, a *net.TCPConn) where it can.
 func CloseWrite(conn any) error {
 	if cw, ok := conn.(interface{ CloseWrite() error }); ok {
 		return cw.CloseWrite()
 	}
-	return fmt.Errorf("close write: %w", errors.ErrUnsupported)
+	return errNoHalfClose
+}
+
+// Accept answers an upgrade to proto with 101 on conn and buf, hijacked
+// from the request's handler, and returns the stream. It reads what the
+// server had read ahead, then conn itself: reading on through the server's
+// reader would cancel the request's context at the end of the client's
+// input (its CloseWrite), which is not the end of the exchange.
+func Accept(conn net.Conn, buf *bufio.ReadWriter, proto string) (Stream, error) {
+	if _, err := io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+proto+"\r\n\r\n"); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	var r io.Reader = conn
+	if n := buf.Reader.Buffered(); n > 0 {
+		ahead, _ := buf.Reader.Peek(n)
+		r = io.MultiReader(bytes.NewReader(bytes.Clone(ahead)), conn)
+	}
+	return &ownConn{Conn: conn, r: r}, nil
 }
 
 // closeBoth closes the connection under an answer's body with the body.
@@ -185,7 +210,7 @@ func viaClient(hc *http.Client, req *http.Request) (Stream, *http.Response, erro
 // bothWays is a stream that cannot end one way alone.
 type bothWays struct{ io.ReadWriteCloser }
 
-func (s bothWays) CloseWrite() error { return CloseWrite(nil) }
+func (s bothWays) CloseWrite() error { return errNoHalfClose }
 
 // Splice copies a and b into each other until b, the side that answers,
 // is done. The end of a's input is passed on to b (CloseWrite), so b can

@@ -16,7 +16,7 @@ import (
 )
 
 // echoAll answers an upgrade: it reads until the client's end of input,
-// then says what it read.
+// then says what it read (and whether the request's context ended).
 func echoAll(w http.ResponseWriter, r *http.Request) {
 	if r.Header.Get("Upgrade") != "test" {
 		http.Error(w, "no upgrade", http.StatusBadRequest)
@@ -26,13 +26,21 @@ func echoAll(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	defer conn.Close()
-	_, _ = io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")
-	in, err := io.ReadAll(io.MultiReader(io.LimitReader(buf, int64(buf.Reader.Buffered())), conn))
+	s, err := Accept(conn, buf, "test")
 	if err != nil {
 		return
 	}
-	_, _ = fmt.Fprintf(conn, "read %q", in)
+	defer s.Close()
+	in, err := io.ReadAll(s)
+	if err != nil {
+		return
+	}
+	if err := r.Context().Err(); err != nil {
+		// The end of the client's input must not end the exchange.
+		_, _ = fmt.Fprintf(s, "read %q, then the request's context ended: %v", in, err)
+		return
+	}
+	_, _ = fmt.Fprintf(s, "read %q", in)
 }
 
 func request(t *testing.T, ctx context.Context, u string, upgrade bool) *http.Request {
@@ -137,8 +145,11 @@ func TestSplice(t *testing.T) {
 		if err != nil {
 			return
 		}
-		_, _ = io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")
-		Splice(&ownConn{Conn: conn, r: buf.Reader, stop: func() bool { return true }}, far)
+		near, err := Accept(conn, buf, "test")
+		if err != nil {
+			return
+		}
+		Splice(near, far)
 	}))
 	defer front.Close()
 	s, _, err := Do(front.Client(), request(t, ctx, front.URL, true))
