@@ -22,12 +22,8 @@ func echoAll(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no upgrade", http.StatusBadRequest)
 		return
 	}
-	conn, buf, err := http.NewResponseController(w).Hijack()
-	if err != nil {
-		return
-	}
-	s, err := Accept(conn, buf, "test")
-	if err != nil {
+	s, ok := accept(w)
+	if !ok {
 		return
 	}
 	defer s.Close()
@@ -41,6 +37,16 @@ func echoAll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = fmt.Fprintf(s, "read %q", in)
+}
+
+// accept hijacks w's connection and answers the upgrade to "test".
+func accept(w http.ResponseWriter) (Stream, bool) {
+	conn, buf, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		return nil, false
+	}
+	s, err := Accept(conn, buf, "test")
+	return s, err == nil
 }
 
 func request(t *testing.T, ctx context.Context, u string, upgrade bool) *http.Request {
@@ -141,12 +147,9 @@ func TestSplice(t *testing.T) {
 			http.Error(w, err.Error(), http.StatusBadGateway)
 			return
 		}
-		conn, buf, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			return
-		}
-		near, err := Accept(conn, buf, "test")
-		if err != nil {
+		near, ok := accept(w)
+		if !ok {
+			_ = far.Close()
 			return
 		}
 		Splice(near, far)
