@@ -13,8 +13,8 @@ import (
 )
 
 // LabelProvisionFor marks the claims a MachineSet's owner creates to provision
-// warm machines: their machines join the set unclaimed once running.
-const LabelProvisionFor = "hf/provision-for"
+// warm machines (types.LabelProvisionFor).
+const LabelProvisionFor = types.LabelProvisionFor
 
 // LabelSession marks the claim a session made for its user.
 const LabelSession = "hf/session"

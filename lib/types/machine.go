@@ -13,6 +13,10 @@ const (
 	LabelNode  = "hf/node"
 )
 
+// LabelProvisionFor marks the claims a MachineSet's owner creates to provision
+// warm machines: their machines join the set unclaimed once running.
+const LabelProvisionFor = "hf/provision-for"
+
 // MachinePhase is the phase of a Machine.
 type MachinePhase string
 

@@ -24,7 +24,8 @@ type poolStatus struct {
 	Provisioned int `json:"provisioned"`
 	// Available counts live, unclaimed, Running machines: ready to bind now.
 	Available int `json:"available"`
-	// Claimed counts live machines given to a claim.
+	// Claimed counts live machines given to a claim (a user's, not the
+	// set's own provisioning claims, whose machines are still being made).
 	Claimed int `json:"claimed"`
 	// Oldest is the age of the oldest live machine, empty when there is none.
 	Oldest string `json:"oldest,omitempty"`
@@ -43,7 +44,9 @@ func (s poolStatus) cells() []string {
 }
 
 // poolStatuses counts the machines of each set, in the order of sets.
-func poolStatuses(now time.Time, sets []*types.MachineSet, machines []*types.Machine) []poolStatus {
+// Machines of the set's provisioning claims (named in provisioning) are
+// being made for the pool: they count as provisioned, not as claimed.
+func poolStatuses(now time.Time, sets []*types.MachineSet, machines []*types.Machine, provisioning map[string]bool) []poolStatus {
 	bySet := map[string][]*types.Machine{}
 	for _, m := range machines {
 		if m.Spec.MachineSet != "" && m.Live() {
@@ -67,7 +70,7 @@ func poolStatuses(now time.Time, sets []*types.MachineSet, machines []*types.Mac
 		for _, m := range bySet[set.Metadata.Name] {
 			st.Provisioned++
 			switch {
-			case m.Spec.Claim != "":
+			case m.Spec.Claim != "" && !provisioning[m.Spec.Claim]:
 				st.Claimed++
 			case m.Status.Phase == types.MachineRunning:
 				st.Available++
@@ -112,7 +115,8 @@ func newPoolStatusCmd(f *Factory) *cobra.Command {
 		Short: "Show each machine set's warm, claimed and provisioned machines",
 		Long: "For each machine set (or the named ones), count its live machines from the\n" +
 			"API: PROVISIONED all live ones, AVAILABLE the unclaimed Running ones,\n" +
-			"CLAIMED those given to a claim, OLDEST the age of the oldest.",
+			"CLAIMED those given to a user's claim (not those the set is still making\n" +
+			"for itself), OLDEST the age of the oldest.",
 		Example: "  hf-cli pool status\n" +
 			"  hf-cli set status pool -o json",
 		Args: cobra.ArbitraryArgs,
@@ -157,6 +161,15 @@ func runPoolStatus(ctx context.Context, opts *poolStatusOptions) error {
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
+	// The set's own provisioning claims name the machines being made for it.
+	claimObjs, err := c.ListSelected(ctx, types.KindMachineClaim, types.LabelProvisionFor)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	provisioning := make(map[string]bool, len(claimObjs))
+	for _, o := range claimObjs {
+		provisioning[o.Meta().Name] = true
+	}
 	sets := make([]*types.MachineSet, 0, len(objs))
 	for _, o := range objs {
 		if s, ok := o.(*types.MachineSet); ok {
@@ -169,7 +182,7 @@ func runPoolStatus(ctx context.Context, opts *poolStatusOptions) error {
 			machines = append(machines, m)
 		}
 	}
-	if err := f.printer().poolStatuses(poolStatuses(f.Now(), sets, machines)); err != nil {
+	if err := f.printer().poolStatuses(poolStatuses(f.Now(), sets, machines, provisioning)); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"encoding/json"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,8 @@ func newMachine(name, set, claim string, phase types.MachinePhase, created time.
 
 // seedPools stores three sets and machines of every kind of state:
 //
-//	pool:  m1 warm Running (3h), m2 claimed (1h), m3 warm Provisioning (10m),
+//	pool:  m1 warm Running (3h), m2 claimed (1h), m3 Provisioning (10m) for
+//	       the set's own provisioning claim pool-p3 (not claimed),
 //	       m4 Terminated (5d), m5 Failed (4d) — only m1..m3 are live
 //	od:    m6 claimed (90s), m7 Terminating unclaimed (2m)
 //	empty: no machines
@@ -43,7 +45,17 @@ func seedPools(c *cli) {
 		pool, od, newSet("empty", "small", 1, 0),
 		newMachine("m1", "pool", "", types.MachineRunning, poolNow.Add(-3*time.Hour)),
 		newMachine("m2", "pool", "c2", types.MachineRunning, poolNow.Add(-time.Hour)),
-		newMachine("m3", "pool", "", types.MachineProvisioning, poolNow.Add(-10*time.Minute)),
+		newMachine("m3", "pool", "pool-p3", types.MachineProvisioning, poolNow.Add(-10*time.Minute)),
+		&types.MachineClaim{
+			TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim},
+			Metadata: types.ObjectMeta{Name: "pool-p3", Labels: map[string]string{types.LabelProvisionFor: "pool"}},
+			Spec:     types.MachineClaimSpec{MachineTemplate: "small"},
+		},
+		&types.MachineClaim{
+			TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim},
+			Metadata: types.ObjectMeta{Name: "c2"},
+			Spec:     types.MachineClaimSpec{MachineTemplate: "small"},
+		},
 		newMachine("m4", "pool", "", types.MachineTerminated, poolNow.Add(-5*24*time.Hour)),
 		newMachine("m5", "pool", "c5", types.MachineFailed, poolNow.Add(-4*24*time.Hour)),
 		newMachine("m6", "od", "c6", types.MachineRunning, poolNow.Add(-90*time.Second)),
@@ -65,11 +77,15 @@ func TestPoolStatusPiped(t *testing.T) {
 		"pool\tsmall\tAutoScale\t2\t5\t3\t1\t1\t3h\n", r.out)
 	assert.Empty(t, r.err)
 
-	// One list of sets, one of machines.
+	// One list of sets, one of machines, one of the sets' provisioning claims.
 	reqs := c.srv.Requests()
-	require.Len(t, reqs, 2)
+	require.Len(t, reqs, 3)
 	assert.Equal(t, "/api/v1/machinesets", reqs[0].Path)
 	assert.Equal(t, "/api/v1/machines", reqs[1].Path)
+	assert.Equal(t, "/api/v1/machineclaims", reqs[2].Path)
+	q, err := url.ParseQuery(reqs[2].Query)
+	require.NoError(t, err)
+	assert.Equal(t, types.LabelProvisionFor, q.Get("labelSelector"))
 }
 
 func TestPoolStatusTerminal(t *testing.T) {
@@ -167,6 +183,8 @@ func TestPoolStatuses(t *testing.T) {
 			poolStatus{Provisioned: 1, Claimed: 1, Oldest: "0s", OldestCreatedAt: poolNow}},
 		{"warm pending is provisioned, not available", []*types.Machine{newMachine("a", "s", "", types.MachinePending, poolNow)},
 			poolStatus{Provisioned: 1, Oldest: "0s", OldestCreatedAt: poolNow}},
+		{"a provisioning claim's machine is provisioned, not claimed", []*types.Machine{newMachine("a", "s", "s-p1", types.MachinePending, poolNow)},
+			poolStatus{Provisioned: 1, Oldest: "0s", OldestCreatedAt: poolNow}},
 		{"dead machines count nowhere", []*types.Machine{
 			newMachine("a", "s", "c", types.MachineLost, poolNow.Add(-time.Hour)),
 			newMachine("b", "s", "", types.MachineFailed, poolNow.Add(-time.Hour)),
@@ -179,7 +197,7 @@ func TestPoolStatuses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			set := newSet("s", "small", 1, 3)
-			got := poolStatuses(poolNow, []*types.MachineSet{set}, tt.machines)
+			got := poolStatuses(poolNow, []*types.MachineSet{set}, tt.machines, map[string]bool{"s-p1": true})
 			require.Len(t, got, 1)
 			want := tt.want
 			want.Set, want.Template, want.Strategy, want.Min, want.Max = "s", "small", "AutoScale", 1, 3
