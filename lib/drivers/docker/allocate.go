@@ -2,6 +2,7 @@ package docker
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -43,11 +44,12 @@ func (d *Driver) Allocate(ctx context.Context, t types.MachineTemplate, meta map
 		return nil, fmt.Errorf("allocate: %w", err)
 	}
 	// The network may have been removed since Prepare; it is cheap to check.
-	networkID, err := ensureNetwork(ctx, st.cli, st.cfg.Network, st.lbl)
+	networkID, err := ensureNetwork(ctx, st.cli, st.cfg.Network, st.lbl, st.cfg.NetworkICC)
 	if err != nil {
 		return nil, fmt.Errorf("allocate: %w", err)
 	}
-	spec, err := buildSpec(t, tc, meta, specInput{Labels: st.lbl, Network: networkID, ImageID: imageID})
+	spec, err := buildSpec(t, tc, meta, specInput{Labels: st.lbl, Network: networkID, ImageID: imageID,
+		User: cmp.Or(tc.User, st.cfg.User), PidsLimit: st.cfg.PidsLimit})
 	if err != nil {
 		return nil, fmt.Errorf("allocate: %w", err)
 	}

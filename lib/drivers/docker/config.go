@@ -3,6 +3,8 @@ package docker
 import (
 	"fmt"
 	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/docker/docker/client"
@@ -29,6 +31,22 @@ type Config struct {
 	LabelNamespace string `json:"label_namespace"`
 	// AllowPrivileged lets templates ask for privileged containers.
 	AllowPrivileged bool `json:"allow_privileged"`
+	// User is who a container runs as when its template names no user:
+	// "uid" or "uid:gid", numeric (a name could be root in the image).
+	// Containers run without capabilities and cannot gain privileges
+	// (no-new-privileges), so a machine's user is never root on the host.
+	User string `json:"user"`
+	// AllowRoot lets this node's user and templates' users be root (uid 0);
+	// a root container keeps the engine's default capabilities.
+	AllowRoot bool `json:"allow_root"`
+	// PidsLimit bounds the processes of one container, so a fork bomb stays
+	// inside its machine.
+	PidsLimit int64 `json:"pids_limit"`
+	// NetworkICC lets the containers on a network the driver makes reach
+	// each other. Without it the driver makes the network with
+	// inter-container traffic off, so one user's machine cannot reach
+	// another's; a network made by someone else is used as it is.
+	NetworkICC bool `json:"network_icc"`
 	// StartTimeout bounds how long Allocate waits for a container to run.
 	StartTimeout types.Duration `json:"start_timeout"`
 	// StartGrace is how long a started container must keep running before
@@ -51,6 +69,9 @@ const (
 	DefaultStartTimeout   = 60 * time.Second
 	DefaultStartGrace     = 200 * time.Millisecond
 	DefaultStopTimeout    = 5 * time.Second
+	// DefaultUser is nobody:nogroup.
+	DefaultUser      = "65534:65534"
+	DefaultPidsLimit = 1024
 )
 
 // DefaultConfig returns the configuration used for absent keys.
@@ -61,6 +82,8 @@ func DefaultConfig() Config {
 		StartTimeout:   types.D(DefaultStartTimeout),
 		StartGrace:     types.D(DefaultStartGrace),
 		StopTimeout:    types.D(DefaultStopTimeout),
+		User:           DefaultUser,
+		PidsLimit:      DefaultPidsLimit,
 	}
 }
 
@@ -110,10 +133,45 @@ func (c Config) Validate() error {
 	if c.StopTimeout.Duration < 0 {
 		return types.Invalid("stop_timeout", "must not be negative")
 	}
+	if err := checkUser(c.User, c.AllowRoot); err != nil {
+		return types.Invalid("user", "%s", err.Error())
+	}
+	if c.PidsLimit < 1 {
+		return types.Invalid("pids_limit", "must be at least 1")
+	}
 	if c.DownloadPassword != "" && c.DownloadUser == "" {
 		return types.Invalid("download_password", "needs download_user")
 	}
 	return c.Alter.Validate()
+}
+
+// userSpec is what the engine takes as a numeric user: "uid" or "uid:gid".
+var userSpec = regexp.MustCompile(`^([0-9]{1,10})(:[0-9]{1,10})?$`)
+
+// checkUser accepts a numeric user, root (uid 0) only when allowRoot.
+func checkUser(user string, allowRoot bool) error {
+	m := userSpec.FindStringSubmatch(user)
+	if m == nil {
+		return fmt.Errorf("%q: want a numeric uid or uid:gid (a name could be root in the image)", user)
+	}
+	if uid, err := strconv.ParseUint(m[1], 10, 32); err != nil {
+		return fmt.Errorf("%q: uid out of range", user)
+	} else if uid == 0 && !allowRoot {
+		return fmt.Errorf("%q is root: not allowed on this node (allow_root is false)", user)
+	}
+	if m[2] != "" {
+		if _, err := strconv.ParseUint(m[2][1:], 10, 32); err != nil {
+			return fmt.Errorf("%q: gid out of range", user)
+		}
+	}
+	return nil
+}
+
+// isRoot reports whether a checked user is uid 0.
+func isRoot(user string) bool {
+	uid, _, _ := strings.Cut(user, ":")
+	n, err := strconv.ParseUint(uid, 10, 32)
+	return err == nil && n == 0
 }
 
 // validateHost accepts what the engine client can dial.

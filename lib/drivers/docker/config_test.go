@@ -24,13 +24,16 @@ func TestParseConfig(t *testing.T) {
 		{"empty gives defaults", ``, def},
 		{"null gives defaults", `null`, def},
 		{"defaults", `{}`, Config{Network: "hf", LabelNamespace: "hf", StartTimeout: types.D(time.Minute),
-			StartGrace: types.D(200 * time.Millisecond), StopTimeout: types.D(5 * time.Second)}},
+			StartGrace: types.D(200 * time.Millisecond), StopTimeout: types.D(5 * time.Second),
+			User: "65534:65534", PidsLimit: 1024}},
 		{"everything", `{"host": "tcp://127.0.0.1:2375", "network": "lab_net", "images_path": "/var/cache/hf",
 			"label_namespace": "hf.node-2", "allow_privileged": true, "start_timeout": "2m", "start_grace": "0s",
 			"stop_timeout": 1, "download_user": "u", "download_password": "p",
+			"user": "0:0", "allow_root": true, "pids_limit": 64, "network_icc": true,
 			"cpu_alter": -1, "ram_alter": -2, "cpu_overbook": 4, "ram_overbook": 8}`,
 			Config{Host: "tcp://127.0.0.1:2375", Network: "lab_net", ImagesPath: "/var/cache/hf",
 				LabelNamespace: "hf.node-2", AllowPrivileged: true, StartTimeout: types.D(2 * time.Minute),
+				User: "0:0", AllowRoot: true, PidsLimit: 64, NetworkICC: true,
 				StopTimeout: types.D(time.Second), DownloadUser: "u", DownloadPassword: "p",
 				Alter: drivers.Alter{CPUAlter: -1, RAMAlter: -2, CPUOverbook: 4, RAMOverbook: 8}}},
 		{"unix socket", `{"host": "unix:///run/user/1000/docker.sock"}`,
@@ -66,6 +69,14 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{"privileged not bool", `{"allow_privileged": "yes"}`, `allow_privileged: want true or false`},
 		{"negative overbook", `{"cpu_overbook": -1}`, `cpu_overbook: must not be negative`},
 		{"not an object", `[]`, `want an object`},
+		{"user by name", `{"user": "nobody"}`, `user: "nobody": want a numeric uid or uid:gid`},
+		{"empty user", `{"user": ""}`, `user: "": want a numeric uid`},
+		{"root user", `{"user": "0"}`, `user: "0" is root: not allowed on this node (allow_root is false)`},
+		{"root with a group", `{"user": "00:1000"}`, `user: "00:1000" is root`},
+		{"uid out of range", `{"user": "4294967296"}`, `user: "4294967296": uid out of range`},
+		{"gid out of range", `{"user": "1000:4294967296"}`, `user: "1000:4294967296": gid out of range`},
+		{"zero pids", `{"pids_limit": 0}`, `pids_limit: must be at least 1`},
+		{"pids not a number", `{"pids_limit": "many"}`, `pids_limit:`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseConfig([]byte(tc.cfg))
@@ -163,6 +174,11 @@ func TestValidateTemplate(t *testing.T) {
 			`spec.providerConfiguration.docker.privileged: not allowed on this node (allow_privileged is false)`},
 		{"privileged not allowed on instance", "docker/x", false, map[string]string{"docker/x": `{"image": {"tag": "box"}, "privileged": true}`},
 			`spec.providerConfiguration.docker/x.privileged: not allowed`},
+		{"user", "docker", false, map[string]string{"docker": `{"image": {"tag": "box"}, "user": "1000:1000"}`}, ""},
+		{"user by name", "docker", false, map[string]string{"docker": `{"image": {"tag": "box"}, "user": "root"}`},
+			`spec.providerConfiguration.docker.user: "root": want a numeric uid or uid:gid`},
+		{"root user not allowed", "docker", false, map[string]string{"docker": `{"image": {"tag": "box"}, "user": "0:0"}`},
+			`spec.providerConfiguration.docker.user: "0:0" is root: not allowed on this node (allow_root is false)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newDriver(drivers.Env{Instance: tc.instance})
@@ -177,6 +193,16 @@ func TestValidateTemplate(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+func TestRootNeedsAllowRoot(t *testing.T) {
+	d := newDriver(drivers.Env{Instance: "docker"})
+	tmpl := template("t", types.Resources{CPU: 1}, map[string]string{"docker": `{"image": {"tag": "box"}, "user": "0"}`})
+	require.ErrorIs(t, d.ValidateTemplate(tmpl), types.ErrInvalid)
+	d.cfg.AllowRoot = true
+	require.NoError(t, d.ValidateTemplate(tmpl))
+	_, err := ParseConfig([]byte(`{"user": "0", "allow_root": true}`))
+	require.NoError(t, err)
 }
 
 func TestNotPrepared(t *testing.T) {

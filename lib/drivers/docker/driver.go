@@ -167,9 +167,13 @@ func (d *Driver) Prepare(ctx context.Context, cfg []byte) error {
 		_ = cli.Close()
 		return fmt.Errorf("prepare %s: docker engine at %s: %w", d.env.Instance, host, err)
 	}
-	if _, err := ensureNetwork(ctx, cli, c.Network, lbl); err != nil {
+	if _, err := ensureNetwork(ctx, cli, c.Network, lbl, c.NetworkICC); err != nil {
 		_ = cli.Close()
 		return fmt.Errorf("prepare %s: %w", d.env.Instance, err)
+	}
+	if !c.NetworkICC && !networkIsolated(ctx, cli, c.Network) {
+		d.log.Warn("docker network lets machines reach each other", "network", c.Network,
+			"detail", "it was made by someone else or before hf isolated its networks; remove it (once no container uses it) and the driver makes one with inter-container traffic off, or set network_icc: true to keep it quietly")
 	}
 
 	d.mu.Lock()
@@ -243,10 +247,13 @@ func (d *Driver) templateConfig(t types.MachineTemplate) (TemplateConfig, error)
 		return TemplateConfig{}, err
 	}
 	d.mu.Lock()
-	allow := d.cfg.AllowPrivileged
+	allow, allowRoot := d.cfg.AllowPrivileged, d.cfg.AllowRoot
 	d.mu.Unlock()
 	if tc.Privileged && !allow {
 		return TemplateConfig{}, types.Invalid(prefix+".privileged", "not allowed on this node (allow_privileged is false)")
+	}
+	if tc.User != "" && isRoot(tc.User) && !allowRoot {
+		return TemplateConfig{}, types.Invalid(prefix+".user", "%q is root: not allowed on this node (allow_root is false)", tc.User)
 	}
 	return tc, nil
 }

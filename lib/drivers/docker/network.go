@@ -25,7 +25,10 @@ import (
 // settle below. So the nodes of one host first take a lock of that host,
 // lockNetwork, and create the network one after the other; the settle is
 // for nodes of several hosts on one remote engine.)
-func ensureNetwork(ctx context.Context, cli *client.Client, name string, lbl labels) (string, error) {
+//
+// A network it makes has inter-container traffic off unless icc: machines on
+// it reach the world and the host's published ports, not each other.
+func ensureNetwork(ctx context.Context, cli *client.Client, name string, lbl labels, icc bool) (string, error) {
 	existing, err := networksNamed(ctx, cli, name)
 	if err != nil {
 		return "", err
@@ -42,10 +45,14 @@ func ensureNetwork(ctx context.Context, cli *client.Client, name string, lbl lab
 	if len(existing) > 0 {
 		return pickNetwork(existing).ID, nil
 	}
-	created, err := cli.NetworkCreate(ctx, name, network.CreateOptions{
+	opts := network.CreateOptions{
 		Driver: "bridge",
 		Labels: map[string]string{lbl.key(labelNetwork): name, lbl.key(labelNode): lbl.node},
-	})
+	}
+	if !icc {
+		opts.Options = map[string]string{optionICC: "false"}
+	}
+	created, err := cli.NetworkCreate(ctx, name, opts)
 	// Let racing creates land before judging: a network older than ours
 	// that a list made at once would miss must win here too. Ours wins only
 	// when two lists a settle apart agree (a loaded engine has listed a
@@ -97,6 +104,20 @@ const (
 	networkSettle = 100 * time.Millisecond
 	networkChecks = 5
 )
+
+// optionICC is the bridge driver's option that turns inter-container
+// traffic on a network on or off.
+const optionICC = "com.docker.network.bridge.enable_icc"
+
+// networkIsolated reports whether the network called name has
+// inter-container traffic off (false also when it cannot be listed).
+func networkIsolated(ctx context.Context, cli *client.Client, name string) bool {
+	list, err := networksNamed(ctx, cli, name)
+	if err != nil || len(list) == 0 {
+		return false
+	}
+	return pickNetwork(list).Options[optionICC] == "false"
+}
 
 // networksNamed lists the networks called exactly name (the engine's name
 // filter also matches parts of names).

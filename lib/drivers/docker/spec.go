@@ -76,6 +76,10 @@ type specInput struct {
 	ImageID string
 	// Suffix makes the container name unique ("a1b2c3d4"); random when empty.
 	Suffix string
+	// User is who the container runs as (checked: numeric); PidsLimit bounds
+	// its processes (none when 0).
+	User      string
+	PidsLimit int64
 }
 
 // buildSpec turns a template, its parsed docker entry and the claim metadata
@@ -155,6 +159,7 @@ func buildSpec(t types.MachineTemplate, tc TemplateConfig, meta map[string]strin
 		Env:          envList,
 		Labels:       containerLabels,
 		ExposedPorts: exposed,
+		User:         in.User,
 	}
 	if tc.Command != nil {
 		cfg.Cmd = slices.Clone(tc.Command)
@@ -178,6 +183,18 @@ func buildSpec(t types.MachineTemplate, tc TemplateConfig, meta map[string]strin
 	// Memory and swap together may not exceed the limit: the engine's default
 	// would allow as much swap again.
 	hc.MemorySwap = hc.Memory
+	if in.PidsLimit > 0 {
+		hc.PidsLimit = &in.PidsLimit
+	}
+	// An unprivileged container's processes cannot gain privileges (setuid
+	// binaries, file capabilities), and one whose user is not root has no
+	// capabilities at all: a user's shell in it is nobody on the host.
+	if !tc.Privileged {
+		hc.SecurityOpt = []string{"no-new-privileges:true"}
+		if in.User != "" && !isRoot(in.User) {
+			hc.CapDrop = []string{"ALL"}
+		}
+	}
 	if len(bindings) == 0 {
 		hc.PortBindings = nil
 	}

@@ -30,7 +30,8 @@ func TestBuildSpec(t *testing.T) {
 	tmpl.Spec.ClaimMetadata = []types.MetadataKey{{Name: "LEVEL"}, {Name: "MODE"}}
 	meta := map[string]string{"HF_CLAIM": "c1", "HF_MACHINE": "m-1", "HF_USER": "alice", "LEVEL": "2", "MODE": "claim",
 		"LD_PRELOAD": "/evil.so", "undeclared": "x"}
-	spec, err := buildSpec(tmpl, tc, meta, specInput{Labels: testLabels, Network: "hf", ImageID: "sha256:abc", Suffix: "0a0b0c0d"})
+	spec, err := buildSpec(tmpl, tc, meta, specInput{Labels: testLabels, Network: "hf", ImageID: "sha256:abc", Suffix: "0a0b0c0d",
+		User: "65534:65534", PidsLimit: 100})
 	require.NoError(t, err)
 
 	assert.Equal(t, "hf-m-1-0a0b0c0d", spec.Name)
@@ -65,6 +66,37 @@ func TestBuildSpec(t *testing.T) {
 	assert.Equal(t, []mount.Mount{{Type: mount.TypeVolume, Target: "/data",
 		VolumeOptions: &mount.VolumeOptions{Labels: map[string]string{"hf.node": "node-a", "hf.instance": "docker"}}}}, hc.Mounts)
 	assert.Nil(t, spec.Networking)
+	assert.Equal(t, "65534:65534", cfg.User)
+	assert.Equal(t, []string{"ALL"}, []string(hc.CapDrop), "a user that is not root has no capabilities")
+	assert.Equal(t, []string{"no-new-privileges:true"}, hc.SecurityOpt)
+	require.NotNil(t, hc.PidsLimit)
+	assert.Equal(t, int64(100), *hc.PidsLimit)
+}
+
+// A root container (allow_root) keeps the engine's capabilities but gains
+// no more; a privileged one is what the node allowed, untouched.
+func TestBuildSpecRootAndPrivileged(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		user       string
+		privileged bool
+		capDrop    []string
+		secOpt     []string
+	}{
+		{"nobody", "65534", false, []string{"ALL"}, []string{"no-new-privileges:true"}},
+		{"root", "0:0", false, nil, []string{"no-new-privileges:true"}},
+		{"privileged", "65534", true, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			spec, err := buildSpec(template("p", types.Resources{}, nil), TemplateConfig{Image: ImageRef{Tag: "x"}, Privileged: tc.privileged}, nil,
+				specInput{Labels: testLabels, Network: "hf", User: tc.user})
+			require.NoError(t, err)
+			assert.Equal(t, tc.user, spec.Config.User)
+			assert.Equal(t, tc.capDrop, []string(spec.HostConfig.CapDrop))
+			assert.Equal(t, tc.secOpt, spec.HostConfig.SecurityOpt)
+			assert.Nil(t, spec.HostConfig.PidsLimit, "no limit given, none set")
+		})
+	}
 }
 
 func TestBuildSpecMinimal(t *testing.T) {

@@ -35,6 +35,9 @@ type TemplateConfig struct {
 	// Privileged runs the container privileged; the node must allow it
 	// (allow_privileged).
 	Privileged bool `json:"privileged"`
+	// User is who the container runs as, "uid" or "uid:gid" (numeric); the
+	// node's user when empty. Root (uid 0) only where allow_root is set.
+	User string `json:"user"`
 }
 
 // ImageRef names an image: a tag already on the engine (never pulled), or a
@@ -103,6 +106,12 @@ func (tc TemplateConfig) Validate() error {
 	}
 	if _, err := parsePorts(tc.Ports); err != nil {
 		return err
+	}
+	if tc.User != "" {
+		// Root is the node's to allow (templateConfig); the form is checked here.
+		if err := checkUser(tc.User, true); err != nil {
+			return types.Invalid("user", "%s", err.Error())
+		}
 	}
 	seen := map[string]bool{}
 	for i, v := range tc.Volumes {

@@ -31,7 +31,7 @@ const NonceLabel = "hf.test.nonce"
 
 // Applets returns the busybox applets the image links into /bin.
 func Applets() []string {
-	return []string{"sh", "sleep", "env", "cat", "echo", "false", "true", "ls", "id", "ps", "kill"}
+	return []string{"sh", "sleep", "env", "cat", "echo", "false", "true", "ls", "id", "ps", "kill", "nc"}
 }
 
 // DefaultCmd returns the image's command: print the environment (so it shows
