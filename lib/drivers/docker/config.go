@@ -71,7 +71,7 @@ const (
 	DefaultStopTimeout    = 5 * time.Second
 	// DefaultUser is nobody:nogroup.
 	DefaultUser      = "65534:65534"
-	DefaultPidsLimit = 1024
+	DefaultPidsLimit = 4096
 )
 
 // DefaultConfig returns the configuration used for absent keys.

@@ -25,7 +25,7 @@ func TestParseConfig(t *testing.T) {
 		{"null gives defaults", `null`, def},
 		{"defaults", `{}`, Config{Network: "hf", LabelNamespace: "hf", StartTimeout: types.D(time.Minute),
 			StartGrace: types.D(200 * time.Millisecond), StopTimeout: types.D(5 * time.Second),
-			User: "65534:65534", PidsLimit: 1024}},
+			User: "65534:65534", PidsLimit: 4096}},
 		{"everything", `{"host": "tcp://127.0.0.1:2375", "network": "lab_net", "images_path": "/var/cache/hf",
 			"label_namespace": "hf.node-2", "allow_privileged": true, "start_timeout": "2m", "start_grace": "0s",
 			"stop_timeout": 1, "download_user": "u", "download_password": "p",

@@ -203,7 +203,7 @@ func (d *Driver) build(ctx context.Context, cfg Config, cg cgroupSetup, m *machi
 		Log: filepath.Join(m.Workspace, logFile),
 	}
 	if cg.Parent != "" {
-		dir, err := createCgroup(cg, m.ID, res)
+		dir, err := createCgroup(cg, m.ID, res, cfg.PidsLimit)
 		if dir != "" {
 			m.Cgroup = dir
 			if uerr := d.update(m.ID, func(hm *machine) { hm.Cgroup = dir }); uerr != nil && err == nil {

@@ -25,22 +25,32 @@ type cgroupSetup struct {
 	Parent string
 	// Limits is true when the cpu and memory controllers are on for them.
 	Limits bool
+	// Pids is true when the pids controller is on too, so a machine's
+	// processes are bounded (pids.max).
+	Pids bool
 	// Reason says why limits are not enforced.
 	Reason string
 }
 
 // describe says how limits stand, for the node's driver status.
 func (s cgroupSetup) describe() string {
-	if s.Limits {
-		return "cpu and memory limits enforced with cgroup v2 (" + s.Parent + ")"
+	switch {
+	case s.Limits && s.Pids:
+		return "cpu, memory and process limits enforced with cgroup v2 (" + s.Parent + ")"
+	case s.Limits:
+		return "cpu and memory limits enforced with cgroup v2 (" + s.Parent + "); no process limit: the pids controller is not available"
 	}
 	return "resource limits not enforced: " + s.Reason
 }
 
 // cgroupLimits returns the cgroup v2 files and values that hold a machine to
-// res: cpu.max from CPUs, memory.max from RAM; a zero resource is unlimited.
-func cgroupLimits(res types.Resources) map[string]string {
+// res: cpu.max from CPUs, memory.max from RAM (a zero resource is
+// unlimited), and pids.max from pids when it is positive.
+func cgroupLimits(res types.Resources, pids int64) map[string]string {
 	out := map[string]string{}
+	if pids > 0 {
+		out["pids.max"] = strconv.FormatInt(pids, 10)
+	}
 	if res.CPU > 0 {
 		quota := int64(math.Ceil(res.CPU * cpuPeriod))
 		out["cpu.max"] = fmt.Sprintf("%d %d", quota, cpuPeriod)

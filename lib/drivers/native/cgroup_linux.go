@@ -60,11 +60,22 @@ func probeCgroups(path string) cgroupSetup {
 		}
 	}
 	setup.Limits = true
+	// The pids controller bounds a fork bomb; without it the others still hold.
+	if slices.Contains(have, "pids") {
+		setup.Pids = true
+		for _, dir := range []string{path, parent} {
+			if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+pids"), 0); err != nil {
+				setup.Pids = false
+				break
+			}
+		}
+	}
 	return setup
 }
 
 // createCgroup makes the machine's cgroup and writes its limits.
-func createCgroup(setup cgroupSetup, id string, res types.Resources) (string, error) {
+// pids bounds its processes where the pids controller is on.
+func createCgroup(setup cgroupSetup, id string, res types.Resources, pids int64) (string, error) {
 	dir := filepath.Join(setup.Parent, id)
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", fmt.Errorf("create cgroup: %w", err)
@@ -72,7 +83,10 @@ func createCgroup(setup cgroupSetup, id string, res types.Resources) (string, er
 	if !setup.Limits {
 		return dir, nil
 	}
-	for file, v := range cgroupLimits(res) {
+	if !setup.Pids {
+		pids = 0
+	}
+	for file, v := range cgroupLimits(res, pids) {
 		if err := os.WriteFile(filepath.Join(dir, file), []byte(v), 0o644); err != nil {
 			return dir, fmt.Errorf("cgroup %s: set %s to %s: %w", dir, file, v, err)
 		}

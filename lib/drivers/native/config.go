@@ -59,6 +59,10 @@ type Config struct {
 	// StopGrace is how long processes get between SIGTERM and SIGKILL when a
 	// machine is deallocated (default 5s).
 	StopGrace types.Duration `json:"stop_grace"`
+	// PidsLimit bounds the processes (and threads) of one machine, so a fork
+	// bomb stays inside it (default 4096); enforced with the cgroup v2 pids
+	// controller, like the cpu and memory limits.
+	PidsLimit int64 `json:"pids_limit"`
 
 	drivers.Alter
 }
@@ -77,6 +81,7 @@ const (
 	defaultPrivilegedWorkspace = "/var/lib/hf-native/workspace"
 	maxPrefix                  = 20
 	maxStopGrace               = 10 * time.Minute
+	defaultPidsLimit           = 4096
 )
 
 var prefixRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]*$`)
@@ -89,6 +94,7 @@ func parseConfig(raw []byte, h hostFacts) (Config, error) {
 		UserPrefix: "hf-",
 		CgroupPath: "/sys/fs/cgroup",
 		StopGrace:  types.D(5 * time.Second),
+		PidsLimit:  defaultPidsLimit,
 	}
 	if err := drivers.DecodeConfig(raw, &c); err != nil {
 		return Config{}, err
@@ -193,6 +199,9 @@ func (c Config) validate(h hostFacts) error {
 	}
 	if c.DownloadPassword != "" && c.DownloadUser == "" {
 		return types.Invalid("download_password", "set without download_user")
+	}
+	if c.PidsLimit < 1 {
+		return types.Invalid("pids_limit", "must be at least 1")
 	}
 	if c.StopGrace.Duration < 0 || c.StopGrace.Duration > maxStopGrace {
 		return types.Invalid("stop_grace", "must be between 0s and %s", maxStopGrace)

@@ -38,7 +38,7 @@ func TestParseConfigDefaults(t *testing.T) {
 			h:    hostFacts{DataDir: "/var/lib/hf/drivers/native", LookPath: fakeLook("useradd", "userdel")},
 			want: Config{
 				ShellPath: "/bin/sh", HomePath: "/home", UserPrefix: "hf-", CgroupPath: "/sys/fs/cgroup",
-				StopGrace: types.D(5 * time.Second), Unprivileged: &yes,
+				StopGrace: types.D(5 * time.Second), Unprivileged: &yes, PidsLimit: 4096,
 				ImagesPath:    "/var/lib/hf/drivers/native/images",
 				WorkspacePath: "/var/lib/hf/drivers/native/workspace",
 			},
@@ -48,7 +48,7 @@ func TestParseConfigDefaults(t *testing.T) {
 			h:    hostFacts{Root: true, DataDir: "/d", LookPath: fakeLook("useradd", "userdel", "groupdel")},
 			want: Config{
 				ShellPath: "/bin/sh", HomePath: "/home", UserPrefix: "hf-", CgroupPath: "/sys/fs/cgroup",
-				StopGrace: types.D(5 * time.Second), Unprivileged: &no,
+				StopGrace: types.D(5 * time.Second), Unprivileged: &no, PidsLimit: 4096,
 				UseraddPath: "/usr/sbin/useradd", UserdelPath: "/usr/sbin/userdel", GroupdelPath: "/usr/sbin/groupdel",
 				ImagesPath: "/d/images", WorkspacePath: defaultPrivilegedWorkspace,
 			},
@@ -59,7 +59,7 @@ func TestParseConfigDefaults(t *testing.T) {
 				"shell_path": "/bin/bash", "dscl_path": "/usr/bin/dscl", "hdiutil_path": "/usr/bin/hdiutil",
 				"createhomedir_path": "/usr/sbin/createhomedir", "images_path": "/cache", "workspace_path": "/ws",
 				"home_path": "/srv/homes", "user_prefix": "lab_", "download_user": "u", "download_password": "p",
-				"unprivileged": false, "cgroup_path": "/sys/fs/cgroup/unified", "stop_grace": "1s",
+				"unprivileged": false, "cgroup_path": "/sys/fs/cgroup/unified", "stop_grace": "1s", "pids_limit": 100,
 				"cpu_alter": -2, "ram_alter": -4, "cpu_overbook": 8, "ram_overbook": 16}`,
 			h: hostFacts{Root: true, LookPath: fakeLook()},
 			want: Config{
@@ -67,7 +67,7 @@ func TestParseConfigDefaults(t *testing.T) {
 				ShellPath: "/bin/bash", DsclPath: "/usr/bin/dscl", HdiutilPath: "/usr/bin/hdiutil",
 				CreatehomedirPath: "/usr/sbin/createhomedir", ImagesPath: "/cache", WorkspacePath: "/ws",
 				HomePath: "/srv/homes", UserPrefix: "lab_", DownloadUser: "u", DownloadPassword: "p",
-				Unprivileged: &no, CgroupPath: "/sys/fs/cgroup/unified", StopGrace: types.D(time.Second),
+				Unprivileged: &no, CgroupPath: "/sys/fs/cgroup/unified", StopGrace: types.D(time.Second), PidsLimit: 100,
 				Alter: drivers.Alter{CPUAlter: -2, RAMAlter: -4, CPUOverbook: 8, RAMOverbook: 16},
 			},
 		},
@@ -108,6 +108,7 @@ func TestParseConfigErrorsNameTheKey(t *testing.T) {
 		{"long prefix", `{"user_prefix": "` + strings.Repeat("a", 21) + `"}`, user, "user_prefix: at most 20 characters"},
 		{"password without user", `{"download_password": "p"}`, user, "download_password: set without download_user"},
 		{"negative grace", `{"stop_grace": "-1s"}`, user, "stop_grace: must be between 0s and 10m0s"},
+		{"zero pids", `{"pids_limit": 0}`, user, "pids_limit: must be at least 1"},
 		{"bad alter", `{"cpu_overbook": -1}`, user, "cpu_overbook: must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

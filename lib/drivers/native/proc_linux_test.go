@@ -73,14 +73,14 @@ func TestMountsUnder(t *testing.T) {
 }
 
 func TestCgroupLimits(t *testing.T) {
-	assert.Equal(t, map[string]string{"cpu.max": "150000 100000", "memory.max": "2147483648"},
-		cgroupLimits(types.Resources{CPU: 1.5, RAMGB: 2}))
-	assert.Equal(t, map[string]string{"cpu.max": "25000 100000"}, cgroupLimits(types.Resources{CPU: 0.25}))
-	assert.Empty(t, cgroupLimits(types.Resources{}))
+	assert.Equal(t, map[string]string{"cpu.max": "150000 100000", "memory.max": "2147483648", "pids.max": "64"},
+		cgroupLimits(types.Resources{CPU: 1.5, RAMGB: 2}, 64))
+	assert.Equal(t, map[string]string{"cpu.max": "25000 100000"}, cgroupLimits(types.Resources{CPU: 0.25}, 0))
+	assert.Empty(t, cgroupLimits(types.Resources{}, 0))
 
 	// The files a cgroup would have, written into a plain directory.
 	parent := t.TempDir()
-	dir, err := createCgroup(cgroupSetup{Parent: parent, Limits: true}, "hf-0123456789", types.Resources{CPU: 2, RAMGB: 0.5})
+	dir, err := createCgroup(cgroupSetup{Parent: parent, Limits: true, Pids: true}, "hf-0123456789", types.Resources{CPU: 2, RAMGB: 0.5}, 100)
 	require.NoError(t, err)
 	assert.Equal(t, filepath.Join(parent, "hf-0123456789"), dir)
 	b, err := os.ReadFile(filepath.Join(dir, "cpu.max"))
@@ -89,13 +89,23 @@ func TestCgroupLimits(t *testing.T) {
 	b, err = os.ReadFile(filepath.Join(dir, "memory.max"))
 	require.NoError(t, err)
 	assert.Equal(t, "536870912", string(b))
+	b, err = os.ReadFile(filepath.Join(dir, "pids.max"))
+	require.NoError(t, err)
+	assert.Equal(t, "100", string(b))
 
-	noLimits, err := createCgroup(cgroupSetup{Parent: parent}, "hf-abcdefabcd", types.Resources{CPU: 2})
+	noPids, err := createCgroup(cgroupSetup{Parent: parent, Limits: true}, "hf-0123456780", types.Resources{CPU: 2}, 100)
+	require.NoError(t, err)
+	assert.FileExists(t, filepath.Join(noPids, "cpu.max"))
+	assert.NoFileExists(t, filepath.Join(noPids, "pids.max"), "without the pids controller no process limit is written")
+
+	noLimits, err := createCgroup(cgroupSetup{Parent: parent}, "hf-abcdefabcd", types.Resources{CPU: 2}, 100)
 	require.NoError(t, err)
 	assert.NoFileExists(t, filepath.Join(noLimits, "cpu.max"), "without controllers no limit is written")
 
 	assert.Contains(t, cgroupSetup{Reason: "x is not a cgroup2 file system"}.describe(), "resource limits not enforced: x is not")
-	assert.Contains(t, cgroupSetup{Parent: "/sys/fs/cgroup/hf-native", Limits: true}.describe(), "limits enforced")
+	assert.Contains(t, cgroupSetup{Parent: "/sys/fs/cgroup/hf-native", Limits: true}.describe(), "cpu and memory limits enforced")
+	assert.Contains(t, cgroupSetup{Parent: "/sys/fs/cgroup/hf-native", Limits: true}.describe(), "no process limit")
+	assert.Contains(t, cgroupSetup{Parent: "/sys/fs/cgroup/hf-native", Limits: true, Pids: true}.describe(), "cpu, memory and process limits enforced")
 }
 
 func TestProbeCgroups(t *testing.T) {
