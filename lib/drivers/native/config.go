@@ -60,8 +60,9 @@ type Config struct {
 	// machine is deallocated (default 5s).
 	StopGrace types.Duration `json:"stop_grace"`
 	// PidsLimit bounds the processes (and threads) of one machine, so a fork
-	// bomb stays inside it (default 4096); enforced with the cgroup v2 pids
-	// controller, like the cpu and memory limits.
+	// bomb stays inside it (default 4096): with the cgroup v2 pids controller
+	// where the cpu and memory limits are enforced, and in privileged mode on
+	// any host as the machine user's RLIMIT_NPROC.
 	PidsLimit int64 `json:"pids_limit"`
 
 	drivers.Alter

@@ -165,6 +165,14 @@ func (d *Driver) Prepare(ctx context.Context, raw []byte) error {
 		return fmt.Errorf("prepare %s: %w", d.env.Instance, err)
 	}
 	cg := probeCgroups(cfg.CgroupPath)
+	nproc := "none (unprivileged: machines are this daemon's user)"
+	if cfg.Privileged() {
+		n, err := limitUserProcesses(cfg.PidsLimit)
+		if err != nil {
+			return fmt.Errorf("prepare %s: pids_limit: %w", d.env.Instance, err)
+		}
+		nproc = fmt.Sprintf("%d per machine user (RLIMIT_NPROC)", n)
+	}
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -178,7 +186,7 @@ func (d *Driver) Prepare(ctx context.Context, raw []byte) error {
 	d.stop, d.reaped = stop, make(chan struct{})
 	go d.reaper(rctx, d.reaped)
 	d.log.Info("native driver prepared", "privileged", cfg.Privileged(), "machines", len(held),
-		"workspace", cfg.WorkspacePath, "limits", cg.describe())
+		"workspace", cfg.WorkspacePath, "limits", cg.describe(), "process_limit", nproc)
 	if !cfg.Privileged() {
 		d.log.Warn("native driver in unprivileged mode: every machine runs as this daemon's user and can reach what it can; run hf-node as root for a user per machine",
 			"uid", os.Getuid())

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/drivers/drivertest"
@@ -638,4 +640,52 @@ func TestExplainFailedEntry(t *testing.T) {
 		require.NoError(t, d.Deallocate(t.Context(), r))
 		assert.Empty(t, d.Explain(t.Context(), r), "nothing to say of a machine that is gone")
 	})
+}
+
+// TestMachineProcessLimit: in privileged mode a machine's user cannot have
+// more than pids_limit processes, on any host (cgroup v1 too): a fork bomb
+// stops inside its machine, and the machine is released as usual.
+func TestMachineProcessLimit(t *testing.T) {
+	needRoot(t)
+	if os.Getenv("HF_TEST_NPROC_CHILD") == "" {
+		// The limit is the daemon's own, inherited by what it starts, and
+		// root without CAP_SYS_RESOURCE cannot raise it again: the test
+		// runs in a process of its own, so the others keep theirs.
+		cmd := exec.Command(os.Args[0], "-test.run=^TestMachineProcessLimit$", "-test.v", "-test.count=1")
+		cmd.Env = append(os.Environ(), "HF_TEST_NPROC_CHILD=1")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Contains(t, string(out), "--- PASS: TestMachineProcessLimit", "%s", out)
+		return
+	}
+	h := newTestHost(t)
+	d := h.driver(t, t.TempDir(), map[string]any{"pids_limit": 30})
+	var now unix.Rlimit
+	require.NoError(t, unix.Getrlimit(unix.RLIMIT_NPROC, &now))
+	assert.Equal(t, uint64(30), now.Cur)
+	assert.Equal(t, uint64(30), now.Max, "a machine cannot raise it")
+
+	entry := `n=0; while [ $n -lt 100 ]; do sleep 600 & n=$((n+1)); echo $n > $HOME/forked; done; echo forked all; exec sleep 600`
+	r, err := d.Allocate(t.Context(), machineTemplate("bomb", TemplateConfig{Entry: entry}), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Deallocate(context.Background(), r) })
+	m := machineOf(t, *r)
+	var log string
+	require.Eventually(t, func() bool {
+		b, _ := os.ReadFile(filepath.Join(m.Workspace, logFile))
+		log = string(b)
+		l := strings.ToLower(log)
+		return strings.Contains(l, "forked all") || strings.Contains(l, "cannot fork") || strings.Contains(l, "can't fork")
+	}, 20*time.Second, 50*time.Millisecond, "the entry neither ended its loop nor failed to fork")
+	assert.NotContains(t, log, "forked all")
+	b, err := os.ReadFile(filepath.Join(m.Home, "forked"))
+	require.NoError(t, err)
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	assert.Less(t, n, 30, "no more processes than the limit")
+	assert.Greater(t, n, 20, "the machine could start processes up to it")
+	t.Logf("the entry started %d processes; its log: %s", n, strings.TrimSpace(log))
+
+	require.NoError(t, d.Deallocate(t.Context(), r))
+	h.checkGone(t, *r)
 }

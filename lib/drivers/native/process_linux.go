@@ -3,10 +3,13 @@ package native
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // procSpec is how to start an entry process.
@@ -104,4 +107,25 @@ func signalProc(pid int, sig syscall.Signal) error {
 		return err
 	}
 	return nil
+}
+
+// limitUserProcesses makes n the most processes (and threads) any user may
+// have in the processes this daemon starts from now on: RLIMIT_NPROC, soft
+// and hard, on the daemon itself, which its children inherit. In privileged
+// mode every machine is a user of its own, so that is a per-machine process
+// limit that holds on any host, cgroup v1 included, and that a machine
+// cannot raise. The daemon, as root, is not held to it (the kernel exempts
+// root). The limit only goes down: of several instances the lowest wins.
+func limitUserProcesses(n int64) (int64, error) {
+	var cur unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NPROC, &cur); err != nil {
+		return 0, fmt.Errorf("read the process limit: %w", err)
+	}
+	if n <= 0 || cur.Cur <= uint64(n) {
+		return int64(min(cur.Cur, math.MaxInt64)), nil
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: uint64(n), Max: uint64(n)}); err != nil {
+		return 0, fmt.Errorf("set the process limit to %d: %w", n, err)
+	}
+	return n, nil
 }

@@ -34,7 +34,11 @@ func signalProc(int, syscall.Signal) error { return errNotLinux }
 
 func probeCgroups(string) cgroupSetup { return cgroupSetup{Reason: errNotLinux.Error()} }
 
-func createCgroup(cgroupSetup, string, types.Resources) (string, error) { return "", errNotLinux }
+func limitUserProcesses(int64) (int64, error) { return 0, errNotLinux }
+
+func createCgroup(cgroupSetup, string, types.Resources, int64) (string, error) {
+	return "", errNotLinux
+}
 
 func cgroupProcs(string) []int { return nil }
 
