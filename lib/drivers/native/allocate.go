@@ -160,10 +160,18 @@ func (d *Driver) build(ctx context.Context, cfg Config, cg cgroupSetup, m *machi
 	}
 	wsMode := os.FileMode(0o700)
 	if cfg.Privileged() {
-		wsMode = 0o755 // root's; the user may read it, and writes in its disks
+		// root's, and the machine's group's: the user may read it (its
+		// entry's log among it) and writes in its disks; no other machine's
+		// user may look in.
+		wsMode = 0o750
 	}
 	if err := os.Mkdir(m.Workspace, wsMode); err != nil {
 		return fmt.Errorf("workspace: %w", err)
+	}
+	if own != nil {
+		if err := os.Chown(m.Workspace, 0, own.GID); err != nil {
+			return fmt.Errorf("workspace: %w", err)
+		}
 	}
 	if err := os.WriteFile(filepath.Join(m.Workspace, markerFile), []byte(d.marker+"\n"), 0o644); err != nil {
 		return fmt.Errorf("workspace: %w", err)

@@ -689,3 +689,37 @@ func TestMachineProcessLimit(t *testing.T) {
 	require.NoError(t, d.Deallocate(t.Context(), r))
 	h.checkGone(t, *r)
 }
+
+// TestWorkspacesArePrivate: as root, a machine's user can read its own
+// workspace (its entry's log) and no other machine's user can look in.
+func TestWorkspacesArePrivate(t *testing.T) {
+	needRoot(t)
+	h := newTestHost(t)
+	d := h.driver(t, t.TempDir(), nil)
+	a, err := d.Allocate(t.Context(), machineTemplate("a", TemplateConfig{Entry: "echo secret-of-a; exec sleep 600"}), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Deallocate(context.Background(), a) })
+	ma := machineOf(t, *a)
+	info, err := os.Stat(ma.Workspace)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o750), info.Mode().Perm())
+	assert.Equal(t, uint32(ma.GID), info.Sys().(*syscall.Stat_t).Gid, "the machine's group")
+
+	peek := `{ cat {{.Workspace}}/../` + filepath.Base(ma.Workspace) + `/` + logFile + `; ls ` + ma.Workspace + `; cat {{.Workspace}}/` + logFile + ` && echo own log readable; } > $HOME/peek 2>&1; exec sleep 600`
+	b, err := d.Allocate(t.Context(), machineTemplate("b", TemplateConfig{Entry: peek}), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Deallocate(context.Background(), b) })
+	mb := machineOf(t, *b)
+	var got string
+	require.Eventually(t, func() bool {
+		out, err := os.ReadFile(filepath.Join(mb.Home, "peek"))
+		got = string(out)
+		return err == nil && strings.Contains(got, "own log readable")
+	}, 10*time.Second, 20*time.Millisecond, "b's entry did not finish looking")
+	assert.NotContains(t, got, "secret-of-a", "b read a's entry log")
+	assert.Equal(t, 2, strings.Count(got, "Permission denied"), got)
+	require.NoError(t, d.Deallocate(t.Context(), a))
+	require.NoError(t, d.Deallocate(t.Context(), b))
+	h.checkGone(t, *a)
+	h.checkGone(t, *b)
+}
