@@ -91,7 +91,12 @@ func allResources() []*resource {
 			Columns: []string{"CLAIM", "TEMPLATE", "TYPE", "NODE", "DRIVER", "PHASE"},
 			Row: func(o types.Object) []string {
 				m := o.(*types.Machine)
-				return []string{m.Spec.Claim, m.Spec.MachineTemplate, string(m.Spec.MachineType), m.Spec.Node, m.Spec.Driver, string(m.Status.Phase)}
+				phase := string(m.Status.Phase)
+				if m.Status.Paused {
+					// Its session paused it: the machine is there, frozen.
+					phase += ",Paused"
+				}
+				return []string{m.Spec.Claim, m.Spec.MachineTemplate, string(m.Spec.MachineType), m.Spec.Node, m.Spec.Driver, phase}
 			},
 		},
 		{

@@ -159,7 +159,9 @@ func TestTablesOfEveryKind(t *testing.T) {
 		Spec: types.MachineTemplateSpec{Resources: types.Resources{CPU: 2, RAMGB: 4},
 			ProviderConfiguration: map[string]json.RawMessage{"test": nil, "docker": nil}},
 	})
-	c.srv.Put(newMachine("m-1", "", "c1", types.MachineRunning, time.Time{}))
+	paused := newMachine("m-1", "", "c1", types.MachineRunning, time.Time{})
+	paused.Status.Paused = true // its session paused it
+	c.srv.Put(paused)
 	c.srv.Put(&types.MachineSet{
 		TypeMeta: types.TypeMeta{Kind: types.KindMachineSet}, Metadata: types.ObjectMeta{Name: "pool"},
 		Spec: types.MachineSetSpec{MachineTemplate: "small", MinAvailable: 2, MaxProvisioned: 5,
@@ -195,7 +197,7 @@ func TestTablesOfEveryKind(t *testing.T) {
 		{[]string{"nodes", "list"}, "n1\tUp\t10.0.0.1:7700\ttest(6/12.5G),docker(2/4G)\t3\tyes"},
 		{[]string{"templates", "list"}, "small\t\tUser\t2\t4G\tdocker,test"},
 		{[]string{"machinetemplate", "list"}, "small\t\tUser\t2\t4G\tdocker,test"},
-		{[]string{"machine", "list"}, "m-1\tc1\tsmall\t\tn1\ttest\tRunning"},
+		{[]string{"machine", "list"}, "m-1\tc1\tsmall\t\tn1\ttest\tRunning,Paused"},
 		{[]string{"sets", "list"}, "pool\tsmall\tAccessCode:ws\t\t2\t5\t3\t1"},
 		{[]string{"scheduledevent", "list"}, "ws\t\t\t2026-05-01T10:00:00Z\t2026-05-01T11:00:00Z\t5"},
 		{[]string{"codes", "list"}, "ws\t\tpool\tws\t"},
