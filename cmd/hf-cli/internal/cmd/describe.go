@@ -158,7 +158,11 @@ func relatedObjects(ctx context.Context, cl *client.Client, obj types.Object) []
 		if o.Spec.Claim != "" {
 			if c := get(types.KindMachineClaim, o.Spec.Claim); c != nil {
 				cl := c.(*types.MachineClaim)
-				out = append(out, fmt.Sprintf("claim %s: %s, user %s", cl.Metadata.Name, cl.Status.Phase, cl.Spec.User))
+				line := fmt.Sprintf("claim %s: %s", cl.Metadata.Name, cl.Status.Phase)
+				if cl.Spec.User != "" {
+					line += ", user " + cl.Spec.User
+				}
+				out = append(out, line)
 			}
 		}
 		node(o.Spec.Node)
@@ -166,7 +170,11 @@ func relatedObjects(ctx context.Context, cl *client.Client, obj types.Object) []
 		if ms, err := cl.ListFields(ctx, types.KindMachine, "", "spec.node="+o.Metadata.Name); err == nil {
 			for _, m := range ms {
 				if mm := m.(*types.Machine); mm.Spec.Node == o.Metadata.Name {
-					out = append(out, fmt.Sprintf("machine %s: %s, claim %s, driver %s", mm.Metadata.Name, mm.Status.Phase, mm.Spec.Claim, mm.Spec.Driver))
+					claim := "unclaimed"
+					if mm.Spec.Claim != "" {
+						claim = "claim " + mm.Spec.Claim
+					}
+					out = append(out, fmt.Sprintf("machine %s: %s, %s, driver %s", mm.Metadata.Name, mm.Status.Phase, claim, mm.Spec.Driver))
 				}
 			}
 		}

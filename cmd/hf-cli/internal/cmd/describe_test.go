@@ -57,6 +57,20 @@ func TestDescribeClaim(t *testing.T) {
 	assert.Contains(t, r.out, "machine m-1: Running, claim c1, driver docker")
 	assert.Contains(t, queriesOf(c, "/api/v1/machines"), "fieldSelector=spec.node%3Dn1&limit=500",
 		"the node's machines only, not the fleet's")
+
+	// A warm machine and a claim without a user leave nothing blank.
+	c.srv.Put(&types.Machine{TypeMeta: types.TypeMeta{Kind: types.KindMachine}, Metadata: types.ObjectMeta{Name: "m-2"},
+		Spec: types.MachineSpec{Node: "n1", Driver: "test", Claim: "c3"}, Status: types.MachineStatus{Phase: types.MachineRunning}})
+	c.srv.Put(&types.Machine{TypeMeta: types.TypeMeta{Kind: types.KindMachine}, Metadata: types.ObjectMeta{Name: "m-3"},
+		Spec: types.MachineSpec{Node: "n1", Driver: "test"}, Status: types.MachineStatus{Phase: types.MachineRunning}})
+	c.srv.Put(&types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim}, Metadata: types.ObjectMeta{Name: "c3"},
+		Spec: types.MachineClaimSpec{MachineTemplate: "small"}, Status: types.MachineClaimStatus{Phase: types.ClaimBound, Machine: "m-2"}})
+	r = c.run("describe", "machine", "m-2")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Contains(t, r.out, "claim c3: Bound\n")
+	r = c.run("describe", "node", "n1")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Contains(t, r.out, "machine m-3: Running, unclaimed, driver test")
 }
 
 // queriesOf lists the queries of the requests the CLI sent to path.
