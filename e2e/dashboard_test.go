@@ -289,7 +289,7 @@ spec:
 ---
 kind: Session
 metadata: {name: alice-intro}
-spec: {user: alice, machineTemplate: small}
+spec: {user: alice, machineTemplate: small, onEnd: Pause, timeout: 2s}
 `)
 	do(t, ctx, "events", click(`#nav a[data-page="events"]`),
 		visible(`.tl-row[data-event="workshop"] .tl-run`), visible(`.tl-row[data-event="lab"] .tl-run`))
@@ -311,11 +311,18 @@ spec: {user: alice, machineTemplate: small}
 	rows := eval[[]string](t, ctx, `[...new Set([...document.querySelectorAll('tr[data-claim]')].map(r => r.children[1].textContent))]`)
 	assert.Equal(t, []string{"alice"}, rows, "the admin's claim is not alice's to see (her session's may be there)")
 	shot(t, ctx, dir, "phone-claims")
-	do(t, ctx, "alice's machines", click(`#nav a[data-page="machines"]`), visible(`tr[data-machine]`))
+	// The machine of the claim she just made is there: its stream sent it
+	// once her claim named it (its own events came before, when it was
+	// not hers to see).
+	do(t, ctx, "alice's machines", click(`#nav a[data-page="machines"]`), visible(`tr[data-machine]`),
+		poll(`[...document.querySelectorAll('tr[data-machine]')].some(r => r.children[5].textContent.startsWith('small-'))`))
 	mine := eval[[]string](t, ctx, `[...document.querySelectorAll('tr[data-machine]')].map(r => r.children[5].textContent)`)
 	claims := eval[[]string](t, ctx, `[...state.objs.MachineClaim.keys()]`)
 	assert.NotEmpty(t, mine)
 	assert.Subset(t, claims, mine, "every machine shown is bound to one of alice's claims")
+	// Her session ended without keepalives and paused its machine: the
+	// table says so.
+	do(t, ctx, "alice's paused machine", visible(`tr[data-machine] .badge.phase-paused`))
 	shot(t, ctx, dir, "phone-machines")
 	do(t, ctx, "alice's fleet", click(`#nav a[data-page="fleet"]`), visible(`section.node .bar`))
 	shot(t, ctx, dir, "phone-fleet")

@@ -158,11 +158,12 @@ func testUsersSeeOnlyTheirMachines(t *testing.T, e *testEnv) {
 	// no claims: a warm machine bound to a new claim of hers becomes hers,
 	// and one whose claim went to bob is gone for her.
 	put(bound("a3", "alice", "m-warm", false))
+	assert.Equal(t, "m-warm", nextPut(t, events).Name, "sent as it is once her claim names it")
 	m := machine("m-warm", types.MachineTypeUser, "a3")
 	m.Spec.Round = 1
 	_, err := e.st.Put(m, store.PutOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, "m-warm", nextPut(t, events).Name)
+	assert.Equal(t, "m-warm", nextPut(t, events).Name, "and as it changes")
 	a1 := bound("a1", "bob", "m-alice", false)
 	_, err = e.st.Put(a1, store.PutOptions{})
 	require.NoError(t, err)

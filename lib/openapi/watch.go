@@ -140,7 +140,7 @@ func (s *Server) stream(c *gin.Context, p Principal, kinds []string, sel selecto
 		s.writeErr(c, err)
 		return
 	}
-	f := &streamFilter{p: p, sight: s.sight(p), kinds: map[string]bool{}}
+	f := &streamFilter{p: p, sight: s.sight(p), kinds: map[string]bool{}, st: s.st}
 	if !sel.empty() {
 		f.sel, f.matched = sel, map[string]bool{}
 	}
@@ -281,11 +281,12 @@ func (s *Server) stream(c *gin.Context, p Principal, kinds []string, sel selecto
 					return
 				}
 			}
-			if out, ok := f.apply(ev, s.log.Warn); ok {
+			outs := f.events(ev, s.log.Warn)
+			for i, out := range outs {
 				// While more events wait, they share one flush (one TLS
 				// record, one syscall): a burst costs a flush per batch,
 				// not per event; the last of it is flushed at once.
-				more := len(events) > 0
+				more := len(events) > 0 || i < len(outs)-1
 				if s.sendBatched(c, out, more) != nil {
 					return // the client does not read: drop it
 				}
@@ -359,6 +360,49 @@ type streamFilter struct {
 	// sent as deleted, as Kubernetes' watch does).
 	sel     selector
 	matched map[string]bool
+	// st, when set, is read for a machine that a claim of the user's comes
+	// to name (see events); revealed holds the sequence of the record sent
+	// so, and the stream skips that machine's older events still queued.
+	st       *store.Store
+	revealed map[string]uint64
+}
+
+// events maps a store event to what the stream sends: apply's event, and
+// when it is a claim of the user's that now names a machine the stream has
+// not sent, that machine as it is now. The machine's own events came
+// before its claim named it, while it was not the user's to see, so
+// without this a user's stream never showed the machine of a claim they
+// had just made (until the machine changed again).
+func (f *streamFilter) events(ev store.Event, warn func(string, ...any)) []WatchEvent {
+	var out []WatchEvent
+	if e, ok := f.apply(ev, warn); ok {
+		out = append(out, e)
+	}
+	rec := ev.Record
+	if f.st == nil || ev.Type != store.EventPut || rec.Kind != types.KindMachineClaim ||
+		!f.tracksOwners() || !f.kinds[types.KindMachine] {
+		return out
+	}
+	obj, err := ev.View()
+	if err != nil {
+		return out
+	}
+	c, ok := obj.(*types.MachineClaim)
+	if !ok || c.Spec.User != f.p.User || c.Status.Machine == "" || f.known[types.KindMachine+"/"+c.Status.Machine] {
+		return out
+	}
+	mrec, err := f.st.Get(types.KindMachine, c.Status.Machine)
+	if err != nil {
+		return out
+	}
+	if e, ok := f.apply(store.Event{Type: store.EventPut, Record: mrec}, warn); ok {
+		if f.revealed == nil {
+			f.revealed = map[string]uint64{}
+		}
+		f.revealed[c.Status.Machine] = mrec.Seq
+		out = append(out, e)
+	}
+	return out
 }
 
 // filters reports whether the stream has a selector.
@@ -422,6 +466,12 @@ func (f *streamFilter) apply(ev store.Event, warn func(string, ...any)) (WatchEv
 	}
 	if !f.kinds[rec.Kind] {
 		return WatchEvent{}, false
+	}
+	if seq, ok := f.revealed[rec.Name]; ok && rec.Kind == types.KindMachine {
+		if rec.Seq <= seq {
+			return WatchEvent{}, false // sent already, or something newer was
+		}
+		delete(f.revealed, rec.Name)
 	}
 	out := WatchEvent{Kind: rec.Kind, Name: rec.Name, Seq: rec.Seq, Version: rec.Version.String()}
 	owned := f.tracksOwners() && privateKind(rec.Kind)

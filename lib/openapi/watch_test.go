@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -367,4 +368,74 @@ func TestWatchResyncForgetsTheUsersMachines(t *testing.T) {
 	require.NoError(t, f.seed(e.st))
 	out, sent := f.apply(store.Event{Type: store.EventPut, Record: put(machine("second"))}, t.Logf)
 	assert.False(t, sent, "bob's machine was sent to alice after a resync: %s %s", out.Type, out.Name)
+}
+
+// A machine is made before its claim names it, so its events reach a
+// user's stream while it is not theirs to see: when the claim comes to
+// name it, the stream sends the machine as it is then, once, and skips
+// the machine's older events still queued.
+func TestWatchRevealsTheMachineOfTheUsersNewClaim(t *testing.T) {
+	e := newTestEnv(t)
+	put := func(o types.Object) store.Record {
+		rec, err := e.st.Put(o, store.PutOptions{})
+		require.NoError(t, err)
+		return rec
+	}
+	claim := &types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim}, Metadata: types.ObjectMeta{Name: "c1"},
+		Spec: types.MachineClaimSpec{MachineTemplate: "small", User: "alice"}}
+	machine := func(phase types.MachinePhase) *types.Machine {
+		return &types.Machine{TypeMeta: types.TypeMeta{Kind: types.KindMachine}, Metadata: types.ObjectMeta{Name: "m1"},
+			Spec:   types.MachineSpec{MachineTemplate: "small", MachineType: types.MachineTypeUser, Node: "n1", Driver: "test", Claim: "c1"},
+			Status: types.MachineStatus{Phase: phase}}
+	}
+	alice := Principal{Name: "alice-laptop", User: "alice", Role: RoleUser}
+	for _, kinds := range [][]string{{types.KindMachine}, {types.KindMachine, types.KindMachineClaim}} {
+		t.Run(strings.Join(kinds, ","), func(t *testing.T) {
+			f := &streamFilter{p: alice, sight: e.srv.sight(alice), kinds: map[string]bool{}, known: map[string]bool{}, st: e.st}
+			for _, k := range kinds {
+				f.kinds[k] = true
+			}
+			put(claim) // Requested: it names no machine yet
+			pending := put(machine(types.MachinePending))
+			assert.Empty(t, f.events(store.Event{Type: store.EventPut, Record: pending}, t.Logf), "not alice's yet")
+			running := put(machine(types.MachineRunning))
+
+			b := *claim
+			bound := &b
+			bound.Status.Binding = &types.ClaimBinding{Round: 1, Node: "n1", Driver: "test", Machine: "m1", Phase: types.BindingBound}
+			bound.Status.Phase, bound.Status.Machine = types.ClaimBound, "m1"
+			out := f.events(store.Event{Type: store.EventPut, Record: put(bound)}, t.Logf)
+			var got []string
+			for _, ev := range out {
+				got = append(got, ev.Type+" "+ev.Kind+"/"+ev.Name)
+			}
+			want := []string{"put Machine/m1"}
+			if f.kinds[types.KindMachineClaim] {
+				want = []string{"put MachineClaim/c1", "put Machine/m1"}
+			}
+			require.Equal(t, want, got)
+			var m types.Machine
+			require.NoError(t, json.Unmarshal(out[len(out)-1].Object, &m))
+			assert.Equal(t, types.MachineRunning, m.Status.Phase, "the machine as it is now")
+
+			// The machine's Running event, still queued, is not sent again;
+			// its next change is.
+			assert.Empty(t, f.events(store.Event{Type: store.EventPut, Record: running}, t.Logf))
+			later := machine(types.MachineRunning)
+			later.Status.Reason = "still running"
+			out = f.events(store.Event{Type: store.EventPut, Record: put(later)}, t.Logf)
+			require.Len(t, out, 1)
+			assert.Equal(t, "Machine", out[0].Kind)
+			// The claim's next change sends no machine again.
+			bound.Metadata.Labels = map[string]string{"x": "y"}
+			out = f.events(store.Event{Type: store.EventPut, Record: put(bound)}, t.Logf)
+			for _, ev := range out {
+				assert.NotEqual(t, "Machine", ev.Kind)
+			}
+			for _, k := range []string{types.KindMachine, types.KindMachineClaim} {
+				_, err := e.st.Delete(k, map[string]string{types.KindMachine: "m1", types.KindMachineClaim: "c1"}[k], types.Version{})
+				require.NoError(t, err)
+			}
+		})
+	}
 }

@@ -328,7 +328,8 @@ function endpoints(m) {
 function machinesBody() {
   const list = table(['Machine', 'Phase', 'Connect', 'Node', 'Driver', 'Claim', 'Template', 'Set', 'Age', ''],
     sorted('Machine').map((m) => h('tr', { 'data-machine': m.metadata.name },
-      h('td', {}, m.metadata.name), h('td', {}, badge(m.status.phase), m.status.reason ? h('div', { class: 'reason' }, m.status.reason) : ''),
+      h('td', {}, m.metadata.name), h('td', {}, badge(m.status.phase), m.status.paused ? [' ', badge('Paused')] : '',
+        m.status.reason ? h('div', { class: 'reason' }, m.status.reason) : ''),
       h('td', {}, endpoints(m)), h('td', {}, m.spec.node || ''), h('td', {}, m.spec.driver || ''),
       h('td', {}, m.spec.claim || ''), h('td', {}, m.spec.machineTemplate || ''), h('td', {}, m.spec.machineSet || ''),
       h('td', {}, ago(m.metadata.createdAt)),
