@@ -4,6 +4,7 @@
 package cmd
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/rand"
@@ -144,7 +145,7 @@ func NewRootCmd(env Env) *cobra.Command {
 	pf.StringVar(&f.token, "token", "", "bearer token (default: HF_TOKEN, else the profile's)")
 	pf.StringVar(&f.profile, "profile", "", "profile to use (default: HF_PROFILE, else the current profile)")
 	pf.StringVarP(&f.output, "output", "o", "", "output format: table, json or yaml (default: HF_OUTPUT, else table)")
-	pf.StringVar(&f.caFile, "ca-file", "", "CA certificate the endpoint's TLS certificate is checked against (default: HF_CA_FILE, the profile's, a node's on this host, else the system's)")
+	pf.StringVar(&f.caFile, "ca-file", "", "CA certificate the endpoint's TLS certificate is checked against (default: HF_CA_FILE, else the profile's and, for an endpoint on this host, its node's, else the system's)")
 	pf.DurationVar(&f.timeout, "timeout", 30*time.Second, "time limit of each API request (0: none)")
 
 	root.AddCommand(
@@ -189,12 +190,16 @@ func (f *Factory) Client() (*client.Client, error) {
 		return f.client, nil
 	}
 	prof := &Profile{}
-	if !f.noProfile && (f.endpoint == "" || f.token == "") {
+	if !f.noProfile {
+		// With --endpoint and --token both given the profile still lends
+		// its CA (an endpoint named by flag is most often another node of
+		// the profile's cluster); a profile that cannot be read then is no
+		// error.
 		p, err := f.activeProfile()
-		if err != nil {
+		switch {
+		case err != nil && (f.endpoint == "" || f.token == ""):
 			return nil, err
-		}
-		if p != nil {
+		case err == nil && p != nil:
 			prof = p
 		}
 	}
@@ -223,12 +228,8 @@ func (f *Factory) Client() (*client.Client, error) {
 			return nil, usageErrorf("CA file: %v", err)
 		}
 		f.caPEM = pem
-	case prof.CA != "":
-		f.caPEM = []byte(prof.CA)
-	case f.LocalCA != nil && isLoopback(endpoint):
-		if pem, err := f.LocalCA(); err == nil {
-			f.caPEM = pem
-		}
+	default:
+		f.caPEM = trustedCAs(prof.CA, f.LocalCA, endpoint)
 	}
 	if f.tokenUsed == "" && f.LocalToken != nil && isLoopback(endpoint) {
 		// A node on this very host: its token is in its data dir, which
@@ -339,6 +340,27 @@ func (f *Factory) httpClient() *http.Client {
 		hc.Timeout = f.HTTPClient.Timeout
 	}
 	return hc
+}
+
+// trustedCAs is what an endpoint's certificate is checked against when no
+// CA file is given: the profile's CA and, for an endpoint on this host, the
+// CA of the node here, both (the endpoint may be either's: a node of the
+// profile's cluster, or this host's own node while the profile is of
+// another cluster); nil for the system's.
+func trustedCAs(profileCA string, local func() ([]byte, error), endpoint string) []byte {
+	var pems [][]byte
+	if profileCA != "" {
+		pems = append(pems, []byte(profileCA))
+	}
+	if local != nil && isLoopback(endpoint) {
+		if pem, err := local(); err == nil && len(pem) > 0 {
+			pems = append(pems, pem)
+		}
+	}
+	if len(pems) == 0 {
+		return nil
+	}
+	return bytes.Join(pems, []byte("\n"))
 }
 
 // readCA reads a PEM CA certificate file.
