@@ -340,11 +340,7 @@ func TestWatchFlushesBeforeFilteredEvents(t *testing.T) {
 // to another user meanwhile is not sent to the first.
 func TestWatchResyncForgetsTheUsersMachines(t *testing.T) {
 	e := newTestEnv(t)
-	put := func(o types.Object) store.Record {
-		rec, err := e.st.Put(o, store.PutOptions{})
-		require.NoError(t, err)
-		return rec
-	}
+	put := func(o types.Object) store.Record { return putRecord(t, e.st, o) }
 	claim := func(user string) *types.MachineClaim {
 		c := &types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim}, Metadata: types.ObjectMeta{Name: "c1"},
 			Spec: types.MachineClaimSpec{MachineTemplate: "small", User: user}}
@@ -376,11 +372,7 @@ func TestWatchResyncForgetsTheUsersMachines(t *testing.T) {
 // the machine's older events still queued.
 func TestWatchRevealsTheMachineOfTheUsersNewClaim(t *testing.T) {
 	e := newTestEnv(t)
-	put := func(o types.Object) store.Record {
-		rec, err := e.st.Put(o, store.PutOptions{})
-		require.NoError(t, err)
-		return rec
-	}
+	put := func(o types.Object) store.Record { return putRecord(t, e.st, o) }
 	claim := &types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim}, Metadata: types.ObjectMeta{Name: "c1"},
 		Spec: types.MachineClaimSpec{MachineTemplate: "small", User: "alice"}}
 	machine := func(phase types.MachinePhase) *types.Machine {
@@ -438,4 +430,12 @@ func TestWatchRevealsTheMachineOfTheUsersNewClaim(t *testing.T) {
 			}
 		})
 	}
+}
+
+// putRecord stores o and returns its record.
+func putRecord(t *testing.T, st *store.Store, o types.Object) store.Record {
+	t.Helper()
+	rec, err := st.Put(o, store.PutOptions{})
+	require.NoError(t, err)
+	return rec
 }

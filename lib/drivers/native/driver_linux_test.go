@@ -666,9 +666,7 @@ func TestMachineProcessLimit(t *testing.T) {
 	assert.Equal(t, uint64(30), now.Max, "a machine cannot raise it")
 
 	entry := `n=0; while [ $n -lt 100 ]; do sleep 600 & n=$((n+1)); echo $n > $HOME/forked; done; echo forked all; exec sleep 600`
-	r, err := d.Allocate(t.Context(), machineTemplate("bomb", TemplateConfig{Entry: entry}), nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = d.Deallocate(context.Background(), r) })
+	r := allocateEntry(t, d, "bomb", entry)
 	m := machineOf(t, *r)
 	var log string
 	require.Eventually(t, func() bool {
@@ -696,9 +694,7 @@ func TestWorkspacesArePrivate(t *testing.T) {
 	needRoot(t)
 	h := newTestHost(t)
 	d := h.driver(t, t.TempDir(), nil)
-	a, err := d.Allocate(t.Context(), machineTemplate("a", TemplateConfig{Entry: "echo secret-of-a; exec sleep 600"}), nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = d.Deallocate(context.Background(), a) })
+	a := allocateEntry(t, d, "a", "echo secret-of-a; exec sleep 600")
 	ma := machineOf(t, *a)
 	info, err := os.Stat(ma.Workspace)
 	require.NoError(t, err)
@@ -706,9 +702,7 @@ func TestWorkspacesArePrivate(t *testing.T) {
 	assert.Equal(t, uint32(ma.GID), info.Sys().(*syscall.Stat_t).Gid, "the machine's group")
 
 	peek := `{ cat {{.Workspace}}/../` + filepath.Base(ma.Workspace) + `/` + logFile + `; ls ` + ma.Workspace + `; cat {{.Workspace}}/` + logFile + ` && echo own log readable; } > $HOME/peek 2>&1; exec sleep 600`
-	b, err := d.Allocate(t.Context(), machineTemplate("b", TemplateConfig{Entry: peek}), nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = d.Deallocate(context.Background(), b) })
+	b := allocateEntry(t, d, "b", peek)
 	mb := machineOf(t, *b)
 	var got string
 	require.Eventually(t, func() bool {

@@ -49,12 +49,14 @@ func TestDescribeClaim(t *testing.T) {
 	r = c.run("describe", "cliam", "c1")
 	assert.Equal(t, 2, r.code)
 	assert.Contains(t, r.err, `unknown kind "cliam"; did you mean "claim"?`)
-	r = c.run("describe", "machine", "m-1")
-	require.Equal(t, 0, r.code, r.err)
-	assert.Contains(t, r.out, "claim c1: Bound, user alice")
-	r = c.run("describe", "node", "n1")
-	require.Equal(t, 0, r.code, r.err)
-	assert.Contains(t, r.out, "machine m-1: Running, claim c1, driver docker")
+	describes := func(kind, name, want string) {
+		t.Helper()
+		r := c.run("describe", kind, name)
+		require.Equal(t, 0, r.code, r.err)
+		assert.Contains(t, r.out, want)
+	}
+	describes("machine", "m-1", "claim c1: Bound, user alice")
+	describes("node", "n1", "machine m-1: Running, claim c1, driver docker")
 	assert.Contains(t, queriesOf(c, "/api/v1/machines"), "fieldSelector=spec.node%3Dn1&limit=500",
 		"the node's machines only, not the fleet's")
 
@@ -65,12 +67,8 @@ func TestDescribeClaim(t *testing.T) {
 		Spec: types.MachineSpec{Node: "n1", Driver: "test"}, Status: types.MachineStatus{Phase: types.MachineRunning}})
 	c.srv.Put(&types.MachineClaim{TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim}, Metadata: types.ObjectMeta{Name: "c3"},
 		Spec: types.MachineClaimSpec{MachineTemplate: "small"}, Status: types.MachineClaimStatus{Phase: types.ClaimBound, Machine: "m-2"}})
-	r = c.run("describe", "machine", "m-2")
-	require.Equal(t, 0, r.code, r.err)
-	assert.Contains(t, r.out, "claim c3: Bound\n")
-	r = c.run("describe", "node", "n1")
-	require.Equal(t, 0, r.code, r.err)
-	assert.Contains(t, r.out, "machine m-3: Running, unclaimed, driver test")
+	describes("machine", "m-2", "claim c3: Bound\n")
+	describes("node", "n1", "machine m-3: Running, unclaimed, driver test")
 }
 
 // queriesOf lists the queries of the requests the CLI sent to path.
