@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -47,6 +48,14 @@ type ErrorBody struct {
 type apiError struct {
 	status int
 	body   Error
+	// retry, when positive, is the Retry-After of a 429 or 503, in seconds.
+	retry int
+}
+
+// retryAfter sets the seconds the answer's Retry-After says.
+func (e *apiError) retryAfter(secs int) *apiError {
+	e.retry = secs
+	return e
 }
 
 func (e *apiError) Error() string {
@@ -115,6 +124,9 @@ func (s *Server) writeErr(c *gin.Context, err error) {
 	}
 	if ae.status == http.StatusUnauthorized {
 		c.Header("WWW-Authenticate", `Bearer realm="hf"`)
+	}
+	if ae.retry > 0 {
+		c.Header("Retry-After", strconv.Itoa(ae.retry))
 	}
 	c.AbortWithStatusJSON(ae.status, ErrorBody{Error: ae.body})
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"k8s.io/apimachinery/pkg/labels"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -187,11 +188,22 @@ func (s *Server) checkGrant(p Principal, o types.Object) error {
 		}
 		return nil
 	}
+	now := s.cfg.Now()
+	if !p.Staff() {
+		if d := s.guesses.blocked(p.User, now); d > 0 {
+			secs := int(math.Ceil(d.Seconds()))
+			return newErr(http.StatusTooManyRequests, CodeTooMany, "spec.accessCode",
+				"user %s presented too many access codes that match none; try again in %ds", p.User, secs).retryAfter(secs)
+		}
+	}
 	code, err := s.codeBySecret(claim.Spec.AccessCode)
 	if err != nil {
 		return err
 	}
-	if err := scheduler.CheckAccessCode(s.cfg.Now(), code, claim); err != nil {
+	if code == nil && !p.Staff() {
+		s.guesses.missed(p.User, now)
+	}
+	if err := scheduler.CheckAccessCode(now, code, claim); err != nil {
 		var fe *types.FieldError
 		if errors.As(err, &fe) {
 			return forbidden(fe.Field, "%s", fe.Message)

@@ -70,3 +70,51 @@ func (s *Server) limitWrites(c *gin.Context) {
 	}
 	c.Next()
 }
+
+// guessLimits holds a bucket per user of role user for access-code secrets
+// that match no code: codes are often words a person can type, and a user
+// token could otherwise try the api.user_writes_per_second pace of them.
+// A user gets codeGuessBurst misses at once, then one per codeGuessEvery;
+// while their bucket is empty every code they present is refused unchecked,
+// so a right guess then tells them nothing either. Per node, like the write
+// limit.
+type guessLimits struct {
+	mu     sync.Mutex
+	byUser map[string]*rate.Limiter
+}
+
+// codeGuessBurst and codeGuessEvery pace a user's wrong access codes: a
+// person who mistypes a few times is not held up, a script gets 10 a minute.
+const (
+	codeGuessBurst = 10
+	codeGuessEvery = 6 * time.Second
+)
+
+func (g *guessLimits) limiter(user string) *rate.Limiter {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.byUser == nil {
+		g.byUser = map[string]*rate.Limiter{}
+	}
+	lim := g.byUser[user]
+	if lim == nil {
+		lim = rate.NewLimiter(rate.Every(codeGuessEvery), codeGuessBurst)
+		g.byUser[user] = lim
+	}
+	return lim
+}
+
+// blocked says how long user must wait before a code of theirs is checked
+// again (0: now).
+func (g *guessLimits) blocked(user string, now time.Time) time.Duration {
+	lim := g.limiter(user)
+	if lim.TokensAt(now) >= 1 {
+		return 0
+	}
+	r := lim.ReserveN(now, 1)
+	defer r.CancelAt(now)
+	return r.DelayFrom(now)
+}
+
+// missed counts a code of user's that matched none.
+func (g *guessLimits) missed(user string, now time.Time) { g.limiter(user).AllowN(now, 1) }

@@ -2,7 +2,9 @@ package openapi
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -217,4 +219,44 @@ func TestPresentLeavesSharedObjectAlone(t *testing.T) {
 	assert.Equal(t, "ws-code", set.Spec.AvailabilityConfiguration.Value)
 	assert.Equal(t, "correct-horse", session.Spec.AccessCode)
 	assert.Equal(t, "00ff", token.Spec.Hash)
+}
+
+// A user's access codes that match none are paced: ten at once, then one
+// per codeGuessEvery; while they wait every code is refused unchecked (a
+// right one too), and admins are not paced.
+func TestAccessCodeGuessesArePaced(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
+	e := newTestEnv(t, func(c *Config) { c.Now = clock })
+	e.do("POST", path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, "small"))
+	code := minimal(types.KindAccessCode, "lab-code")
+	code["spec"].(map[string]any)["code"] = "correct-horse"
+	require.Equal(t, http.StatusCreated, e.do("POST", path(types.KindAccessCode), adminTok, code).code)
+	n := 0
+	claim := func(tok, secret string) response {
+		n++
+		o := minimal(types.KindMachineClaim, fmt.Sprintf("c-%d", n))
+		spec := o["spec"].(map[string]any)
+		spec["accessCode"] = secret
+		spec["user"] = map[string]string{aliceTok: "alice", bobTok: "bob", adminTok: "alice"}[tok]
+		return e.do("POST", path(types.KindMachineClaim), tok, o)
+	}
+
+	for i := range codeGuessBurst {
+		require.Equal(t, http.StatusForbidden, claim(aliceTok, fmt.Sprintf("guess-%d", i)).code, "miss %d", i)
+	}
+	r := claim(aliceTok, "guess-next")
+	require.Equal(t, http.StatusTooManyRequests, r.code, "%s", r.body)
+	assert.Equal(t, "spec.accessCode", r.errBody(t).Field)
+	assert.Equal(t, "6", r.header.Get("Retry-After"))
+	assert.Equal(t, http.StatusTooManyRequests, claim(aliceTok, "correct-horse").code, "a right code tells nothing while she waits")
+	assert.Equal(t, http.StatusCreated, claim(bobTok, "correct-horse").code, "another user is not held up")
+	assert.Equal(t, http.StatusForbidden, claim(adminTok, "guess-admin").code, "admins are not paced")
+
+	advance(codeGuessEvery)
+	assert.Equal(t, http.StatusCreated, claim(aliceTok, "correct-horse").code, "checked again after the pause")
+	assert.Equal(t, http.StatusForbidden, claim(aliceTok, "guess-late").code)
+	assert.Equal(t, http.StatusTooManyRequests, claim(aliceTok, "correct-horse").code, "one miss per pause")
 }

@@ -134,6 +134,8 @@ type Server struct {
 	quotaLocks sync.Map
 	// writeLimits paces users' writes (nil: no limit).
 	writeLimits *writeLimits
+	// guesses paces users' access codes that match none.
+	guesses guessLimits
 	// tickets are the stream tickets this node issued (tickets.go).
 	tickets *ticketBook
 }
