@@ -444,6 +444,12 @@ func (k kindRoutes) delete(c *gin.Context) {
 		return
 	}
 	name := c.Param("name")
+	if k.kind == types.KindUser {
+		if err := s.checkUserUnused(name); err != nil {
+			s.writeErr(c, err)
+			return
+		}
+	}
 	for try := 0; ; try++ {
 		rec, _, err := k.load(p, name)
 		if err != nil {

@@ -318,6 +318,32 @@ func (s *Server) liveClaims(user string) (int, error) {
 	return live, nil
 }
 
+// checkUserUnused refuses to delete a user who still holds live claims or
+// sessions not ended: their machines would run on for nobody (a cloud VM
+// at a cost), and nothing would release them. The user's tokens stop
+// working with the user, so they do not hold it up.
+func (s *Server) checkUserUnused(user string) error {
+	claims, err := s.liveClaims(user)
+	if err != nil {
+		return err
+	}
+	all, err := store.List[types.Session](s.st, types.KindSession)
+	if err != nil {
+		return err
+	}
+	sessions := 0
+	for _, o := range all {
+		if o.Spec.User == user && o.Status.Phase != types.SessionPhaseEnded {
+			sessions++
+		}
+	}
+	if claims+sessions == 0 {
+		return nil
+	}
+	return newErr(http.StatusConflict, CodeConflict, "", "user %s still holds %d live claims and %d sessions: delete them first (hf-cli user delete --cascade does, and deletes the user's tokens too)",
+		user, claims, sessions)
+}
+
 // codeBySecret returns the AccessCode whose spec.code is secret (compared
 // in constant time), or nil.
 func (s *Server) codeBySecret(secret string) (*types.AccessCode, error) {

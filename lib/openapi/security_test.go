@@ -260,3 +260,27 @@ func TestAccessCodeGuessesArePaced(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, claim(aliceTok, "guess-late").code)
 	assert.Equal(t, http.StatusTooManyRequests, claim(aliceTok, "correct-horse").code, "one miss per pause")
 }
+
+// A user who holds live claims or sessions is not deleted: their machines
+// would run on for nobody. Once they hold none, the user goes.
+func TestDeleteUserWhoHoldsClaims(t *testing.T) {
+	e := newTestEnv(t)
+	e.do("POST", path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, "small"))
+	u := minimal(types.KindUser, "carol")
+	require.Equal(t, http.StatusCreated, e.do("POST", path(types.KindUser), adminTok, u).code)
+	claim := minimal(types.KindMachineClaim, "c-carol")
+	claim["spec"].(map[string]any)["user"] = "carol"
+	require.Equal(t, http.StatusCreated, e.do("POST", path(types.KindMachineClaim), adminTok, claim).code)
+	session := minimal(types.KindSession, "s-carol")
+	session["spec"].(map[string]any)["user"] = "carol"
+	require.Equal(t, http.StatusCreated, e.do("POST", path(types.KindSession), adminTok, session).code)
+
+	r := e.do("DELETE", path(types.KindUser, "carol"), adminTok, nil)
+	require.Equal(t, http.StatusConflict, r.code, "%s", r.body)
+	assert.Contains(t, r.errBody(t).Message, "user carol still holds 1 live claims and 1 sessions")
+	assert.Contains(t, r.errBody(t).Message, "hf-cli user delete --cascade")
+	require.Equal(t, http.StatusOK, e.do("DELETE", path(types.KindSession, "s-carol"), adminTok, nil).code)
+	require.Equal(t, http.StatusConflict, e.do("DELETE", path(types.KindUser, "carol"), adminTok, nil).code, "the claim still holds it")
+	require.Equal(t, http.StatusOK, e.do("DELETE", path(types.KindMachineClaim, "c-carol"), adminTok, nil).code)
+	require.Equal(t, http.StatusOK, e.do("DELETE", path(types.KindUser, "carol"), adminTok, nil).code)
+}

@@ -160,6 +160,8 @@ type deleteOptions struct {
 	ignoreNotFound bool
 	wait           bool
 	waitTimeout    time.Duration
+	// cascade (users): delete the user's sessions, claims and tokens first.
+	cascade bool
 }
 
 func newDeleteCmd(f *Factory, res *resource) *cobra.Command {
@@ -182,7 +184,59 @@ func newDeleteCmd(f *Factory, res *resource) *cobra.Command {
 	}
 	c.Flags().BoolVar(&opts.wait, "wait", false, waitHelp)
 	waitTimeoutFlag(c.Flags(), &opts.waitTimeout, 2*time.Minute, "give up waiting after this long")
+	if res.Kind == types.KindUser {
+		// The server refuses to delete a user who holds claims or sessions.
+		c.Flags().BoolVar(&opts.cascade, "cascade", false, "first delete the user's sessions and claims (releasing their machines) and tokens")
+	}
 	return c
+}
+
+// ownerUser is the user a session, claim or token is for ("" for others).
+func ownerUser(o types.Object) string {
+	switch v := o.(type) {
+	case *types.Session:
+		return v.Spec.User
+	case *types.MachineClaim:
+		return v.Spec.User
+	case *types.Token:
+		return v.Spec.User
+	}
+	return ""
+}
+
+// deleteUserObjects deletes what user holds: sessions, claims (their
+// machines are released) and tokens, saying each; objects already gone
+// count as deleted.
+func deleteUserObjects(ctx context.Context, f *Factory, c *client.Client, user string) error {
+	p := f.printer()
+	for _, kind := range []string{types.KindSession, types.KindMachineClaim, types.KindToken} {
+		rctx, cancel := f.requestContext(ctx)
+		field := "spec.user=" + user
+		if kind == types.KindToken {
+			field = "" // tokens have no field selector: filtered here
+		}
+		objs, err := c.ListFields(rctx, kind, "", field)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("list the %s of user %s: %w", types.Plural(kind), user, err)
+		}
+		for _, o := range objs {
+			// Checked here too: a server that ignored the field selector
+			// must not make this delete another user's objects.
+			if ownerUser(o) != user {
+				continue
+			}
+			name := o.Meta().Name
+			rctx, cancel := f.requestContext(ctx)
+			err := c.Delete(rctx, kind, name)
+			cancel()
+			if err != nil && !client.IsNotFound(err) {
+				return fmt.Errorf("delete %s of user %s: %w", ref(kind, name), user, err)
+			}
+			p.done(kind, name, "deleted")
+		}
+	}
+	return nil
 }
 
 func runDelete(ctx context.Context, opts *deleteOptions) error {
@@ -194,6 +248,12 @@ func runDelete(ctx context.Context, opts *deleteOptions) error {
 	p := f.printer()
 	var errs []error
 	for _, name := range opts.names {
+		if opts.cascade {
+			if err := deleteUserObjects(ctx, f, c, name); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
 		if err := deleteOne(ctx, f, c, opts, name); err != nil {
 			if opts.ignoreNotFound && client.IsNotFound(err) {
 				continue

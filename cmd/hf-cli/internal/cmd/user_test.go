@@ -55,3 +55,36 @@ func TestNoTwoSubcommandsOfOneName(t *testing.T) {
 	}
 	walk(NewRootCmd(Env{}))
 }
+
+// `user delete --cascade` deletes the user's sessions, claims and tokens,
+// then the user; another user's are left alone, even by a server that
+// ignores the field selector (as the fake one does).
+func TestUserDeleteCascade(t *testing.T) {
+	c := newCLI(t)
+	for _, o := range []types.Object{
+		&types.User{TypeMeta: types.TypeMeta{Kind: types.KindUser}, Metadata: types.ObjectMeta{Name: "mallory"}, Spec: types.UserSpec{Roles: []string{"user"}}},
+		&types.Session{TypeMeta: types.TypeMeta{Kind: types.KindSession}, Metadata: types.ObjectMeta{Name: "s-m"}, Spec: types.SessionSpec{User: "mallory"}},
+		&types.Session{TypeMeta: types.TypeMeta{Kind: types.KindSession}, Metadata: types.ObjectMeta{Name: "s-a"}, Spec: types.SessionSpec{User: "alice"}},
+		newClaim("c-m", "small", "mallory", nil),
+		newClaim("c-a", "small", "alice", nil),
+		&types.Token{TypeMeta: types.TypeMeta{Kind: types.KindToken}, Metadata: types.ObjectMeta{Name: "t-m"}, Spec: types.TokenSpec{User: "mallory", Role: "user"}},
+		&types.Token{TypeMeta: types.TypeMeta{Kind: types.KindToken}, Metadata: types.ObjectMeta{Name: "t-a"}, Spec: types.TokenSpec{User: "alice", Role: "user"}},
+	} {
+		c.srv.Put(o)
+	}
+	r := c.run("user", "delete", "mallory", "--cascade")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Equal(t, "session/s-m deleted\nmachineclaim/c-m deleted\ntoken/t-m deleted\nuser/mallory deleted\n", r.out)
+	for kind, names := range map[string][]string{types.KindSession: {"s-a"}, types.KindMachineClaim: {"c-a"}, types.KindToken: {"t-a"}} {
+		for _, n := range names {
+			_, ok := c.srv.Object(kind, n)
+			assert.True(t, ok, "alice's %s %s", kind, n)
+		}
+	}
+	_, ok := c.srv.Object(types.KindUser, "mallory")
+	assert.False(t, ok)
+
+	// Only users have --cascade.
+	r = c.run("claim", "delete", "c-a", "--cascade")
+	assert.Equal(t, ExitUsage, r.code, r.err)
+}
