@@ -107,6 +107,31 @@ func TestMissingTemplateWaitsThenBinds(t *testing.T) {
 	tn.waitPhase("c", types.ClaimBound)
 }
 
+// A claim for an environment that does not exist (here, yet) waits, saying
+// so, rather than binding without the environment's caps and node selector;
+// it binds once the environment is created.
+func TestMissingEnvironmentWaitsThenBinds(t *testing.T) {
+	tn := newTestNode(t, "n1", `{"cpus": 2, "ram_gb": 8}`)
+	tn.put(template("small", 1, 1, `{}`))
+	c := claim("c", "small", time.Minute)
+	c.Spec.Environment = "lab"
+	tn.put(c)
+	require.Eventually(t, func() bool {
+		return tn.claim("c").Status.Reason == "environment lab does not exist: the claim waits for it to be created, until its bind timeout"
+	}, 5*time.Second, 5*time.Millisecond, "reason: %q", tn.claim("c").Status.Reason)
+	assert.Equal(t, types.ClaimRequested, tn.claim("c").Status.Phase, "it did not bind without its environment")
+	assert.Empty(t, tn.machines())
+	// One that is never created fails the claim at its bind timeout, saying why.
+	gone := claim("gone", "small", 300*time.Millisecond)
+	gone.Spec.Environment = "nowhere"
+	tn.put(gone)
+	assert.Contains(t, tn.waitPhase("gone", types.ClaimFailed).Status.Reason, "environment nowhere does not exist")
+
+	tn.put(&types.Environment{TypeMeta: types.TypeMeta{Kind: types.KindEnvironment}, Metadata: types.ObjectMeta{Name: "lab"},
+		Spec: types.EnvironmentSpec{Provider: "test"}})
+	tn.waitPhase("c", types.ClaimBound)
+}
+
 func TestRestartKeepsMachinesAndReconcilesLostOnes(t *testing.T) {
 	tn := newTestNode(t, "n1", `{"cpus": 4, "ram_gb": 8}`)
 	tn.put(template("small", 1, 1, `{}`))

@@ -21,6 +21,17 @@ func (el *elector) route(now time.Time, c *types.MachineClaim, cs scheduler.Clai
 		return // a take is under way; its answer routes the claim again
 	}
 	elector := el.n.view.mine(name)
+	if env := c.Spec.Environment; env != "" {
+		if _, ok := el.n.cache.Get(types.KindEnvironment, env); !ok {
+			// Its caps, node selector and placement are unknown: it binds
+			// nowhere until the environment is here (its arrival looks at
+			// every Requested claim again).
+			if elector {
+				el.wait(now, c, cs, fmt.Sprintf("environment %s does not exist: the claim waits for it to be created, until its bind timeout", env))
+			}
+			return
+		}
+	}
 	if el.routeShared(now, c, cs, elector) {
 		return
 	}
