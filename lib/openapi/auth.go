@@ -242,17 +242,6 @@ func canRead(p Principal, kind string) bool {
 	return true
 }
 
-// ownerOf returns spec.user of a claim or session, and false for other kinds.
-func ownerOf(o types.Object) (string, bool) {
-	switch v := o.(type) {
-	case *types.MachineClaim:
-		return v.Spec.User, true
-	case *types.Session:
-		return v.Spec.User, true
-	}
-	return "", false
-}
-
 func setOwner(o types.Object, user string) {
 	switch v := o.(type) {
 	case *types.MachineClaim:
@@ -316,7 +305,7 @@ func (v *sight) sees(o types.Object) bool {
 	if v.p.Staff() {
 		return true
 	}
-	if owner, ok := ownerOf(o); ok {
+	if owner, ok := types.UserOf(o); ok {
 		return owner == v.p.User
 	}
 	if m, ok := o.(*types.Machine); ok {

@@ -223,7 +223,7 @@ func (k kindRoutes) create(c *gin.Context) {
 			s.writeErr(c, err)
 			return
 		}
-		switch owner, _ := ownerOf(obj); owner {
+		switch owner, _ := types.UserOf(obj); owner {
 		case "":
 			setOwner(obj, p.User)
 		case p.User:

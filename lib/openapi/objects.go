@@ -4,8 +4,8 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"k8s.io/apimachinery/pkg/labels"
-	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -190,10 +190,8 @@ func (s *Server) checkGrant(p Principal, o types.Object) error {
 	}
 	now := s.cfg.Now()
 	if !p.Staff() {
-		if d := s.guesses.blocked(p.User, now); d > 0 {
-			secs := int(math.Ceil(d.Seconds()))
-			return newErr(http.StatusTooManyRequests, CodeTooMany, "spec.accessCode",
-				"user %s presented too many access codes that match none; try again in %ds", p.User, secs).retryAfter(secs)
+		if d := s.guesses.wait(p.User, now); d > 0 {
+			return tooMany("spec.accessCode", d, fmt.Sprintf("user %s presented too many access codes that match none", p.User))
 		}
 	}
 	code, err := s.codeBySecret(claim.Spec.AccessCode)
@@ -201,7 +199,7 @@ func (s *Server) checkGrant(p Principal, o types.Object) error {
 		return err
 	}
 	if code == nil && !p.Staff() {
-		s.guesses.missed(p.User, now)
+		s.guesses.take(p.User, now) // a miss
 	}
 	if err := scheduler.CheckAccessCode(now, code, claim); err != nil {
 		var fe *types.FieldError
@@ -327,15 +325,9 @@ func (s *Server) checkUserUnused(user string) error {
 	if err != nil {
 		return err
 	}
-	all, err := store.List[types.Session](s.st, types.KindSession)
+	sessions, _, err := s.userSessions(user)
 	if err != nil {
 		return err
-	}
-	sessions := 0
-	for _, o := range all {
-		if o.Spec.User == user && o.Status.Phase != types.SessionPhaseEnded {
-			sessions++
-		}
 	}
 	if claims+sessions == 0 {
 		return nil

@@ -1,9 +1,9 @@
 package openapi
 
 import (
+	"fmt"
 	"math"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -11,45 +11,71 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// writeLimits holds a token bucket per user of role user: their writes
-// through this node (creates, updates, deletes, keepalives) take a token
-// each. The claim quota bounds what a user holds at once; this bounds how
-// fast they can churn it (each write is stored, replicated to every node and
-// kept as a tombstone after a delete).
-type writeLimits struct {
-	perSecond float64
-	burst     int
-	mu        sync.Mutex
-	byUser    map[string]*rate.Limiter
+// userBuckets holds a token bucket per user of role user, on this node.
+type userBuckets struct {
+	every rate.Limit
+	burst int
+	mu    sync.Mutex
+	// byUser holds each user's bucket, made at the user's first use.
+	byUser map[string]*rate.Limiter
 }
 
-// writeBurst is how many writes a user may make at once, in seconds of the
-// rate (at least 10).
+func newUserBuckets(every rate.Limit, burst int) *userBuckets {
+	return &userBuckets{every: every, burst: burst, byUser: map[string]*rate.Limiter{}}
+}
+
+func (b *userBuckets) of(user string) *rate.Limiter {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	lim := b.byUser[user]
+	if lim == nil {
+		lim = rate.NewLimiter(b.every, b.burst)
+		b.byUser[user] = lim
+	}
+	return lim
+}
+
+// take takes one of user's tokens, or says how long until there is one
+// (and takes none).
+func (b *userBuckets) take(user string, now time.Time) time.Duration {
+	r := b.of(user).ReserveN(now, 1)
+	d := r.DelayFrom(now)
+	if d > 0 {
+		r.CancelAt(now)
+	}
+	return d
+}
+
+// wait says how long until user has a token (0: now), taking none.
+func (b *userBuckets) wait(user string, now time.Time) time.Duration {
+	lim := b.of(user)
+	if lim.TokensAt(now) >= 1 {
+		return 0
+	}
+	r := lim.ReserveN(now, 1)
+	defer r.CancelAt(now)
+	return r.DelayFrom(now)
+}
+
+// tooMany is a 429 whose Retry-After is d in whole seconds, and which says
+// so after msg.
+func tooMany(field string, d time.Duration, msg string) *apiError {
+	secs := int(math.Ceil(d.Seconds()))
+	return newErr(http.StatusTooManyRequests, CodeTooMany, field, "%s; try again in %ds", msg, secs).retryAfter(secs)
+}
+
+// The write limit: a user's writes through this node (creates, updates,
+// deletes, keepalives) take a token each. The claim quota bounds what a user
+// holds at once; this bounds how fast they can churn it (each write is
+// stored, replicated to every node and kept as a tombstone after a delete).
+// Bursts are writeBurst seconds of the rate (at least 10).
 const writeBurst = 5
 
-func newWriteLimits(perSecond float64) *writeLimits {
+func newWriteLimits(perSecond float64) *userBuckets {
 	if perSecond <= 0 {
 		return nil
 	}
-	return &writeLimits{perSecond: perSecond, burst: max(10, int(math.Ceil(perSecond*writeBurst))), byUser: map[string]*rate.Limiter{}}
-}
-
-// wait says how long user must wait before a write is allowed (0: go on,
-// and the write is counted).
-func (l *writeLimits) wait(user string, now time.Time) time.Duration {
-	l.mu.Lock()
-	lim := l.byUser[user]
-	if lim == nil {
-		lim = rate.NewLimiter(rate.Limit(l.perSecond), l.burst)
-		l.byUser[user] = lim
-	}
-	l.mu.Unlock()
-	r := lim.ReserveN(now, 1)
-	d := r.DelayFrom(now)
-	if d > 0 {
-		r.CancelAt(now) // not taken: the request is refused
-	}
-	return d
+	return newUserBuckets(rate.Limit(perSecond), max(10, int(math.Ceil(perSecond*writeBurst))))
 }
 
 // limitWrites refuses a user's write past api.user_writes_per_second with
@@ -61,60 +87,23 @@ func (s *Server) limitWrites(c *gin.Context) {
 		c.Next()
 		return
 	}
-	if d := s.writeLimits.wait(p.User, time.Now()); d > 0 {
-		secs := int(math.Ceil(d.Seconds()))
-		c.Header("Retry-After", strconv.Itoa(secs))
-		s.writeErr(c, newErr(http.StatusTooManyRequests, CodeTooMany, "", "user %s writes faster than this node allows (api.user_writes_per_second: %g); try again in %ds",
-			p.User, s.writeLimits.perSecond, secs))
+	if d := s.writeLimits.take(p.User, time.Now()); d > 0 {
+		s.writeErr(c, tooMany("", d, fmt.Sprintf("user %s writes faster than this node allows (api.user_writes_per_second: %g)",
+			p.User, float64(s.writeLimits.every))))
 		return
 	}
 	c.Next()
 }
 
-// guessLimits holds a bucket per user of role user for access-code secrets
-// that match no code: codes are often words a person can type, and a user
-// token could otherwise try the api.user_writes_per_second pace of them.
-// A user gets codeGuessBurst misses at once, then one per codeGuessEvery;
-// while their bucket is empty every code they present is refused unchecked,
-// so a right guess then tells them nothing either. Per node, like the write
-// limit.
-type guessLimits struct {
-	mu     sync.Mutex
-	byUser map[string]*rate.Limiter
-}
-
-// codeGuessBurst and codeGuessEvery pace a user's wrong access codes: a
-// person who mistypes a few times is not held up, a script gets 10 a minute.
+// The access-code pace: a user's secrets that match no code take a token
+// each, codeGuessBurst at once, then one per codeGuessEvery; while the
+// user's bucket is empty every code they present is refused unchecked, so a
+// right guess then tells them nothing either. Codes are often words a person
+// can type, and the write limit alone would let a user token try them at
+// its pace. Per node, like the write limit.
 const (
 	codeGuessBurst = 10
 	codeGuessEvery = 6 * time.Second
 )
 
-func (g *guessLimits) limiter(user string) *rate.Limiter {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.byUser == nil {
-		g.byUser = map[string]*rate.Limiter{}
-	}
-	lim := g.byUser[user]
-	if lim == nil {
-		lim = rate.NewLimiter(rate.Every(codeGuessEvery), codeGuessBurst)
-		g.byUser[user] = lim
-	}
-	return lim
-}
-
-// blocked says how long user must wait before a code of theirs is checked
-// again (0: now).
-func (g *guessLimits) blocked(user string, now time.Time) time.Duration {
-	lim := g.limiter(user)
-	if lim.TokensAt(now) >= 1 {
-		return 0
-	}
-	r := lim.ReserveN(now, 1)
-	defer r.CancelAt(now)
-	return r.DelayFrom(now)
-}
-
-// missed counts a code of user's that matched none.
-func (g *guessLimits) missed(user string, now time.Time) { g.limiter(user).AllowN(now, 1) }
+func newGuessLimits() *userBuckets { return newUserBuckets(rate.Every(codeGuessEvery), codeGuessBurst) }

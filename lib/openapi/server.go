@@ -133,9 +133,9 @@ type Server struct {
 	// quotaLocks holds a *sync.Mutex per user (lockUserQuota).
 	quotaLocks sync.Map
 	// writeLimits paces users' writes (nil: no limit).
-	writeLimits *writeLimits
+	writeLimits *userBuckets
 	// guesses paces users' access codes that match none.
-	guesses guessLimits
+	guesses *userBuckets
 	// tickets are the stream tickets this node issued (tickets.go).
 	tickets *ticketBook
 }
@@ -196,6 +196,7 @@ func New(cfg Config, log *slog.Logger, st *store.Store) (*Server, error) {
 		stop:        make(chan struct{}),
 		tickets:     newTicketBook(cfg.Now),
 		writeLimits: newWriteLimits(cfg.UserWritesPerSecond),
+		guesses:     newGuessLimits(),
 	}
 	s.engine = s.newEngine()
 	return s, nil

@@ -173,3 +173,15 @@ func MatchLabels(sel, labels map[string]string) bool {
 	}
 	return true
 }
+
+// UserOf returns spec.user of a claim or session, the kinds a user owns,
+// and false for other kinds.
+func UserOf(o Object) (string, bool) {
+	switch v := o.(type) {
+	case *MachineClaim:
+		return v.Spec.User, true
+	case *Session:
+		return v.Spec.User, true
+	}
+	return "", false
+}

@@ -193,15 +193,11 @@ func newDeleteCmd(f *Factory, res *resource) *cobra.Command {
 
 // ownerUser is the user a session, claim or token is for ("" for others).
 func ownerUser(o types.Object) string {
-	switch v := o.(type) {
-	case *types.Session:
-		return v.Spec.User
-	case *types.MachineClaim:
-		return v.Spec.User
-	case *types.Token:
-		return v.Spec.User
+	if t, ok := o.(*types.Token); ok {
+		return t.Spec.User
 	}
-	return ""
+	user, _ := types.UserOf(o)
+	return user
 }
 
 // deleteUserObjects deletes what user holds: sessions, claims (their
