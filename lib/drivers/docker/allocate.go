@@ -44,11 +44,11 @@ func (d *Driver) Allocate(ctx context.Context, t types.MachineTemplate, meta map
 		return nil, fmt.Errorf("allocate: %w", err)
 	}
 	// The network may have been removed since Prepare; it is cheap to check.
-	networkID, err := ensureNetwork(ctx, st.cli, st.cfg.Network, st.lbl, st.cfg.NetworkICC)
+	nw, err := ensureNetwork(ctx, st.cli, st.cfg.Network, st.lbl, st.cfg.NetworkICC)
 	if err != nil {
 		return nil, fmt.Errorf("allocate: %w", err)
 	}
-	spec, err := buildSpec(t, tc, meta, specInput{Labels: st.lbl, Network: networkID, ImageID: imageID,
+	spec, err := buildSpec(t, tc, meta, specInput{Labels: st.lbl, Network: nw.ID, ImageID: imageID,
 		User: cmp.Or(tc.User, st.cfg.User), PidsLimit: st.cfg.PidsLimit})
 	if err != nil {
 		return nil, fmt.Errorf("allocate: %w", err)

@@ -69,6 +69,18 @@ func TestContainersAreConfined(t *testing.T) {
 	assert.Equal(t, "hi", dialHi(t, g.ip(t, c.ID)))
 	out = g.exec(t, e.ID, "sh", "-c", "echo x | nc -w 2 "+g.ip(t, c.ID)+" 9000; true")
 	assert.Contains(t, out, "hi")
+
+	// What the driver's start checks (it warns of a network that is not
+	// isolated).
+	for _, tc := range []struct {
+		network string
+		want    bool
+	}{{f.network, true}, {g.network, false}} {
+		list, err := networksNamed(t.Context(), f.cli, tc.network)
+		require.NoError(t, err)
+		require.Len(t, list, 1)
+		assert.Equal(t, tc.want, isolated(list[0]), tc.network)
+	}
 }
 
 // exec runs cmd in container id as its user and returns what it printed.

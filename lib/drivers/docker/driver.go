@@ -167,11 +167,12 @@ func (d *Driver) Prepare(ctx context.Context, cfg []byte) error {
 		_ = cli.Close()
 		return fmt.Errorf("prepare %s: docker engine at %s: %w", d.env.Instance, host, err)
 	}
-	if _, err := ensureNetwork(ctx, cli, c.Network, lbl, c.NetworkICC); err != nil {
+	nw, err := ensureNetwork(ctx, cli, c.Network, lbl, c.NetworkICC)
+	if err != nil {
 		_ = cli.Close()
 		return fmt.Errorf("prepare %s: %w", d.env.Instance, err)
 	}
-	if !c.NetworkICC && !networkIsolated(ctx, cli, c.Network) {
+	if !c.NetworkICC && !isolated(nw) {
 		d.log.Warn("docker network lets machines reach each other", "network", c.Network,
 			"detail", "it was made by someone else or before hf isolated its networks; remove it (once no container uses it) and the driver makes one with inter-container traffic off, or set network_icc: true to keep it quietly")
 	}
@@ -252,8 +253,10 @@ func (d *Driver) templateConfig(t types.MachineTemplate) (TemplateConfig, error)
 	if tc.Privileged && !allow {
 		return TemplateConfig{}, types.Invalid(prefix+".privileged", "not allowed on this node (allow_privileged is false)")
 	}
-	if tc.User != "" && isRoot(tc.User) && !allowRoot {
-		return TemplateConfig{}, types.Invalid(prefix+".user", "%q is root: not allowed on this node (allow_root is false)", tc.User)
+	if tc.User != "" {
+		if err := checkUser(tc.User, allowRoot); err != nil {
+			return TemplateConfig{}, types.Invalid(prefix+".user", "%s", err.Error())
+		}
 	}
 	return tc, nil
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/docker/docker/client"
 )
 
-// ensureNetwork returns the id of the network called name, creating it as a
+// ensureNetwork returns the network called name, creating it as a
 // bridge network labelled "<ns>.network" when there is none. A network someone
 // else made is used as it is.
 //
@@ -28,22 +28,22 @@ import (
 //
 // A network it makes has inter-container traffic off unless icc: machines on
 // it reach the world and the host's published ports, not each other.
-func ensureNetwork(ctx context.Context, cli *client.Client, name string, lbl labels, icc bool) (string, error) {
+func ensureNetwork(ctx context.Context, cli *client.Client, name string, lbl labels, icc bool) (network.Summary, error) {
 	existing, err := networksNamed(ctx, cli, name)
 	if err != nil {
-		return "", err
+		return network.Summary{}, err
 	}
 	if len(existing) > 0 {
-		return pickNetwork(existing).ID, nil
+		return pickNetwork(existing), nil
 	}
 	unlock := lockNetwork(ctx, networkLockDir(), cli.DaemonHost(), name)
 	defer unlock()
 	// Another node of this host may have made it while this one waited.
 	if existing, err = networksNamed(ctx, cli, name); err != nil {
-		return "", err
+		return network.Summary{}, err
 	}
 	if len(existing) > 0 {
-		return pickNetwork(existing).ID, nil
+		return pickNetwork(existing), nil
 	}
 	opts := network.CreateOptions{
 		Driver: "bridge",
@@ -64,14 +64,14 @@ func ensureNetwork(ctx context.Context, cli *client.Client, name string, lbl lab
 		if err == nil {
 			select {
 			case <-ctx.Done():
-				return "", ctx.Err()
+				return network.Summary{}, ctx.Err()
 			case <-time.After(networkSettle):
 			}
 		}
 		prev := found
 		var lerr error
 		if found, lerr = networksNamed(ctx, cli, name); lerr != nil {
-			return "", lerr
+			return network.Summary{}, lerr
 		}
 		if err != nil || len(found) == 0 || try == networkChecks-1 ||
 			(len(prev) > 0 && pickNetwork(prev).ID == pickNetwork(found).ID) || pickNetwork(found).ID != created.ID {
@@ -82,7 +82,7 @@ func ensureNetwork(ctx context.Context, cli *client.Client, name string, lbl lab
 		if err == nil {
 			err = fmt.Errorf("created network %s but the engine does not list it", name)
 		}
-		return "", fmt.Errorf("create network %s: %w", name, err)
+		return network.Summary{}, fmt.Errorf("create network %s: %w", name, err)
 	}
 	winner := pickNetwork(found)
 	if err == nil && created.ID != winner.ID {
@@ -91,7 +91,7 @@ func ensureNetwork(ctx context.Context, cli *client.Client, name string, lbl lab
 		// leftover costs nothing but a name clash that pickNetwork resolves.
 		_ = cli.NetworkRemove(ctx, created.ID)
 	}
-	return winner.ID, nil
+	return winner, nil
 }
 
 // networkLockWait is how long a node waits for another of its host to
@@ -109,15 +109,8 @@ const (
 // traffic on a network on or off.
 const optionICC = "com.docker.network.bridge.enable_icc"
 
-// networkIsolated reports whether the network called name has
-// inter-container traffic off (false also when it cannot be listed).
-func networkIsolated(ctx context.Context, cli *client.Client, name string) bool {
-	list, err := networksNamed(ctx, cli, name)
-	if err != nil || len(list) == 0 {
-		return false
-	}
-	return pickNetwork(list).Options[optionICC] == "false"
-}
+// isolated reports whether n has inter-container traffic off.
+func isolated(n network.Summary) bool { return n.Options[optionICC] == "false" }
 
 // networksNamed lists the networks called exactly name (the engine's name
 // filter also matches parts of names).
