@@ -647,15 +647,7 @@ func TestExplainFailedEntry(t *testing.T) {
 // stops inside its machine, and the machine is released as usual.
 func TestMachineProcessLimit(t *testing.T) {
 	needRoot(t)
-	if os.Getenv("HF_TEST_NPROC_CHILD") == "" {
-		// The limit is the daemon's own, inherited by what it starts, and
-		// root without CAP_SYS_RESOURCE cannot raise it again: the test
-		// runs in a process of its own, so the others keep theirs.
-		cmd := exec.Command(os.Args[0], "-test.run=^TestMachineProcessLimit$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), "HF_TEST_NPROC_CHILD=1")
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "%s", out)
-		require.Contains(t, string(out), "--- PASS: TestMachineProcessLimit", "%s", out)
+	if !inOwnProcess(t) {
 		return
 	}
 	h := newTestHost(t)
@@ -716,4 +708,48 @@ func TestWorkspacesArePrivate(t *testing.T) {
 	require.NoError(t, d.Deallocate(t.Context(), b))
 	h.checkGone(t, *a)
 	h.checkGone(t, *b)
+}
+
+// inOwnProcess runs the test again in a process of its own and reports
+// false here, and true in that process, which goes on with the test. The
+// process limit is the daemon's own, inherited by what it starts, and is not
+// raised again (root here lacks CAP_SYS_RESOURCE): a test that lowers it
+// runs apart, so the others keep theirs.
+func inOwnProcess(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv("HF_TEST_OWN_PROCESS") == t.Name() {
+		return true
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v", "-test.count=1")
+	cmd.Env = append(os.Environ(), "HF_TEST_OWN_PROCESS="+t.Name())
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "--- PASS: "+t.Name(), "%s", out)
+	return false
+}
+
+// The process limit goes down only, soft and hard together: a soft limit
+// below a higher hard one (which a machine could raise to) takes the hard
+// one down with it.
+func TestLimitUserProcesses(t *testing.T) {
+	if !inOwnProcess(t) {
+		return
+	}
+	var start unix.Rlimit
+	require.NoError(t, unix.Getrlimit(unix.RLIMIT_NPROC, &start))
+	require.Greater(t, start.Max, uint64(60), "the test needs room below the hard limit")
+	require.NoError(t, unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: 50, Max: start.Max}))
+	limits := func() unix.Rlimit {
+		var r unix.Rlimit
+		require.NoError(t, unix.Getrlimit(unix.RLIMIT_NPROC, &r))
+		return r
+	}
+	for _, tc := range []struct {
+		n, want int64
+	}{{100, 50}, {40, 40}, {60, 40}} {
+		got, err := limitUserProcesses(tc.n)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, got, "pids_limit %d", tc.n)
+		assert.Equal(t, unix.Rlimit{Cur: uint64(tc.want), Max: uint64(tc.want)}, limits(), "pids_limit %d", tc.n)
+	}
 }

@@ -121,11 +121,14 @@ func limitUserProcesses(n int64) (int64, error) {
 	if err := unix.Getrlimit(unix.RLIMIT_NPROC, &cur); err != nil {
 		return 0, fmt.Errorf("read the process limit: %w", err)
 	}
-	if n <= 0 || cur.Cur <= uint64(n) {
-		return int64(min(cur.Cur, math.MaxInt64)), nil
+	// Soft and hard both: a soft limit below a higher hard one is one a
+	// machine may raise.
+	want := min(uint64(n), cur.Cur)
+	if cur.Cur == want && cur.Max == want {
+		return int64(min(want, math.MaxInt64)), nil
 	}
-	if err := unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: uint64(n), Max: uint64(n)}); err != nil {
-		return 0, fmt.Errorf("set the process limit to %d: %w", n, err)
+	if err := unix.Setrlimit(unix.RLIMIT_NPROC, &unix.Rlimit{Cur: want, Max: want}); err != nil {
+		return 0, fmt.Errorf("set the process limit to %d: %w", want, err)
 	}
-	return n, nil
+	return int64(min(want, math.MaxInt64)), nil
 }
