@@ -2,7 +2,6 @@ package docker
 
 import (
 	"context"
-	"io"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/hf-fleet/hf/internal/syncbuf"
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/drivers/docker/dockertest"
 	"github.com/hf-fleet/hf/lib/drivers/drivertest"
@@ -166,15 +164,6 @@ func (f *fixture) allocateShell(t *testing.T, d *Driver, name, script string) *t
 	return r
 }
 
-// pipeStream is a shell's stream in a test: input given, output kept.
-type pipeStream struct {
-	in  io.Reader
-	out syncbuf.Buffer
-}
-
-func (p *pipeStream) Read(b []byte) (int, error)  { return p.in.Read(b) }
-func (p *pipeStream) Write(b []byte) (int, error) { return p.out.Write(b) }
-
 // A shell in a container runs the commands it is given, inside the
 // container, and ends with them; with a terminal too.
 func TestShell(t *testing.T) {
@@ -183,9 +172,9 @@ func TestShell(t *testing.T) {
 	d := f.driver(t, "node-a", "docker", nil)
 	r := f.allocateShell(t, d, "box", "sleep 300")
 	for _, tty := range []bool{false, true} {
-		s := &pipeStream{in: strings.NewReader("echo inside $(hostname); exit 3\n")}
+		s := &drivertest.ShellStream{In: strings.NewReader("echo inside $(hostname); exit 3\n")}
 		require.NoError(t, d.Shell(t.Context(), r, drivers.ShellOptions{TTY: tty, Rows: 24, Cols: 80}, s))
-		assert.Contains(t, s.out.String(), "inside "+f.inspect(t, r.ID).Config.Hostname, "tty %v", tty)
+		assert.Contains(t, s.Out.String(), "inside "+f.inspect(t, r.ID).Config.Hostname, "tty %v", tty)
 	}
 	require.NoError(t, d.Deallocate(t.Context(), r))
 	f.assertNothingLeft(t)

@@ -1,12 +1,14 @@
 package drivertest
 
 import (
+	"io"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/internal/syncbuf"
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -81,3 +83,13 @@ func CheckPauseResume(t *testing.T, d PausingDriver, busy *types.Resource, pause
 	assert.Less(t, time.Since(start), 5*time.Second, "a paused machine needs no stop grace")
 	assert.ErrorIs(t, d.Pause(ctx, busy), drivers.ErrNotFound)
 }
+
+// ShellStream is a shell's stream in a test (drivers.Sheller): In is its
+// input, Out keeps what it wrote.
+type ShellStream struct {
+	In  io.Reader
+	Out syncbuf.Buffer
+}
+
+func (p *ShellStream) Read(b []byte) (int, error)  { return p.In.Read(b) }
+func (p *ShellStream) Write(b []byte) (int, error) { return p.Out.Write(b) }

@@ -211,17 +211,22 @@ func (d *Driver) build(ctx context.Context, cfg Config, cg cgroupSetup, m *machi
 		Log: filepath.Join(m.Workspace, logFile),
 	}
 	if cg.Parent != "" {
-		dir, err := createCgroup(cg, m.ID, res, cfg.PidsLimit)
-		if dir != "" {
-			m.Cgroup = dir
-			if uerr := d.update(m.ID, func(hm *machine) { hm.Cgroup = dir }); uerr != nil && err == nil {
+		v1 := len(cg.V1) > 0
+		dirs, err := createCgroup(cg, m.ID, res, cfg.PidsLimit)
+		if len(dirs) > 0 {
+			m.setCgroups(dirs, v1)
+			if uerr := d.update(m.ID, func(hm *machine) { hm.setCgroups(dirs, v1) }); uerr != nil && err == nil {
 				err = uerr
 			}
 		}
 		if err != nil {
 			return err
 		}
-		spec.CgroupDir = dir
+		if v1 {
+			spec.CgroupV1 = dirs
+		} else {
+			spec.CgroupDir = dirs[0]
+		}
 	}
 	if cfg.Privileged() {
 		spec.Cred = &syscall.Credential{Uid: uint32(m.UID), Gid: uint32(m.GID), Groups: gids}

@@ -7,11 +7,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -19,15 +22,24 @@ import (
 // cgroup2Magic is CGROUP2_SUPER_MAGIC, the f_type of a cgroup2 file system.
 const cgroup2Magic = 0x63677270
 
+// cgroupV1Magic is CGROUP_SUPER_MAGIC, the f_type of a cgroup v1 hierarchy.
+const cgroupV1Magic = 0x27e0eb
+
+// v1Controllers are the cgroup v1 controllers a machine joins, the one whose
+// hierarchy lists its processes first.
+var v1Controllers = []string{"memory", "cpu", "pids", "cpuacct"}
+
 // probeCgroups checks whether machines can get cgroups under path and limits
-// in them, and prepares the parent cgroup when they can.
+// in them, and prepares the parent cgroup when they can: path is a cgroup2
+// file system, or (a cgroup v1 or hybrid host) holds a hierarchy for each of
+// the cpu and memory controllers.
 func probeCgroups(path string) cgroupSetup {
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(path, &st); err != nil {
 		return cgroupSetup{Reason: fmt.Sprintf("cannot read %s: %v", path, err)}
 	}
 	if int64(st.Type) != cgroup2Magic {
-		return cgroupSetup{Reason: path + " is not a cgroup2 file system (cgroup v1 or hybrid host; set cgroup_path)"}
+		return probeCgroupsV1(path)
 	}
 	if err := syscall.Access(path, 2 /* W_OK */); err != nil {
 		return cgroupSetup{Reason: path + " is not writable by hf-node"}
@@ -73,44 +85,130 @@ func probeCgroups(path string) cgroupSetup {
 	return setup
 }
 
-// createCgroup makes the machine's cgroup and writes its limits.
-// pids bounds its processes where the pids controller is on.
-func createCgroup(setup cgroupSetup, id string, res types.Resources, pids int64) (string, error) {
-	dir := filepath.Join(setup.Parent, id)
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", fmt.Errorf("create cgroup: %w", err)
+// probeCgroupsV1 finds the cgroup v1 hierarchies of the controllers a
+// machine joins under path (a controller's directory there, or a link to the
+// hierarchy that carries it with others, as cpu to cpu,cpuacct) and makes the
+// driver's parent cgroup in each.
+func probeCgroupsV1(path string) cgroupSetup {
+	var found []cgroupHierarchy
+	have := map[string]bool{}
+	for _, c := range v1Controllers {
+		dir, err := filepath.EvalSymlinks(filepath.Join(path, c))
+		var st syscall.Statfs_t
+		if err != nil || syscall.Statfs(dir, &st) != nil || int64(st.Type) != cgroupV1Magic {
+			continue
+		}
+		have[c] = true
+		parent := filepath.Join(dir, cgroupParentName)
+		if i := slices.IndexFunc(found, func(h cgroupHierarchy) bool { return h.Parent == parent }); i >= 0 {
+			found[i].Controllers = append(found[i].Controllers, c)
+			continue
+		}
+		found = append(found, cgroupHierarchy{Parent: parent, Controllers: []string{c}})
+	}
+	if !have["cpu"] || !have["memory"] {
+		return cgroupSetup{Reason: path + " is not a cgroup2 file system and holds no cgroup v1 hierarchies of the cpu and memory controllers (set cgroup_path)"}
+	}
+	for _, h := range found {
+		if err := syscall.Access(filepath.Dir(h.Parent), 2 /* W_OK */); err != nil {
+			return cgroupSetup{Reason: filepath.Dir(h.Parent) + " is not writable by hf-node"}
+		}
+		if err := os.Mkdir(h.Parent, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return cgroupSetup{Reason: fmt.Sprintf("cannot make %s: %v", h.Parent, err)}
+		}
+	}
+	return cgroupSetup{Parent: found[0].Parent, V1: found, Limits: true, Pids: have["pids"]}
+}
+
+// createCgroup makes the machine's cgroups (one with v2, one in each
+// hierarchy with v1) and writes its limits. pids bounds its processes where
+// the pids controller is on.
+func createCgroup(setup cgroupSetup, id string, res types.Resources, pids int64) ([]string, error) {
+	dirs := setup.dirsFor(id)
+	for i, dir := range dirs {
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return dirs[:i], fmt.Errorf("create cgroup: %w", err)
+		}
 	}
 	if !setup.Limits {
-		return dir, nil
+		return dirs, nil
 	}
 	if !setup.Pids {
 		pids = 0
 	}
-	for file, v := range cgroupLimits(res, pids) {
-		if err := os.WriteFile(filepath.Join(dir, file), []byte(v), 0o644); err != nil {
-			return dir, fmt.Errorf("cgroup %s: set %s to %s: %w", dir, file, v, err)
+	for _, f := range cgroupLimits(len(setup.V1) > 0, res, pids) {
+		dir := dirs[0]
+		if len(setup.V1) > 0 {
+			i := slices.IndexFunc(setup.V1, func(h cgroupHierarchy) bool { return slices.Contains(h.Controllers, controllerOf(f.Name)) })
+			if i < 0 {
+				continue
+			}
+			dir = dirs[i]
+			if _, err := os.Stat(filepath.Join(dir, f.Name)); f.Name == memswLimit && err != nil {
+				continue // the kernel does not account swap
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, f.Name), []byte(f.Value), 0o644); err != nil {
+			return dirs, fmt.Errorf("cgroup %s: set %s to %s: %w", dir, f.Name, f.Value, err)
 		}
 	}
-	return dir, nil
+	return dirs, nil
 }
 
-// cgroupCPUUsec reads usage_usec from the cgroup v2 dir's cpu.stat; false
-// when there is no such dir or file.
-func cgroupCPUUsec(dir string) (uint64, bool) {
-	if dir == "" {
-		return 0, false
-	}
-	b, err := os.ReadFile(filepath.Join(dir, "cpu.stat"))
-	if err != nil {
-		return 0, false
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
-			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-			return n, err == nil
+// cgroupCPUUsec reads the CPU time the cgroup dirs' processes took, in
+// microseconds: usage_usec of a cgroup v2 dir's cpu.stat, or cgroup v1's
+// cpuacct.usage (nanoseconds) in the dir that has it; false when none does.
+func cgroupCPUUsec(dirs []string) (uint64, bool) {
+	for _, dir := range dirs {
+		if b, err := os.ReadFile(filepath.Join(dir, "cpuacct.usage")); err == nil {
+			n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+			return n / 1000, err == nil
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "cpu.stat"))
+		if err != nil {
+			continue
+		}
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+				n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+				return n, err == nil
+			}
 		}
 	}
 	return 0, false
+}
+
+// forkInCgroups runs start, which forks the machine's process, so that the
+// process begins in the cgroup v1 dirs: the thread that forks joins them
+// first (writing its id to their tasks files), and on v1 a child starts in
+// its parent thread's cgroups, so not even its first instruction runs
+// outside. The thread never leaves them: its goroutine ends locked to it,
+// and the runtime ends the thread with it. Without dirs it only runs start.
+func forkInCgroups(dirs []string, start func() error) error {
+	if len(dirs) == 0 {
+		return start()
+	}
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			// The main thread is never ended, so it would stay in the
+			// machine's cgroups (and keep them from being removed): fork
+			// from another, which cannot be this one while it is locked.
+			done <- forkInCgroups(dirs, start)
+			runtime.UnlockOSThread()
+			return
+		}
+		tid := []byte(strconv.Itoa(unix.Gettid()))
+		for _, dir := range dirs {
+			if err := os.WriteFile(filepath.Join(dir, "tasks"), tid, 0); err != nil {
+				done <- fmt.Errorf("join cgroup %s: %w", dir, err)
+				return
+			}
+		}
+		done <- start()
+	}()
+	return <-done
 }
 
 // cgroupProcs lists the processes in the cgroup dir (none when it is gone).

@@ -52,17 +52,19 @@ type Config struct {
 	// root (the default there) and is refused as root, where every machine
 	// runs as its own fresh user.
 	Unprivileged *bool `json:"unprivileged"`
-	// CgroupPath is the cgroup v2 mount under which the driver makes a cgroup
-	// per machine for its CPU and memory limits (default /sys/fs/cgroup). When
-	// it is not a writable cgroup2 file system, limits are not enforced.
+	// CgroupPath is where the driver makes a cgroup per machine for its CPU
+	// and memory limits (default /sys/fs/cgroup): a cgroup2 mount, or on a
+	// cgroup v1 (or hybrid) host the directory that holds the cpu and memory
+	// hierarchies. When it is neither, or not writable, limits are not
+	// enforced.
 	CgroupPath string `json:"cgroup_path"`
 	// StopGrace is how long processes get between SIGTERM and SIGKILL when a
 	// machine is deallocated (default 5s).
 	StopGrace types.Duration `json:"stop_grace"`
 	// PidsLimit bounds the processes (and threads) of one machine, so a fork
-	// bomb stays inside it (default 4096): with the cgroup v2 pids controller
-	// where the cpu and memory limits are enforced, and in privileged mode on
-	// any host as the machine user's RLIMIT_NPROC.
+	// bomb stays inside it (default 4096): with the pids controller where the
+	// cpu and memory limits are enforced, and in privileged mode on any host
+	// as the machine user's RLIMIT_NPROC.
 	PidsLimit int64 `json:"pids_limit"`
 
 	drivers.Alter

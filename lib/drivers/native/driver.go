@@ -8,8 +8,9 @@
 // user with the claim's metadata in its environment. When /sys/fs/cgroup (or
 // cgroup_path) is a writable cgroup2 file system with the cpu and memory
 // controllers, each machine gets a cgroup with cpu.max and memory.max from the
-// template's resources; otherwise limits are not enforced, and StatusText says
-// so. Deallocation kills every process of the user, removes the cgroup, the
+// template's resources; on a cgroup v1 (or hybrid) host whose cpu and memory
+// hierarchies are there, a cgroup in each with the CPU quota and the memory
+// limit; otherwise limits are not enforced, and StatusText says so. Deallocation kills every process of the user, removes the cgroup, the
 // user, its home and the workspace.
 //
 // Without root (or with unprivileged: true) there are no per-machine users:
@@ -404,8 +405,8 @@ func (d *Driver) orphanMachine(cfg Config, id string, pw *passwdEntry) *machine 
 	} else {
 		m.Home = m.Workspace
 	}
-	if d.cgroupsParent() != "" {
-		m.Cgroup = filepath.Join(d.cgroupsParent(), id)
+	if cg := d.cgroupSetup(); cg.Parent != "" {
+		m.setCgroups(cg.dirsFor(id), len(cg.V1) > 0)
 	}
 	return m
 }
@@ -422,10 +423,10 @@ func (d *Driver) config() Config {
 	return d.cfg
 }
 
-func (d *Driver) cgroupsParent() string {
+func (d *Driver) cgroupSetup() cgroupSetup {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.cgroups.Parent
+	return d.cgroups
 }
 
 // keyedMutex is a mutex per key, dropped when nobody holds or waits for it.

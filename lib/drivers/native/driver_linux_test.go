@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,19 +25,23 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	cg := cgroup2Mount()
 	for _, tc := range []struct {
 		name  string
 		root  bool
 		extra map[string]any
 	}{
-		// With a writable cgroup2 mount the machines get cgroups (this host's
-		// may lack the cpu and memory controllers; the cgroup is made and the
-		// entry runs in it either way).
-		{"privileged", true, map[string]any{"cgroup_path": cgOr(cg, "/sys/fs/cgroup")}},
+		// The host's cgroups, v1 or v2, as a node uses them by default.
+		{"privileged", true, nil},
+		// A writable cgroup2 mount, where the host has one besides (a hybrid
+		// host's may lack the cpu and memory controllers; the cgroup is made
+		// and the entry starts in it either way).
+		{"privileged-cgroup2", true, map[string]any{"cgroup_path": cgroup2Mount()}},
 		{"unprivileged", false, map[string]any{"unprivileged": true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			if tc.extra != nil && tc.extra["cgroup_path"] == "" {
+				t.Skip("this host has no writable cgroup2 mount")
+			}
 			if tc.root {
 				needRoot(t)
 			}
@@ -55,13 +60,6 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-func cgOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
 // hostIsClean checks that the driver's paths and the host hold nothing of it.
 func hostIsClean(t *testing.T, h *testHost, d *Driver) {
 	t.Helper()
@@ -77,11 +75,13 @@ func hostIsClean(t *testing.T, h *testHost, d *Driver) {
 		require.NoError(t, err)
 		assert.Empty(t, entries, "%s is empty", dir)
 	}
-	if p := d.cgroupsParent(); p != "" {
-		entries, err := os.ReadDir(p)
-		require.NoError(t, err)
-		for _, e := range entries {
-			assert.False(t, e.IsDir() && strings.HasPrefix(e.Name(), testPrefix), "cgroup %s is left", e.Name())
+	if cg := d.cgroupSetup(); cg.Parent != "" {
+		for _, p := range cg.parents() {
+			entries, err := os.ReadDir(p)
+			require.NoError(t, err)
+			for _, e := range entries {
+				assert.False(t, e.IsDir() && strings.HasPrefix(e.Name(), testPrefix), "cgroup %s is left in %s", e.Name(), p)
+			}
 		}
 	}
 	images, err := os.ReadDir(d.config().ImagesPath)
@@ -505,7 +505,7 @@ func TestStatusText(t *testing.T) {
 	require.NoError(t, d.Prepare(t.Context(), h.config(map[string]any{"unprivileged": true, "cgroup_path": t.TempDir(), "workspace_path": t.TempDir()})))
 	t.Cleanup(func() { _ = d.Close() })
 	assert.Equal(t, "unprivileged mode: no per-machine users; resource limits not enforced: "+
-		d.config().CgroupPath+" is not a cgroup2 file system (cgroup v1 or hybrid host; set cgroup_path)", d.StatusText())
+		d.config().CgroupPath+" is not a cgroup2 file system and holds no cgroup v1 hierarchies of the cpu and memory controllers (set cgroup_path)", d.StatusText())
 
 	if os.Geteuid() == 0 {
 		p := h.driver(t, t.TempDir(), nil)
@@ -752,4 +752,80 @@ func TestLimitUserProcesses(t *testing.T) {
 		assert.Equal(t, tc.want, got, "pids_limit %d", tc.n)
 		assert.Equal(t, unix.Rlimit{Cur: uint64(tc.want), Max: uint64(tc.want)}, limits(), "pids_limit %d", tc.n)
 	}
+}
+
+// TestMachineLimits: as root, a machine is held to its template's CPU and
+// RAM by the host's cgroups, v1 or v2, whichever it has: its entry, and a
+// shell opened in it, run in the machine's cgroups; a program that takes more
+// memory than the machine has is killed, and a busy loop gets no more than
+// the machine's CPUs.
+func TestMachineLimits(t *testing.T) {
+	needRoot(t)
+	h := newTestHost(t)
+	d := h.driver(t, t.TempDir(), nil)
+	cg := d.cgroupSetup()
+	if !cg.Limits {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("this host's cgroups cannot hold machines to their limits (%s); CI=true, so the test must not be skipped", cg.Reason)
+		}
+		t.Skip("limits are not enforced on this host: " + cg.Reason)
+	}
+	t.Logf("limits: %s", cg.describe())
+
+	tmpl := machineTemplate("limited", TemplateConfig{Entry: `dd if=/dev/zero of=/dev/null bs=200M count=1; echo "dd=$?" > $HOME/dd; while :; do :; done`})
+	tmpl.Spec.Resources = types.Resources{CPU: 0.2, RAMGB: 0.0625}
+	r, err := d.Allocate(t.Context(), tmpl, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = d.Deallocate(context.Background(), r) })
+	m := machineOf(t, *r)
+	require.Len(t, m.cgroups(), max(len(cg.V1), 1))
+	if len(cg.V1) > 0 {
+		assert.Equal(t, m.CgroupV1[0], m.Cgroup)
+	}
+	for _, dir := range m.cgroups() {
+		assert.Contains(t, cgroupProcs(dir), m.PID, "the entry runs in %s", dir)
+	}
+
+	var dd []byte
+	require.Eventually(t, func() bool {
+		dd, err = os.ReadFile(filepath.Join(m.Home, "dd"))
+		return err == nil && len(dd) > 0
+	}, 20*time.Second, 20*time.Millisecond, "the entry's dd never ended")
+	assert.Equal(t, "dd=137\n", string(dd), "dd's 200 MB buffer in a machine of 64 MB: the kernel kills it (SIGKILL, 128+9)")
+
+	// The busy loop: over a second, no more than the machine's 0.2 CPUs
+	// (and a period's quota of slack).
+	before, err := d.Activity(t.Context(), r)
+	require.NoError(t, err)
+	start := time.Now()
+	time.Sleep(time.Second)
+	after, err := d.Activity(t.Context(), r)
+	require.NoError(t, err)
+	share := float64(after-before) / float64(time.Since(start))
+	t.Logf("the busy loop took %.2f of a CPU", share)
+	assert.Positive(t, share, "the loop runs")
+	assert.Less(t, share, 0.35, "no more than the machine's 0.2 CPUs")
+
+	for _, tty := range []bool{false, true} {
+		// The input stays open until the shell is done: at its end a
+		// terminal is hung up.
+		in, typed := io.Pipe()
+		go func() { _, _ = typed.Write([]byte("cat /proc/self/cgroup; exit\n")) }()
+		s := &drivertest.ShellStream{In: in}
+		require.NoError(t, d.Shell(t.Context(), r, drivers.ShellOptions{TTY: tty, Rows: 24, Cols: 80}, s))
+		_ = typed.Close()
+		out := strings.ReplaceAll(s.Out.String(), "\r\n", "\n")
+		assert.Equal(t, len(m.cgroups()), strings.Count(out, ":/"+cgroupParentName+"/"+m.ID+"\n"),
+			"tty %v: the shell runs in each of the machine's cgroups %v: %s", tty, m.cgroups(), out)
+	}
+
+	for _, dir := range m.cgroups() {
+		b, err := os.ReadFile(filepath.Join(dir, "tasks"))
+		require.NoError(t, err)
+		for _, tid := range strings.Fields(string(b)) {
+			assert.NoDirExists(t, "/proc/self/task/"+tid, "no thread of the driver's process stays in %s", dir)
+		}
+	}
+	require.NoError(t, d.Deallocate(t.Context(), r))
+	h.checkGone(t, *r)
 }

@@ -229,8 +229,8 @@ func (h *testHost) checkRunning(t *testing.T, r types.Resource) {
 		require.NoError(t, err)
 		assert.Equal(t, os.ModeDir|0o700, st.Mode(), "the home is private")
 	}
-	if m.Cgroup != "" {
-		assert.Contains(t, cgroupProcs(m.Cgroup), m.PID, "the entry runs in the machine's cgroup")
+	for _, dir := range m.cgroups() {
+		assert.Contains(t, cgroupProcs(dir), m.PID, "the entry runs in the machine's cgroup %s", dir)
 	}
 }
 
@@ -252,8 +252,8 @@ func (h *testHost) checkGone(t *testing.T, r types.Resource) {
 	}, 10*time.Second, 20*time.Millisecond)
 	assert.NoDirExists(t, m.Home)
 	assert.NoDirExists(t, m.Workspace)
-	if m.Cgroup != "" {
-		assert.NoDirExists(t, m.Cgroup)
+	for _, dir := range m.cgroups() {
+		assert.NoDirExists(t, dir)
 	}
 }
 

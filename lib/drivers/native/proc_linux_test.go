@@ -73,47 +73,82 @@ func TestMountsUnder(t *testing.T) {
 }
 
 func TestCgroupLimits(t *testing.T) {
-	assert.Equal(t, map[string]string{"cpu.max": "150000 100000", "memory.max": "2147483648", "pids.max": "64"},
-		cgroupLimits(types.Resources{CPU: 1.5, RAMGB: 2}, 64))
-	assert.Equal(t, map[string]string{"cpu.max": "25000 100000"}, cgroupLimits(types.Resources{CPU: 0.25}, 0))
-	assert.Empty(t, cgroupLimits(types.Resources{}, 0))
+	assert.Equal(t, []cgroupFile{{"pids.max", "64"}, {"cpu.max", "150000 100000"}, {"memory.max", "2147483648"}},
+		cgroupLimits(false, types.Resources{CPU: 1.5, RAMGB: 2}, 64))
+	assert.Equal(t, []cgroupFile{{"cpu.max", "25000 100000"}}, cgroupLimits(false, types.Resources{CPU: 0.25}, 0))
+	assert.Empty(t, cgroupLimits(false, types.Resources{}, 0))
+	assert.Equal(t, []cgroupFile{{"pids.max", "64"}, {"cpu.cfs_period_us", "100000"}, {"cpu.cfs_quota_us", "150000"},
+		{"memory.limit_in_bytes", "2147483648"}, {"memory.memsw.limit_in_bytes", "2147483648"}},
+		cgroupLimits(true, types.Resources{CPU: 1.5, RAMGB: 2}, 64), "v1: the swap limit after the memory limit")
 
 	// The files a cgroup would have, written into a plain directory.
 	parent := t.TempDir()
-	dir, err := createCgroup(cgroupSetup{Parent: parent, Limits: true, Pids: true}, "hf-0123456789", types.Resources{CPU: 2, RAMGB: 0.5}, 100)
+	dirs, err := createCgroup(cgroupSetup{Parent: parent, Limits: true, Pids: true}, "hf-0123456789", types.Resources{CPU: 2, RAMGB: 0.5}, 100)
 	require.NoError(t, err)
-	assert.Equal(t, filepath.Join(parent, "hf-0123456789"), dir)
-	b, err := os.ReadFile(filepath.Join(dir, "cpu.max"))
-	require.NoError(t, err)
-	assert.Equal(t, "200000 100000", string(b))
-	b, err = os.ReadFile(filepath.Join(dir, "memory.max"))
-	require.NoError(t, err)
-	assert.Equal(t, "536870912", string(b))
-	b, err = os.ReadFile(filepath.Join(dir, "pids.max"))
-	require.NoError(t, err)
-	assert.Equal(t, "100", string(b))
+	require.Equal(t, []string{filepath.Join(parent, "hf-0123456789")}, dirs)
+	assertFile(t, filepath.Join(dirs[0], "cpu.max"), "200000 100000")
+	assertFile(t, filepath.Join(dirs[0], "memory.max"), "536870912")
+	assertFile(t, filepath.Join(dirs[0], "pids.max"), "100")
 
 	noPids, err := createCgroup(cgroupSetup{Parent: parent, Limits: true}, "hf-0123456780", types.Resources{CPU: 2}, 100)
 	require.NoError(t, err)
-	assert.FileExists(t, filepath.Join(noPids, "cpu.max"))
-	assert.NoFileExists(t, filepath.Join(noPids, "pids.max"), "without the pids controller no process limit is written")
+	assert.FileExists(t, filepath.Join(noPids[0], "cpu.max"))
+	assert.NoFileExists(t, filepath.Join(noPids[0], "pids.max"), "without the pids controller no process limit is written")
 
 	noLimits, err := createCgroup(cgroupSetup{Parent: parent}, "hf-abcdefabcd", types.Resources{CPU: 2}, 100)
 	require.NoError(t, err)
-	assert.NoFileExists(t, filepath.Join(noLimits, "cpu.max"), "without controllers no limit is written")
+	assert.NoFileExists(t, filepath.Join(noLimits[0], "cpu.max"), "without controllers no limit is written")
+
+	// cgroup v1: each file goes to the hierarchy of its controller; the
+	// swap limit only where the kernel accounts swap (its file exists).
+	mem, cpu, pids := t.TempDir(), t.TempDir(), t.TempDir()
+	v1 := cgroupSetup{Parent: mem, Limits: true, Pids: true, V1: []cgroupHierarchy{
+		{Parent: mem, Controllers: []string{"memory"}}, {Parent: cpu, Controllers: []string{"cpu", "cpuacct"}}, {Parent: pids, Controllers: []string{"pids"}}}}
+	dirs, err = createCgroup(v1, "hf-0123456789", types.Resources{CPU: 0.5, RAMGB: 0.25}, 30)
+	require.NoError(t, err)
+	require.Equal(t, []string{filepath.Join(mem, "hf-0123456789"), filepath.Join(cpu, "hf-0123456789"), filepath.Join(pids, "hf-0123456789")}, dirs)
+	assertFile(t, filepath.Join(dirs[0], "memory.limit_in_bytes"), "268435456")
+	assert.NoFileExists(t, filepath.Join(dirs[0], memswLimit))
+	assertFile(t, filepath.Join(dirs[1], "cpu.cfs_quota_us"), "50000")
+	assertFile(t, filepath.Join(dirs[1], "cpu.cfs_period_us"), "100000")
+	assertFile(t, filepath.Join(dirs[2], "pids.max"), "30")
+	require.NoError(t, os.WriteFile(filepath.Join(dirs[0], memswLimit), []byte("9223372036854771712"), 0o644))
+	_, err = createCgroup(v1, "hf-0123456789", types.Resources{RAMGB: 0.25}, 0)
+	require.NoError(t, err)
+	assertFile(t, filepath.Join(dirs[0], memswLimit), "268435456")
+	assert.Equal(t, v1.dirsFor("x"), []string{filepath.Join(mem, "x"), filepath.Join(cpu, "x"), filepath.Join(pids, "x")})
+
+	require.NoError(t, os.WriteFile(filepath.Join(dirs[1], "cpuacct.usage"), []byte("2500000\n"), 0o644))
+	usec, ok := cgroupCPUUsec(dirs)
+	assert.True(t, ok)
+	assert.Equal(t, uint64(2500), usec, "cpuacct.usage is in nanoseconds")
+	require.NoError(t, os.WriteFile(filepath.Join(noPids[0], "cpu.stat"), []byte("usage_usec 1234\nuser_usec 1000\n"), 0o644))
+	usec, ok = cgroupCPUUsec(noPids)
+	assert.True(t, ok)
+	assert.Equal(t, uint64(1234), usec)
+	_, ok = cgroupCPUUsec(noLimits)
+	assert.False(t, ok)
 
 	assert.Contains(t, cgroupSetup{Reason: "x is not a cgroup2 file system"}.describe(), "resource limits not enforced: x is not")
-	assert.Contains(t, cgroupSetup{Parent: "/sys/fs/cgroup/hf-native", Limits: true}.describe(), "cpu and memory limits enforced")
+	assert.Contains(t, cgroupSetup{Parent: "/sys/fs/cgroup/hf-native", Limits: true}.describe(), "cpu and memory limits enforced with cgroup v2 (/sys/fs/cgroup/hf-native)")
 	assert.Contains(t, cgroupSetup{Parent: "/sys/fs/cgroup/hf-native", Limits: true}.describe(), "no process limit")
 	assert.Contains(t, cgroupSetup{Parent: "/sys/fs/cgroup/hf-native", Limits: true, Pids: true}.describe(), "cpu, memory and process limits enforced")
+	assert.Equal(t, "cpu, memory and process limits enforced with cgroup v1 ("+mem+", "+cpu+", "+pids+")", v1.describe())
+}
+
+func assertFile(t *testing.T, path, want string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, want, string(b), path)
 }
 
 func TestProbeCgroups(t *testing.T) {
-	// A plain directory is not cgroup2.
+	// A plain directory is not cgroup2, nor does it hold v1 hierarchies.
 	s := probeCgroups(t.TempDir())
 	assert.Empty(t, s.Parent)
 	assert.False(t, s.Limits)
-	assert.Contains(t, s.Reason, "is not a cgroup2 file system")
+	assert.Contains(t, s.Reason, "is not a cgroup2 file system and holds no cgroup v1 hierarchies of the cpu and memory controllers")
 	s = probeCgroups("/nonexistent/cgroup")
 	assert.Contains(t, s.Reason, "cannot read /nonexistent/cgroup")
 }

@@ -21,9 +21,13 @@ type procSpec struct {
 	Log string
 	// Cred, when set, is who the process runs as.
 	Cred *syscall.Credential
-	// CgroupDir, when set, is the cgroup the process starts in (clone3 with
-	// CLONE_INTO_CGROUP, so not even its first instruction runs outside).
+	// CgroupDir, when set, is the cgroup v2 cgroup the process starts in
+	// (clone3 with CLONE_INTO_CGROUP, so not even its first instruction runs
+	// outside).
 	CgroupDir string
+	// CgroupV1, when set, are the cgroup v1 cgroups it starts in
+	// (forkInCgroups).
+	CgroupV1 []string
 }
 
 // startProcess starts spec in a process group of its own and returns its pid
@@ -54,7 +58,7 @@ func startProcess(spec procSpec, procRoot string) (int, uint64, error) {
 		Stderr:      logf,
 		SysProcAttr: attr,
 	}
-	if err := cmd.Start(); err != nil {
+	if err := forkInCgroups(spec.CgroupV1, cmd.Start); err != nil {
 		return 0, 0, fmt.Errorf("start entry: %w", err)
 	}
 	pid := cmd.Process.Pid

@@ -106,8 +106,8 @@ func (d *Driver) lookup(id string) (m machine, known bool, err error) {
 }
 
 // Activity implements drivers.ActivityMeter: the CPU time of the machine in
-// nanoseconds, from its cgroup's cpu.stat when it has a cgroup v2 one (which
-// counts processes that ended too), else summed over its live processes and
+// nanoseconds, from its cgroup's CPU account when it has one (which counts
+// processes that ended too), else summed over its live processes and
 // the children they waited for, from /proc (10 ms ticks).
 func (d *Driver) Activity(ctx context.Context, r *types.Resource) (uint64, error) {
 	if r == nil {
@@ -120,7 +120,7 @@ func (d *Driver) Activity(ctx context.Context, r *types.Resource) (uint64, error
 	if err != nil {
 		return 0, fmt.Errorf("activity %s: %w", r.ID, err)
 	}
-	if usec, ok := cgroupCPUUsec(m.Cgroup); ok {
+	if usec, ok := cgroupCPUUsec(m.cgroups()); ok {
 		return usec * 1000, nil
 	}
 	match, err := d.matcher(&m)
@@ -273,9 +273,11 @@ func (d *Driver) release(ctx context.Context, m *machine, known bool) error {
 		return err
 	}
 	var errs []error
-	if m.Cgroup != "" {
+	if dirs := m.cgroups(); len(dirs) > 0 {
 		cctx, cancel := context.WithTimeout(ctx, cgroupPatience)
-		errs = append(errs, removeCgroup(cctx, m.Cgroup))
+		for _, dir := range dirs {
+			errs = append(errs, removeCgroup(cctx, dir))
+		}
 		cancel()
 	}
 	// Names are checked before anything is removed: only directories named

@@ -43,7 +43,7 @@ func (d *Driver) Shell(ctx context.Context, r *types.Resource, opts drivers.Shel
 	if cfg.Privileged() {
 		attr.Credential = &syscall.Credential{Uid: uint32(m.UID), Gid: uint32(m.GID)}
 	}
-	if m.Cgroup != "" {
+	if m.Cgroup != "" && len(m.CgroupV1) == 0 {
 		cg, err := os.Open(m.Cgroup)
 		if err != nil {
 			return fmt.Errorf("shell %s: open cgroup: %w", r.ID, err)
@@ -63,7 +63,7 @@ func (d *Driver) Shell(ctx context.Context, r *types.Resource, opts drivers.Shel
 		if err != nil {
 			return fmt.Errorf("shell %s: %w", r.ID, err)
 		}
-		if err := cmd.Start(); err != nil {
+		if err := forkInCgroups(m.CgroupV1, cmd.Start); err != nil {
 			return fmt.Errorf("shell %s: %w", r.ID, err)
 		}
 		// Ends at the client's end of input, or when the caller closes
@@ -76,7 +76,11 @@ func (d *Driver) Shell(ctx context.Context, r *types.Resource, opts drivers.Shel
 	}
 	attr.Setctty = true
 	size := &pty.Winsize{Rows: max(opts.Rows, 1), Cols: max(opts.Cols, 1)}
-	ptmx, err := pty.StartWithAttrs(cmd, size, attr)
+	var ptmx *os.File
+	err = forkInCgroups(m.CgroupV1, func() (err error) {
+		ptmx, err = pty.StartWithAttrs(cmd, size, attr)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("shell %s: %w", r.ID, err)
 	}

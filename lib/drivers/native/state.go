@@ -35,8 +35,12 @@ type machine struct {
 	Workspace    string `json:"workspace"`
 	// Disks maps image tags to their directories.
 	Disks map[string]string `json:"disks,omitempty"`
-	// Cgroup is the machine's cgroup directory, when limits are set.
+	// Cgroup is the machine's cgroup directory, when limits are set (with
+	// cgroup v1, its directory in the first hierarchy).
 	Cgroup string `json:"cgroup,omitempty"`
+	// CgroupV1 are its directories in every cgroup v1 hierarchy it joins
+	// (Cgroup first); empty with cgroup v2.
+	CgroupV1 []string `json:"cgroup_v1,omitempty"`
 	// PID is the entry process and PIDStart its start time (clock ticks since
 	// boot), which tells it apart from a later process with the same pid.
 	PID      int    `json:"pid,omitempty"`
@@ -48,6 +52,29 @@ type machine struct {
 	Template string `json:"template,omitempty"`
 	// Orphan marks a machine found on the host but in no state file.
 	Orphan bool `json:"orphan,omitempty"`
+}
+
+// cgroups returns the machine's cgroup directories: none, its cgroup v2 one,
+// or one in each cgroup v1 hierarchy.
+func (m *machine) cgroups() []string {
+	if len(m.CgroupV1) > 0 {
+		return m.CgroupV1
+	}
+	if m.Cgroup != "" {
+		return []string{m.Cgroup}
+	}
+	return nil
+}
+
+// setCgroups records dirs, what createCgroup made (v1 says which kind).
+func (m *machine) setCgroups(dirs []string, v1 bool) {
+	m.Cgroup, m.CgroupV1 = "", nil
+	if len(dirs) > 0 {
+		m.Cgroup = dirs[0]
+	}
+	if v1 {
+		m.CgroupV1 = dirs
+	}
 }
 
 func stateFile(dataDir string) drivers.ResourceFile[types.Resource] {

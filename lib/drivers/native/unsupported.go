@@ -24,6 +24,7 @@ type procSpec struct {
 	Log           string
 	Cred          *syscall.Credential
 	CgroupDir     string
+	CgroupV1      []string
 }
 
 func startProcess(procSpec, string) (int, uint64, error) { return 0, 0, errNotLinux }
@@ -36,13 +37,13 @@ func probeCgroups(string) cgroupSetup { return cgroupSetup{Reason: errNotLinux.E
 
 func limitUserProcesses(int64) (int64, error) { return 0, errNotLinux }
 
-func createCgroup(cgroupSetup, string, types.Resources, int64) (string, error) {
-	return "", errNotLinux
+func createCgroup(cgroupSetup, string, types.Resources, int64) ([]string, error) {
+	return nil, errNotLinux
 }
 
 func cgroupProcs(string) []int { return nil }
 
-func cgroupCPUUsec(string) (uint64, bool) { return 0, false }
+func cgroupCPUUsec([]string) (uint64, bool) { return 0, false }
 
 func killCgroup(string) bool { return false }
 
