@@ -13,7 +13,10 @@ import (
 
 // poolStatus is one machine set's line of `pool status`, counted from the
 // machines the API lists rather than the set's own status, so it is as fresh
-// as the machines are. It is also the JSON shape of -o json|yaml.
+// as the machines are. A user's token lists only the user's own machines, so
+// for a user the counts are the set's status (what its owner counted) and
+// Claimed and Oldest, which only the machines tell, are left out. It is also
+// the JSON shape of -o json|yaml.
 type poolStatus struct {
 	Set      string `json:"set"`
 	Template string `json:"template"`
@@ -25,8 +28,9 @@ type poolStatus struct {
 	// Available counts live, unclaimed, Running machines: ready to bind now.
 	Available int `json:"available"`
 	// Claimed counts live machines given to a claim (a user's, not the
-	// set's own provisioning claims, whose machines are still being made).
-	Claimed int `json:"claimed"`
+	// set's own provisioning claims, whose machines are still being made);
+	// nil when the token may not see them all.
+	Claimed *int `json:"claimed,omitempty"`
 	// Oldest is the age of the oldest live machine, empty when there is none.
 	Oldest string `json:"oldest,omitempty"`
 	// OldestCreatedAt is when the oldest live machine was created.
@@ -39,8 +43,12 @@ func (s poolStatus) cells() []string {
 	if oldest == "" {
 		oldest = "-"
 	}
+	claimed := "-"
+	if s.Claimed != nil {
+		claimed = strconv.Itoa(*s.Claimed)
+	}
 	return []string{s.Set, s.Template, s.Strategy, strconv.Itoa(s.Min), strconv.Itoa(s.Max),
-		strconv.Itoa(s.Provisioned), strconv.Itoa(s.Available), strconv.Itoa(s.Claimed), oldest}
+		strconv.Itoa(s.Provisioned), strconv.Itoa(s.Available), claimed, oldest}
 }
 
 // poolStatuses counts the machines of each set, in the order of sets.
@@ -55,23 +63,13 @@ func poolStatuses(now time.Time, sets []*types.MachineSet, machines []*types.Mac
 	}
 	out := make([]poolStatus, 0, len(sets))
 	for _, set := range sets {
-		st := poolStatus{
-			Set:      set.Metadata.Name,
-			Template: set.Spec.MachineTemplate,
-			Strategy: string(set.Spec.ProvisioningStrategy),
-			Min:      set.Spec.MinAvailable,
-			Max:      set.Spec.MaxProvisioned,
-		}
-		// An empty strategy is AutoScale (the scheduler's default): show what
-		// the set does, not what it spells.
-		if st.Strategy == "" {
-			st.Strategy = string(types.ProvisionAutoScale)
-		}
+		st := setLine(set)
+		st.Claimed = new(int)
 		for _, m := range bySet[set.Metadata.Name] {
 			st.Provisioned++
 			switch {
 			case m.Spec.Claim != "" && !provisioning[m.Spec.Claim]:
-				st.Claimed++
+				*st.Claimed++
 			case m.Status.Phase == types.MachineRunning:
 				st.Available++
 			}
@@ -80,6 +78,35 @@ func poolStatuses(now time.Time, sets []*types.MachineSet, machines []*types.Mac
 			}
 		}
 		st.Oldest = age(now, st.OldestCreatedAt)
+		out = append(out, st)
+	}
+	return out
+}
+
+// setLine is the line of set with what its spec says.
+func setLine(set *types.MachineSet) poolStatus {
+	st := poolStatus{
+		Set:      set.Metadata.Name,
+		Template: set.Spec.MachineTemplate,
+		Strategy: string(set.Spec.ProvisioningStrategy),
+		Min:      set.Spec.MinAvailable,
+		Max:      set.Spec.MaxProvisioned,
+	}
+	// An empty strategy is AutoScale (the scheduler's default): show what
+	// the set does, not what it spells.
+	if st.Strategy == "" {
+		st.Strategy = string(types.ProvisionAutoScale)
+	}
+	return st
+}
+
+// setStatuses are the lines of sets as their status counts them, for a
+// token that sees only some of their machines.
+func setStatuses(sets []*types.MachineSet) []poolStatus {
+	out := make([]poolStatus, 0, len(sets))
+	for _, set := range sets {
+		st := setLine(set)
+		st.Provisioned, st.Available = set.Status.Provisioned, set.Status.Available
 		out = append(out, st)
 	}
 	return out
@@ -116,7 +143,9 @@ func newPoolStatusCmd(f *Factory) *cobra.Command {
 		Long: "For each machine set (or the named ones), count its live machines from the\n" +
 			"API: PROVISIONED all live ones, AVAILABLE the unclaimed Running ones,\n" +
 			"CLAIMED those given to a user's claim (not those the set is still making\n" +
-			"for itself), OLDEST the age of the oldest.",
+			"for itself), OLDEST the age of the oldest. With a user's token, which sees\n" +
+			"only the user's own machines, PROVISIONED and AVAILABLE are the set's own\n" +
+			"counts and CLAIMED and OLDEST are not shown.",
 		Example: "  hf-cli pool status\n" +
 			"  hf-cli set status pool -o json",
 		Args: cobra.ArbitraryArgs,
@@ -157,6 +186,24 @@ func runPoolStatus(ctx context.Context, opts *poolStatusOptions) error {
 	if len(opts.sets) > 0 && len(objs) == 0 {
 		return errors.Join(errs...)
 	}
+	sets := make([]*types.MachineSet, 0, len(objs))
+	for _, o := range objs {
+		if s, ok := o.(*types.MachineSet); ok {
+			sets = append(sets, s)
+		}
+	}
+	who, err := c.WhoAmI(ctx)
+	if err != nil {
+		return errors.Join(append(errs, err)...)
+	}
+	if who["role"] == types.RoleUser {
+		// The API lists a user's own machines only: the sets' own counts
+		// are the whole truth a user may have.
+		if err := f.printer().poolStatuses(setStatuses(sets)); err != nil {
+			errs = append(errs, err)
+		}
+		return errors.Join(errs...)
+	}
 	machineObjs, err := c.List(ctx, types.KindMachine, nil)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
@@ -169,12 +216,6 @@ func runPoolStatus(ctx context.Context, opts *poolStatusOptions) error {
 	provisioning := make(map[string]bool, len(claimObjs))
 	for _, o := range claimObjs {
 		provisioning[o.Meta().Name] = true
-	}
-	sets := make([]*types.MachineSet, 0, len(objs))
-	for _, o := range objs {
-		if s, ok := o.(*types.MachineSet); ok {
-			sets = append(sets, s)
-		}
 	}
 	machines := make([]*types.Machine, 0, len(machineObjs))
 	for _, o := range machineObjs {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/hf-fleet/hf/lib/client/clienttest"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -77,15 +78,43 @@ func TestPoolStatusPiped(t *testing.T) {
 		"pool\tsmall\tAutoScale\t2\t5\t3\t1\t1\t3h\n", r.out)
 	assert.Empty(t, r.err)
 
-	// One list of sets, one of machines, one of the sets' provisioning claims.
+	// One list of sets, who the token is, one list of machines, one of the
+	// sets' provisioning claims.
 	reqs := c.srv.Requests()
-	require.Len(t, reqs, 3)
+	require.Len(t, reqs, 4)
 	assert.Equal(t, "/api/v1/machinesets", reqs[0].Path)
-	assert.Equal(t, "/api/v1/machines", reqs[1].Path)
-	assert.Equal(t, "/api/v1/machineclaims", reqs[2].Path)
-	q, err := url.ParseQuery(reqs[2].Query)
+	assert.Equal(t, "/api/v1/whoami", reqs[1].Path)
+	assert.Equal(t, "/api/v1/machines", reqs[2].Path)
+	assert.Equal(t, "/api/v1/machineclaims", reqs[3].Path)
+	q, err := url.ParseQuery(reqs[3].Query)
 	require.NoError(t, err)
 	assert.Equal(t, types.LabelProvisionFor, q.Get("labelSelector"))
+}
+
+// A user's token lists only the user's own machines: the counts come from
+// the sets' status, and what only the machines could tell is not shown.
+func TestPoolStatusAsUser(t *testing.T) {
+	c := newCLI(t)
+	seedPools(c)
+	c.env["HF_TOKEN"] = clienttest.ReadOnlyToken // role user
+	r := c.run("pool", "status")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Equal(t, "SET\tTEMPLATE\tSTRATEGY\tMIN\tMAX\tPROVISIONED\tAVAILABLE\tCLAIMED\tOLDEST\n"+
+		"empty\tsmall\tAutoScale\t1\t0\t0\t0\t-\t-\n"+
+		"od\tbig\tOnDemand\t0\t0\t0\t0\t-\t-\n"+
+		"pool\tsmall\tAutoScale\t2\t5\t99\t99\t-\t-\n", r.out)
+	for _, req := range c.srv.Requests() {
+		assert.NotEqual(t, "/api/v1/machines", req.Path, "a user's machines tell nothing of the pool")
+	}
+
+	r = c.run("pool", "status", "pool", "-o", "json")
+	require.Equal(t, 0, r.code, r.err)
+	var raw []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.out), &raw), r.out)
+	require.Len(t, raw, 1)
+	assert.Equal(t, float64(99), raw[0]["available"])
+	assert.NotContains(t, raw[0], "claimed")
+	assert.NotContains(t, raw[0], "oldest")
 }
 
 func TestPoolStatusTerminal(t *testing.T) {
@@ -140,9 +169,9 @@ func TestPoolStatusJSONAndYAML(t *testing.T) {
 	var got []poolStatus
 	require.NoError(t, json.Unmarshal([]byte(r.out), &got), r.out)
 	assert.Equal(t, []poolStatus{
-		{Set: "pool", Template: "small", Strategy: "AutoScale", Min: 2, Max: 5, Provisioned: 3, Available: 1, Claimed: 1,
+		{Set: "pool", Template: "small", Strategy: "AutoScale", Min: 2, Max: 5, Provisioned: 3, Available: 1, Claimed: new(1),
 			Oldest: "3h", OldestCreatedAt: poolNow.Add(-3 * time.Hour)},
-		{Set: "empty", Template: "small", Strategy: "AutoScale", Min: 1},
+		{Set: "empty", Template: "small", Strategy: "AutoScale", Min: 1, Claimed: new(0)},
 	}, got)
 	var raw []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(r.out), &raw))
@@ -180,7 +209,7 @@ func TestPoolStatuses(t *testing.T) {
 		{"warm running", []*types.Machine{newMachine("a", "s", "", types.MachineRunning, poolNow.Add(-time.Minute))},
 			poolStatus{Provisioned: 1, Available: 1, Oldest: "60s", OldestCreatedAt: poolNow.Add(-time.Minute)}},
 		{"claimed running is not available", []*types.Machine{newMachine("a", "s", "c", types.MachineRunning, poolNow)},
-			poolStatus{Provisioned: 1, Claimed: 1, Oldest: "0s", OldestCreatedAt: poolNow}},
+			poolStatus{Provisioned: 1, Claimed: new(1), Oldest: "0s", OldestCreatedAt: poolNow}},
 		{"warm pending is provisioned, not available", []*types.Machine{newMachine("a", "s", "", types.MachinePending, poolNow)},
 			poolStatus{Provisioned: 1, Oldest: "0s", OldestCreatedAt: poolNow}},
 		{"a provisioning claim's machine is provisioned, not claimed", []*types.Machine{newMachine("a", "s", "s-p1", types.MachinePending, poolNow)},
@@ -201,6 +230,9 @@ func TestPoolStatuses(t *testing.T) {
 			require.Len(t, got, 1)
 			want := tt.want
 			want.Set, want.Template, want.Strategy, want.Min, want.Max = "s", "small", "AutoScale", 1, 3
+			if want.Claimed == nil {
+				want.Claimed = new(0)
+			}
 			assert.Equal(t, want, got[0])
 		})
 	}
