@@ -13,6 +13,11 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/hf-fleet/hf/lib/config"
+	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/drivers/cloud"
+	"github.com/hf-fleet/hf/lib/drivers/docker"
+	"github.com/hf-fleet/hf/lib/drivers/native"
+	"github.com/hf-fleet/hf/lib/drivers/testdriver"
 )
 
 const examplePath = "../../config.example.yml"
@@ -142,4 +147,49 @@ func isConfigKey(keys []string, leaf string) bool {
 		}
 	}
 	return false
+}
+
+// TestExampleDriversDecode: the commented-out driver examples, uncommented,
+// are what their drivers take: every key known, every value of its type.
+func TestExampleDriversDecode(t *testing.T) {
+	data, err := os.ReadFile(examplePath)
+	require.NoError(t, err)
+	// The example driver entries are the comment lines from "  # - name:"
+	// on, up to the next blank line, inside drivers:.
+	var blocks []string
+	var cur []string
+	for l := range strings.SplitSeq(string(data), "\n") {
+		switch {
+		case strings.HasPrefix(l, "  # - name: "):
+			cur = []string{"  " + strings.TrimPrefix(l, "  # ")}
+		case cur != nil && strings.HasPrefix(l, "  #   "):
+			cur = append(cur, "  "+strings.TrimPrefix(l, "  # "))
+		case cur != nil:
+			blocks = append(blocks, strings.Join(cur, "\n"))
+			cur = nil
+		}
+	}
+	decoders := map[string]func([]byte) error{
+		testdriver.Type: func(b []byte) error { return drivers.DecodeConfig(b, &testdriver.Config{}) },
+		native.Type:     func(b []byte) error { return drivers.DecodeConfig(b, &native.Config{}) },
+		docker.Type:     func(b []byte) error { return drivers.DecodeConfig(b, &docker.Config{}) },
+		"aws":           func(b []byte) error { return drivers.DecodeConfig(b, &cloud.AWSConfig{}) },
+		"gce":           func(b []byte) error { return drivers.DecodeConfig(b, &cloud.GCEConfig{}) },
+	}
+	seen := map[string]bool{}
+	for _, b := range blocks {
+		var list []config.DriverConfig
+		require.NoError(t, yaml.Unmarshal([]byte("drivers:\n"+b), &struct {
+			Drivers *[]config.DriverConfig `yaml:"drivers"`
+		}{&list}), b)
+		require.Len(t, list, 1, b)
+		d := list[0]
+		decode, ok := decoders[d.Name]
+		require.True(t, ok, "an example of an unknown driver %q", d.Name)
+		js, err := d.ConfigJSON()
+		require.NoError(t, err)
+		assert.NoError(t, decode(js), "the %s example in config.example.yml", d.Name)
+		seen[d.Name] = true
+	}
+	assert.Equal(t, map[string]bool{native.Type: true, docker.Type: true, "aws": true, "gce": true}, seen, "every driver has an example")
 }

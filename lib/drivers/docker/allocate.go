@@ -44,16 +44,24 @@ func (d *Driver) Allocate(ctx context.Context, t types.MachineTemplate, meta map
 		return nil, fmt.Errorf("allocate: %w", err)
 	}
 	// The network may have been removed since Prepare; it is cheap to check.
-	nw, err := ensureNetwork(ctx, st.cli, st.cfg.Network, st.lbl, st.cfg.NetworkICC)
+	nw, unlock, err := d.machineNetwork(ctx, st, meta)
 	if err != nil {
 		return nil, fmt.Errorf("allocate: %w", err)
 	}
-	spec, err := buildSpec(t, tc, meta, specInput{Labels: st.lbl, Network: nw.ID, ImageID: imageID,
+	spec, err := buildSpec(t, tc, meta, specInput{Labels: st.lbl, Network: nw.ID, NetworkName: nw.Name, ImageID: imageID,
 		User: cmp.Or(tc.User, st.cfg.User), PidsLimit: st.cfg.PidsLimit})
 	if err != nil {
+		unlock()
 		return nil, fmt.Errorf("allocate: %w", err)
 	}
 	created, err := st.cli.ContainerCreate(ctx, spec.Config, spec.HostConfig, spec.Networking, nil, spec.Name)
+	unlock()
+	started := false
+	defer func() {
+		if !started { // a user's network made for this machine goes with it
+			d.releaseNetwork(st, nw.Name)
+		}
+	}()
 	if err != nil {
 		// A create the caller cancelled may still have happened on the engine.
 		d.removeByName(st, spec.Name)
@@ -69,7 +77,8 @@ func (d *Driver) Allocate(ctx context.Context, t types.MachineTemplate, meta map
 		d.remove(st, id)
 		return nil, fmt.Errorf("allocate: container %s: %w", spec.Name, err)
 	}
-	log.Info("docker container started", "image", tc.Image.String(), "claim", meta[types.MetaClaim])
+	started = true
+	log.Info("docker container started", "image", tc.Image.String(), "claim", meta[types.MetaClaim], "network", nw.Name)
 	return r, nil
 }
 
@@ -213,5 +222,16 @@ func (d *Driver) removeByName(st snapshot, name string) {
 	}
 	if err := removeContainer(ctx, st, c.ID, 0); err != nil {
 		d.log.Warn("remove half-created container", "container", c.ID, "err", err)
+	}
+}
+
+// releaseNetwork removes a user's network that no container names any more
+// (dropUserNetwork); trouble is logged, and the next start sweeps what is
+// left (dropIdleUserNetworks).
+func (d *Driver) releaseNetwork(st snapshot, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	if err := d.dropUserNetwork(ctx, st, name); err != nil {
+		d.log.Warn("remove user's network", "network", name, "err", err)
 	}
 }

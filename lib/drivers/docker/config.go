@@ -47,6 +47,14 @@ type Config struct {
 	// inter-container traffic off, so one user's machine cannot reach
 	// another's; a network made by someone else is used as it is.
 	NetworkICC bool `json:"network_icc"`
+	// NetworkPerUser puts the machine of a claim with a user on a network of
+	// that user's own, "<network>-<user>", made (with inter-container
+	// traffic on) when the user's first machine is made and removed with
+	// the last: a user's machines reach each other, and no one else's reach
+	// them. Machines without a user (a pool's warm ones) stay on Network.
+	// Every network takes an address range from the engine's pools (its
+	// default-address-pools; a default engine has room for about 30).
+	NetworkPerUser bool `json:"network_per_user"`
 	// StartTimeout bounds how long Allocate waits for a container to run.
 	StartTimeout types.Duration `json:"start_timeout"`
 	// StartGrace is how long a started container must keep running before

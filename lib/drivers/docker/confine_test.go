@@ -1,9 +1,11 @@
 package docker
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -118,4 +120,110 @@ func dialHi(t *testing.T, ip string) string {
 	}
 	t.Fatalf("no answer from %s:9000: %v", ip, last)
 	return ""
+}
+
+// TestNetworkPerUser: with network_per_user a user's machines share a
+// network of their own and reach each other, while another user's machine
+// and a machine of no user (a pool's) reach none of them; the network goes
+// with the user's last machine, and one left behind goes at the next start.
+func TestNetworkPerUser(t *testing.T) {
+	t.Parallel()
+	f := newNetworkFixture(t)
+	extra := map[string]any{"network_per_user": true}
+	d := f.driver(t, "node-a", "docker", extra)
+	res := types.Resources{CPU: 0.1, RAMGB: 0.1}
+	serve, plain := f.template("serve", res, map[string]any{"command": listener}), f.template("plain", res, nil)
+	alloc := func(tmpl types.MachineTemplate, machine, user string) *types.Resource {
+		meta := map[string]string{types.MetaMachine: machine}
+		if user != "" {
+			meta[types.MetaUser] = user
+		}
+		r, err := d.Allocate(t.Context(), tmpl, meta)
+		require.NoError(t, err)
+		deallocateLater(t, d, r)
+		return r
+	}
+	a1, a2 := alloc(serve, "a1", "alice"), alloc(plain, "a2", "alice")
+	b, pool := alloc(plain, "b", "bob"), alloc(plain, "p", "")
+
+	alice, bob := userNetwork(f.network, "alice"), userNetwork(f.network, "bob")
+	on := func(id string) []string {
+		var names []string
+		for name := range f.inspect(t, id).NetworkSettings.Networks {
+			names = append(names, name)
+		}
+		return names
+	}
+	assert.Equal(t, []string{alice}, on(a1.ID))
+	assert.Equal(t, []string{alice}, on(a2.ID))
+	assert.Equal(t, []string{bob}, on(b.ID))
+	assert.Equal(t, []string{f.network}, on(pool.ID), "a machine of no user stays on the driver's network")
+	ipA1 := f.inspect(t, a1.ID).NetworkSettings.Networks[alice].IPAddress
+	assert.Contains(t, fmt.Sprint(a1.Info), ipA1, "the machine's address is the one on its user's network")
+
+	assert.Equal(t, "hi", dialHi(t, ipA1), "the host reaches a user's machine")
+	out := f.exec(t, a2.ID, "sh", "-c", "echo x | nc -w 2 "+ipA1+" 9000; true")
+	assert.Contains(t, out, "hi", "a user's machines reach each other")
+	for _, other := range []*types.Resource{b, pool} {
+		out := f.exec(t, other.ID, "sh", "-c", "echo x | nc -w 2 "+ipA1+" 9000; true")
+		assert.NotContains(t, out, "hi", "another's machine reached alice's")
+	}
+
+	// The network goes with the user's last machine.
+	require.NoError(t, d.Deallocate(t.Context(), a1))
+	assert.Len(t, f.networks(t, alice), 1, "alice still has a machine")
+	require.NoError(t, d.Deallocate(t.Context(), a2))
+	assert.Empty(t, f.networks(t, alice))
+	assert.Len(t, f.networks(t, f.network), 1, "the driver's network stays")
+
+	// A network left behind (its node stopped between the removal of the
+	// container and of the network) goes at the next start.
+	c, err := f.cli.ContainerInspect(t.Context(), b.ID)
+	require.NoError(t, err)
+	require.NoError(t, removeContainer(t.Context(), snapshot{cli: f.cli}, c.ID, 0))
+	assert.Len(t, f.networks(t, bob), 1)
+	f.driver(t, "node-b", "docker", extra)
+	assert.Empty(t, f.networks(t, bob))
+	require.NoError(t, d.Deallocate(t.Context(), b), "a machine already gone is released")
+	require.NoError(t, d.Deallocate(t.Context(), pool))
+
+	// A user's machines made and released at once: one network, used by
+	// all, gone with the last.
+	carol := make([]*types.Resource, 3)
+	var wg sync.WaitGroup
+	for i := range carol {
+		wg.Go(func() {
+			var err error
+			carol[i], err = d.Allocate(t.Context(), plain, map[string]string{types.MetaMachine: fmt.Sprintf("c%d", i), types.MetaUser: "carol"})
+			assert.NoError(t, err)
+		})
+	}
+	wg.Wait()
+	for _, r := range carol {
+		require.NotNil(t, r)
+		deallocateLater(t, d, r)
+	}
+	nets := f.networks(t, userNetwork(f.network, "carol"))
+	require.Len(t, nets, 1)
+	for _, r := range carol {
+		assert.Equal(t, []string{userNetwork(f.network, "carol")}, on(r.ID))
+	}
+	for _, r := range carol {
+		wg.Go(func() { assert.NoError(t, d.Deallocate(t.Context(), r)) })
+	}
+	wg.Wait()
+	assert.Empty(t, f.networks(t, userNetwork(f.network, "carol")))
+	f.assertNothingLeft(t)
+}
+
+// networks lists the engine's networks called name.
+func (f *fixture) networks(t *testing.T, name string) []string {
+	t.Helper()
+	list, err := networksNamed(t.Context(), f.cli, name)
+	require.NoError(t, err)
+	var ids []string
+	for _, n := range list {
+		ids = append(ids, n.ID)
+	}
+	return ids
 }

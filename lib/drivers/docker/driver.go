@@ -167,7 +167,7 @@ func (d *Driver) Prepare(ctx context.Context, cfg []byte) error {
 		_ = cli.Close()
 		return fmt.Errorf("prepare %s: docker engine at %s: %w", d.env.Instance, host, err)
 	}
-	nw, err := ensureNetwork(ctx, cli, c.Network, lbl, c.NetworkICC)
+	nw, err := ensureNetwork(ctx, cli, c.Network, lbl, c.NetworkICC, nil)
 	if err != nil {
 		_ = cli.Close()
 		return fmt.Errorf("prepare %s: %w", d.env.Instance, err)
@@ -182,11 +182,17 @@ func (d *Driver) Prepare(ctx context.Context, cfg []byte) error {
 	if d.cli != nil {
 		_ = d.cli.Close()
 	}
+	if c.NetworkPerUser {
+		st := snapshot{cfg: c, cli: cli, lbl: lbl, host: host}
+		if err := d.dropIdleUserNetworks(ctx, st); err != nil {
+			d.log.Warn("remove idle users' networks", "err", err)
+		}
+	}
 	d.cfg, d.cli, d.fetcher, d.lbl, d.host = c, cli, fetcher, lbl, host
 	d.capacity = c.Alter.Capacity(total)
 	d.prepared = true
 	d.log.Info("docker driver prepared", "host", host, "engine", version.Version,
-		"api", cli.ClientVersion(), "network", c.Network, "label_namespace", c.LabelNamespace)
+		"api", cli.ClientVersion(), "network", c.Network, "network_per_user", c.NetworkPerUser, "label_namespace", c.LabelNamespace)
 	return nil
 }
 

@@ -189,6 +189,9 @@ func (d *Driver) Deallocate(ctx context.Context, r *types.Resource) error {
 		return fmt.Errorf("deallocate %s: %w", r.ID, err)
 	}
 	d.log.Info("docker container removed", "container", c.ID, "name", strings.TrimPrefix(c.Name, "/"))
+	if c.Config != nil {
+		d.releaseNetwork(st, c.Config.Labels[st.lbl.key(labelNetwork)])
+	}
 	return nil
 }
 

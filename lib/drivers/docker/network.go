@@ -2,13 +2,20 @@ package docker
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"sort"
+	"strings"
 	"time"
 
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
+
+	"github.com/hf-fleet/hf/lib/types"
 )
 
 // ensureNetwork returns the network called name, creating it as a
@@ -28,7 +35,9 @@ import (
 //
 // A network it makes has inter-container traffic off unless icc: machines on
 // it reach the world and the host's published ports, not each other.
-func ensureNetwork(ctx context.Context, cli *client.Client, name string, lbl labels, icc bool) (network.Summary, error) {
+//
+// extra are labels a network it makes carries besides its own.
+func ensureNetwork(ctx context.Context, cli *client.Client, name string, lbl labels, icc bool, extra map[string]string) (network.Summary, error) {
 	existing, err := networksNamed(ctx, cli, name)
 	if err != nil {
 		return network.Summary{}, err
@@ -49,6 +58,7 @@ func ensureNetwork(ctx context.Context, cli *client.Client, name string, lbl lab
 		Driver: "bridge",
 		Labels: map[string]string{lbl.key(labelNetwork): name, lbl.key(labelNode): lbl.node},
 	}
+	maps.Copy(opts.Labels, extra)
 	if !icc {
 		opts.Options = map[string]string{optionICC: "false"}
 	}
@@ -138,4 +148,86 @@ func pickNetwork(list []network.Summary) network.Summary {
 		return list[i].ID < list[j].ID
 	})
 	return list[0]
+}
+
+// userNetwork is the name of user's own network (network_per_user): the
+// driver's network name, a dash and the user (a user name is already what a
+// network name may hold).
+func userNetwork(base, user string) string { return base + "-" + user }
+
+// machineNetwork returns the network a machine for meta joins: the user's
+// own with network_per_user and a user in meta, made when missing, else the
+// driver's. unlock, called once the container is created, lets a release of
+// the user's last machine remove the network again: until then no such
+// release can, so the network stays for the container being made (a
+// container only created has no endpoint on it for the engine to refuse a
+// removal over).
+func (d *Driver) machineNetwork(ctx context.Context, st snapshot, meta map[string]string) (nw network.Summary, unlock func(), err error) {
+	user := meta[types.MetaUser]
+	if !st.cfg.NetworkPerUser || user == "" {
+		nw, err = ensureNetwork(ctx, st.cli, st.cfg.Network, st.lbl, st.cfg.NetworkICC, nil)
+		return nw, func() {}, err
+	}
+	name := userNetwork(st.cfg.Network, user)
+	unlock = lockNetwork(ctx, networkLockDir(), st.cli.DaemonHost(), usersLock(name))
+	nw, err = ensureNetwork(ctx, st.cli, name, st.lbl, true, map[string]string{st.lbl.key(labelUser): user})
+	if err != nil {
+		unlock()
+		return network.Summary{}, func() {}, err
+	}
+	return nw, unlock, nil
+}
+
+// usersLock names the lock that orders the uses of a user's network: the
+// creates of containers on it and its removal (not the lock of its making).
+func usersLock(name string) string { return name + "\x00users" }
+
+// dropUserNetwork removes the user's network name once no container (of
+// any node or state, created ones included) names it; the driver's own
+// network, and networks that are not a user's, are kept.
+func (d *Driver) dropUserNetwork(ctx context.Context, st snapshot, name string) error {
+	if name == "" || name == st.cfg.Network {
+		return nil
+	}
+	list, err := networksNamed(ctx, st.cli, name)
+	if err != nil || len(list) == 0 {
+		return err
+	}
+	unlock := lockNetwork(ctx, networkLockDir(), st.cli.DaemonHost(), usersLock(name))
+	defer unlock()
+	users, err := st.cli.ContainerList(ctx, container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", st.lbl.key(labelNetwork)+"="+name))})
+	if err != nil {
+		return fmt.Errorf("list containers of network %s: %w", name, err)
+	}
+	if len(users) > 0 {
+		return nil
+	}
+	var errs []error
+	for _, n := range list {
+		if n.Labels[st.lbl.key(labelUser)] == "" {
+			continue // not a user's network of this namespace: not ours to remove
+		}
+		if err := st.cli.NetworkRemove(ctx, n.ID); err != nil && !cerrdefs.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("remove network %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// dropIdleUserNetworks removes the users' networks of this namespace that no
+// container names, left by a node that stopped between a release and the
+// removal.
+func (d *Driver) dropIdleUserNetworks(ctx context.Context, st snapshot) error {
+	list, err := st.cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", st.lbl.key(labelUser)))})
+	if err != nil {
+		return fmt.Errorf("list users' networks: %w", err)
+	}
+	var errs []error
+	for _, n := range list {
+		if strings.HasPrefix(n.Name, st.cfg.Network+"-") {
+			errs = append(errs, d.dropUserNetwork(ctx, st, n.Name))
+		}
+	}
+	return errors.Join(errs...)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/network"
 
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -41,7 +42,7 @@ func fromInspect(c container.InspectResponse, network string) observed {
 		o.Labels = c.Config.Labels
 	}
 	if ns := c.NetworkSettings; ns != nil {
-		if ep := ns.Networks[network]; ep != nil {
+		if ep := machineEndpoint(ns.Networks, network); ep != nil {
 			o.IP = ep.IPAddress
 		}
 		for p, bindings := range ns.Ports {
@@ -56,6 +57,18 @@ func fromInspect(c container.InspectResponse, network string) observed {
 	return o
 }
 
+// machineEndpoint is a container's endpoint on the driver's network, or on
+// the one network it is on (a user's own, network_per_user).
+func machineEndpoint(eps map[string]*network.EndpointSettings, driverNetwork string) *network.EndpointSettings {
+	if ep := eps[driverNetwork]; ep != nil || len(eps) != 1 {
+		return ep
+	}
+	for _, ep := range eps {
+		return ep
+	}
+	return nil
+}
+
 // fromSummary reads a list entry; network is the driver's network.
 func fromSummary(c container.Summary, network string) observed {
 	o := observed{ID: c.ID, ImageID: c.ImageID, State: c.State, Labels: c.Labels, Ports: map[string]string{}}
@@ -63,7 +76,7 @@ func fromSummary(c container.Summary, network string) observed {
 		o.Name = strings.TrimPrefix(c.Names[0], "/")
 	}
 	if c.NetworkSettings != nil {
-		if ep := c.NetworkSettings.Networks[network]; ep != nil {
+		if ep := machineEndpoint(c.NetworkSettings.Networks, network); ep != nil {
 			o.IP = ep.IPAddress
 		}
 	}

@@ -32,7 +32,8 @@ const (
 	labelImage     = "image"     // the image as the template names it
 	labelResources = "resources" // the template's resources, JSON
 	labelEndpoints = "endpoints" // the published ports and their protocols, JSON
-	labelNetwork   = "network"   // on networks the driver created
+	labelNetwork   = "network"   // on networks the driver created, and on containers: the network they joined
+	labelUser      = "user"      // on a user's network (network_per_user): the user
 )
 
 // labels are the label keys of one namespace and the owner's values.
@@ -71,9 +72,10 @@ type createSpec struct {
 // specInput is what buildSpec needs besides the template.
 type specInput struct {
 	Labels labels
-	// Network is the id (or name) of the network the container joins.
-	Network string
-	ImageID string
+	// Network is the id of the network the container joins, NetworkName its
+	// name (a label of the container).
+	Network, NetworkName string
+	ImageID              string
 	// Suffix makes the container name unique ("a1b2c3d4"); random when empty.
 	Suffix string
 	// User is who the container runs as (checked: numeric); PidsLimit bounds
@@ -125,6 +127,9 @@ func buildSpec(t types.MachineTemplate, tc TemplateConfig, meta map[string]strin
 	}
 	if c := meta[types.MetaClaim]; c != "" {
 		containerLabels[lbl.key(labelClaim)] = c
+	}
+	if in.NetworkName != "" {
+		containerLabels[lbl.key(labelNetwork)] = in.NetworkName
 	}
 
 	exposed := nat.PortSet{}
