@@ -807,14 +807,7 @@ func TestMachineLimits(t *testing.T) {
 	assert.Less(t, share, 0.35, "no more than the machine's 0.2 CPUs")
 
 	for _, tty := range []bool{false, true} {
-		// The input stays open until the shell is done: at its end a
-		// terminal is hung up.
-		in, typed := io.Pipe()
-		go func() { _, _ = typed.Write([]byte("cat /proc/self/cgroup; exit\n")) }()
-		s := &drivertest.ShellStream{In: in}
-		require.NoError(t, d.Shell(t.Context(), r, drivers.ShellOptions{TTY: tty, Rows: 24, Cols: 80}, s))
-		_ = typed.Close()
-		out := strings.ReplaceAll(s.Out.String(), "\r\n", "\n")
+		out := strings.ReplaceAll(runShell(t, d, r, tty, "cat /proc/self/cgroup; exit", 0), "\r\n", "\n")
 		assert.Equal(t, len(m.cgroups()), strings.Count(out, ":/"+cgroupParentName+"/"+m.ID+"\n"),
 			"tty %v: the shell runs in each of the machine's cgroups %v: %s", tty, m.cgroups(), out)
 	}
@@ -828,4 +821,44 @@ func TestMachineLimits(t *testing.T) {
 	}
 	require.NoError(t, d.Deallocate(t.Context(), r))
 	h.checkGone(t, *r)
+}
+
+// A shell's last output reaches the client, with a terminal too: the shell
+// may end before the terminal's buffer is read (a client that takes its time
+// to read makes sure it does).
+func TestShellOutputTail(t *testing.T) {
+	inModes(t, func(t *testing.T, h *testHost, extra map[string]any) {
+		d := h.driver(t, t.TempDir(), extra)
+		r := allocateEntry(t, d, "tail", "exec sleep 600")
+		for _, tty := range []bool{false, true} {
+			for range 3 {
+				out := runShell(t, d, r, tty, "i=0; while [ $i -lt 300 ]; do echo line $i; i=$((i+1)); done; echo the-end; exit", 20*time.Millisecond)
+				assert.Contains(t, out, "the-end", "tty %v", tty)
+			}
+		}
+	})
+}
+
+// runShell types script into a shell of r, with a terminal or without, and
+// returns what the client got; the client takes delay over each write. The
+// input stays open until the shell is done: at its end a terminal is hung up.
+func runShell(t *testing.T, d *Driver, r *types.Resource, tty bool, script string, delay time.Duration) string {
+	t.Helper()
+	in, typed := io.Pipe()
+	go func() { _, _ = typed.Write([]byte(script + "\n")) }()
+	s := &slowClient{ShellStream: drivertest.ShellStream{In: in}, delay: delay}
+	require.NoError(t, d.Shell(t.Context(), r, drivers.ShellOptions{TTY: tty, Rows: 24, Cols: 80}, s))
+	_ = typed.Close()
+	return s.Out.String()
+}
+
+// slowClient is a shell's client that takes delay over each write it gets.
+type slowClient struct {
+	drivertest.ShellStream
+	delay time.Duration
+}
+
+func (s *slowClient) Write(b []byte) (int, error) {
+	time.Sleep(s.delay)
+	return s.ShellStream.Write(b)
 }

@@ -90,8 +90,20 @@ func (d *Driver) Shell(ctx context.Context, r *types.Resource, opts drivers.Shel
 		// The client left: hang up the shell's terminal.
 		_ = ptmx.Close()
 	}()
-	go func() { _, _ = io.Copy(stream, ptmx) }()
-	return waitShell(ctx, cmd)
+	copied := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(stream, ptmx)
+		close(copied)
+	}()
+	err = waitShell(ctx, cmd)
+	// What the shell wrote last may still be in the terminal: the copy ends
+	// once it is read (the terminal's other end is closed then), or after
+	// shellGrace when a process the shell left keeps the terminal open.
+	select {
+	case <-copied:
+	case <-time.After(shellGrace):
+	}
+	return err
 }
 
 // waitShell waits for the shell; when ctx ends first, it hangs the shell
