@@ -53,10 +53,7 @@ func Cast[T Object](objs []Object) []T {
 	return out
 }
 
-var (
-	nameRe  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	labelRe = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_./]*[A-Za-z0-9])?$`)
-)
+var nameRe = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 
 // ReservedPrefix starts the labels and annotations the system writes (a
 // claim's set, session or access code, a session's keepalive); a user may
@@ -98,14 +95,17 @@ func validateRef(field, name string) error {
 	return ValidateName(field, name)
 }
 
-// ValidateLabels checks label keys and values.
+// ValidateLabels checks label keys and values as Kubernetes does (so that a
+// label selector, parsed with its semantics, can name every label): a key is
+// a qualified name with an optional DNS-subdomain prefix, a value at most 63
+// letters, digits, '-', '_' and '.'. The error says what is wrong.
 func ValidateLabels(field string, labels map[string]string) error {
-	for k, v := range labels {
-		if len(k) > 253 || !labelRe.MatchString(k) {
-			return Invalid(field+"."+k, "bad label key")
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		if why := content.IsLabelKey(k); len(why) > 0 {
+			return Invalid(field+"."+k, "bad label key: %s", strings.Join(why, "; "))
 		}
-		if len(v) > 63 || (v != "" && !labelRe.MatchString(v)) {
-			return Invalid(field+"."+k, "bad label value %q", v)
+		if why := content.IsLabelValue(labels[k]); len(why) > 0 {
+			return Invalid(field+"."+k, "bad label value %q: %s", labels[k], strings.Join(why, "; "))
 		}
 	}
 	return nil

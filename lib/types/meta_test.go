@@ -61,8 +61,15 @@ func TestValidateLabels(t *testing.T) {
 		{"none", nil, ""},
 		{"plain", map[string]string{"zone": "eu-1", "gpu": ""}, ""},
 		{"prefixed key", map[string]string{"hf.io/role": "build_host.A"}, ""},
-		{"253-character key", map[string]string{strings.Repeat("k", 253): "v"}, ""},
-		{"254-character key", map[string]string{strings.Repeat("k", 254): "v"}, "labels." + strings.Repeat("k", 254)},
+		// Kubernetes' rules, which the label selector parser applies too: a
+		// name of at most 63 characters after a DNS-subdomain prefix of at
+		// most 253.
+		{"63-character name", map[string]string{strings.Repeat("k", 63): "v"}, ""},
+		{"64-character name", map[string]string{strings.Repeat("k", 64): "v"}, "labels." + strings.Repeat("k", 64)},
+		{"253-character prefix", map[string]string{strings.Repeat("p", 253) + "/" + strings.Repeat("k", 63): "v"}, ""},
+		{"254-character prefix", map[string]string{strings.Repeat("p", 254) + "/k": "v"}, "labels." + strings.Repeat("p", 254) + "/k"},
+		{"two slashes", map[string]string{"a/b/c": "v"}, "labels.a/b/c"},
+		{"value with a slash", map[string]string{"k": "a/b"}, "labels.k"},
 		{"63-character value", map[string]string{"k": strings.Repeat("v", 63)}, ""},
 		{"64-character value", map[string]string{"k": strings.Repeat("v", 64)}, "labels.k"},
 		{"empty key", map[string]string{"": "v"}, "labels."},
@@ -81,6 +88,13 @@ func TestValidateLabels(t *testing.T) {
 			assert.Equal(t, tt.field, fe.Field)
 		})
 	}
+	// The error says what is wrong.
+	err := types.ValidateLabels("labels", map[string]string{"k": strings.Repeat("v", 64)})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "must be no more than 63")
+	err = types.ValidateLabels("labels", map[string]string{"k": "a b"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "alphanumeric")
 }
 
 // Annotations follow Kubernetes' rules (qualified-name keys, at most 256 KiB
