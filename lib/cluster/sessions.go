@@ -3,6 +3,8 @@ package cluster
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hf-fleet/hf/lib/cluster/cache"
@@ -50,10 +52,47 @@ func (d *duties) reconcileSession(name string) time.Duration {
 		return 0
 	case s.Status.MachineClaim != "" && s.Spec.Scenario != s.Status.Scenario:
 		d.moveSession(s)
-	case s.Status.MachineClaim == "" && s.Spec.MachineTemplate != "":
-		d.startSession(s)
+	case s.Status.MachineClaim == "":
+		if !d.startSession(s) {
+			// Waiting for what names its template (an event yet to come):
+			// look again soon.
+			return min(until(now, idleAt), sessionRetry)
+		}
 	}
 	return until(now, idleAt)
+}
+
+// sessionRetry is how soon a session that cannot start yet looks again.
+const sessionRetry = 5 * time.Second
+
+// sessionTemplate is the template of s's machine: its own, else the one
+// template of the user machines its scheduled event requires (the
+// proposal's sessions name none: the event's machines are what its users
+// get). why says, when there is none, what the session waits for.
+func (d *duties) sessionTemplate(s *types.Session) (tmpl, why string) {
+	if s.Spec.MachineTemplate != "" {
+		return s.Spec.MachineTemplate, ""
+	}
+	if s.Spec.ScheduledEvent == "" {
+		return "", "the session names neither a machineTemplate nor a scheduledEvent, so it has no machine: set spec.machineTemplate"
+	}
+	ev, ok := cache.Typed[types.ScheduledEvent](d.n.cache, types.KindScheduledEvent, s.Spec.ScheduledEvent)
+	if !ok {
+		return "", "scheduled event " + s.Spec.ScheduledEvent + " does not exist: the session waits for it, or for spec.machineTemplate"
+	}
+	var names []string
+	for _, line := range ev.Spec.RequiredMachines {
+		if line.MachineType != types.MachineTypeShared && !slices.Contains(names, line.MachineTemplate) {
+			names = append(names, line.MachineTemplate)
+		}
+	}
+	switch len(names) {
+	case 1:
+		return names[0], ""
+	case 0:
+		return "", "scheduled event " + ev.Metadata.Name + " requires no machines for its users: set spec.machineTemplate"
+	}
+	return "", "scheduled event " + ev.Metadata.Name + " requires user machines of templates " + strings.Join(names, ", ") + ": set spec.machineTemplate to the one this session is for"
 }
 
 // moveSession follows a session to its spec.scenario: with
@@ -91,8 +130,18 @@ func sessionClaimName(session, scenario string) string {
 	return prefix + "-" + hex.EncodeToString(h[:4])
 }
 
-func (d *duties) startSession(s *types.Session) {
+// startSession makes s's claim; false when s cannot have one yet (its
+// Claimed condition says why).
+func (d *duties) startSession(s *types.Session) bool {
 	n := d.n
+	tmpl, why := d.sessionTemplate(s)
+	if tmpl == "" {
+		d.setSession(s.Metadata.Name, func(o *types.Session) {
+			o.Status.Conditions, _ = o.Status.Conditions.Set(types.Condition{Type: types.ConditionClaimed,
+				Status: types.ConditionFalse, Reason: "NoTemplate", Message: why}, n.cfg.Now())
+		})
+		return false
+	}
 	scenario := ""
 	if s.Spec.PersistenceStrategy == types.NewPerScenario {
 		scenario = s.Spec.Scenario
@@ -102,7 +151,7 @@ func (d *duties) startSession(s *types.Session) {
 		TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim},
 		Metadata: types.ObjectMeta{Name: name, Labels: map[string]string{LabelSession: s.Metadata.Name}},
 		Spec: types.MachineClaimSpec{
-			MachineTemplate: s.Spec.MachineTemplate, User: s.Spec.User,
+			MachineTemplate: tmpl, User: s.Spec.User,
 			AccessCode: s.Spec.AccessCode, ScheduledEvent: s.Spec.ScheduledEvent,
 		},
 	}
@@ -118,11 +167,13 @@ func (d *duties) startSession(s *types.Session) {
 	}
 	if _, err := n.st.Put(c, store.PutOptions{Create: true}); err != nil && !isExists(err) {
 		n.log.Warn("session claim", "session", s.Metadata.Name, "err", err)
-		return
+		return true // the store's trouble: the session is looked at again when it changes
 	}
 	d.setSession(s.Metadata.Name, func(o *types.Session) {
 		o.Status.Phase, o.Status.MachineClaim, o.Status.Scenario = types.SessionPhaseActive, name, s.Spec.Scenario
+		o.Status.Conditions, _ = o.Status.Conditions.Remove(types.ConditionClaimed)
 	})
+	return true
 }
 
 func (d *duties) endSession(s *types.Session, why string) {

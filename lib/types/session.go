@@ -72,6 +72,10 @@ type SessionSpec struct {
 // DefaultSessionTimeout is how long a session lives without a keepalive.
 const DefaultSessionTimeout = time.Hour
 
+// ConditionClaimed is a session's condition while it cannot have its
+// claim: False, and why (it names no template, nor does its event).
+const ConditionClaimed = "Claimed"
+
 // AnnotationKeepalive holds the time (RFC 3339) of a session's last keepalive.
 const AnnotationKeepalive = "hf/keepalive"
 

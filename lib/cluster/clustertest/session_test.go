@@ -174,3 +174,54 @@ func TestSessionPersistenceAcrossScenarios(t *testing.T) {
 		assert.False(c, held, "and its machine destroyed")
 	}, 20*time.Second, 50*time.Millisecond)
 }
+
+// A session names no template (the proposal's sessions do not): it gets the
+// one template of its event's user machines, once the event is there; and
+// until it can have a claim its Claimed condition says why.
+func TestSessionTemplateFromItsEvent(t *testing.T) {
+	f := Start(t, 2, Options{Driver: `{"cpus": 100, "ram_gb": 1000}`})
+	f.Put(0, Template("one", 1, 1))
+	f.Put(0, Template("two", 1, 1))
+	lab := session("lab", time.Hour, "")
+	lab.Spec.MachineTemplate, lab.Spec.ScheduledEvent = "", "lab"
+	bare := session("bare", time.Hour, "")
+	bare.Spec.MachineTemplate = ""
+	both := session("both", time.Hour, "")
+	both.Spec.MachineTemplate, both.Spec.ScheduledEvent = "", "mixed"
+	f.Put(1, lab)
+	f.Put(1, bare)
+	f.Put(1, both)
+	waiting := func(name, why string) {
+		t.Helper()
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			s, err := store.Get[types.Session](f.Hosts[0].Store, types.KindSession, name)
+			require.NoError(c, err)
+			assert.Empty(c, s.Status.MachineClaim)
+			if cond := s.Status.Conditions.Get(types.ConditionClaimed); assert.NotNil(c, cond) {
+				assert.Equal(c, types.ConditionFalse, cond.Status)
+				assert.Contains(c, cond.Message, why)
+			}
+		}, 10*time.Second, 20*time.Millisecond)
+	}
+	waiting("lab", "scheduled event lab does not exist")
+	waiting("bare", "names neither a machineTemplate nor a scheduledEvent")
+
+	now := time.Now()
+	f.Put(0, scheduledEvent("lab", now, now, now.Add(time.Hour), types.ExpireSoft))
+	mixed := scheduledEvent("mixed", now, now, now.Add(time.Hour), types.ExpireSoft)
+	mixed.Spec.RequiredMachines = append(mixed.Spec.RequiredMachines, types.RequiredMachines{MachineTemplate: "two", Count: 1})
+	f.Put(0, mixed)
+	var claim string
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		s, err := store.Get[types.Session](f.Hosts[0].Store, types.KindSession, "lab")
+		require.NoError(c, err)
+		require.NotEmpty(c, s.Status.MachineClaim)
+		assert.Nil(c, s.Status.Conditions.Get(types.ConditionClaimed), "the condition goes once the session has its claim")
+		claim = s.Status.MachineClaim
+	}, 15*time.Second, 20*time.Millisecond)
+	cl := waitClaim(t, f.Hosts[0], claim, types.ClaimBound)
+	assert.Equal(t, "one", cl.Spec.MachineTemplate, "the event's template")
+	assert.Equal(t, "lab", cl.Spec.ScheduledEvent)
+	assert.Equal(t, "alice", cl.Spec.User)
+	waiting("both", "requires user machines of templates one, two")
+}
