@@ -290,12 +290,19 @@ spec:
 kind: Session
 metadata: {name: alice-intro}
 spec: {user: alice, machineTemplate: small, onEnd: Pause, timeout: 2s}
+---
+kind: Session
+metadata: {name: alice-later}
+spec: {user: alice}
 `)
 	do(t, ctx, "events", click(`#nav a[data-page="events"]`),
 		visible(`.tl-row[data-event="workshop"] .tl-run`), visible(`.tl-row[data-event="lab"] .tl-run`))
 	shot(t, ctx, dir, "events")
 	do(t, ctx, "codes and sessions", click(`#nav a[data-page="access"]`),
-		visible(`tr[data-code="workshop-code"]`), visible(`tr[data-session="alice-intro"]`))
+		visible(`tr[data-code="workshop-code"]`), visible(`tr[data-session="alice-intro"]`),
+		visible(`tr[data-session="alice-later"] .reason`))
+	assert.Contains(t, eval[string](t, ctx, `document.querySelector('tr[data-session="alice-later"] .reason').textContent`),
+		"set spec.machineTemplate", "a session without a claim says why")
 	assert.NotContains(t, eval[string](t, ctx, `document.body.textContent`), "friday-secret", "the page never shows a code's secret")
 	shot(t, ctx, dir, "access")
 

@@ -192,6 +192,13 @@ function when(t) {
   return new Date(t).toLocaleString([], { dateStyle: 'short', timeStyle: 'short' });
 }
 
+// unclaimedWhy says why a session has no claim (its Claimed condition), or
+// nothing.
+function unclaimedWhy(s) {
+  const c = (s.status.conditions || []).find((x) => x.type === 'Claimed' && x.status === 'False');
+  return c ? h('div', { class: 'reason' }, c.message) : '';
+}
+
 function badge(phase) {
   return h('span', { class: 'badge phase-' + String(phase || 'none').toLowerCase() }, phase || '—');
 }
@@ -427,7 +434,7 @@ function accessBody() {
   }
   parts.push(h('h2', {}, 'Sessions'), table(['Session', 'User', 'Phase', 'Claim', 'Template', 'Event', 'Age'],
     sorted('Session').map((s) => h('tr', { 'data-session': s.metadata.name },
-      h('td', {}, s.metadata.name), h('td', {}, s.spec.user || ''), h('td', {}, badge(s.status.phase)),
+      h('td', {}, s.metadata.name), h('td', {}, s.spec.user || ''), h('td', {}, badge(s.status.phase), unclaimedWhy(s)),
       h('td', {}, s.status.machineClaim || ''), h('td', {}, s.spec.machineTemplate || ''), h('td', {}, s.spec.scheduledEvent || ''),
       h('td', {}, ago(s.metadata.createdAt)))),
     'No sessions.'));
