@@ -57,6 +57,10 @@ func (d *duties) changed(kind, name string, old, obj types.Object) {
 		}
 	case types.KindScheduledEvent:
 		d.q.Add(dutyEvent + name)
+		// Sessions that name no template take the event's.
+		for _, s := range d.n.cache.Names(idxSessionWaiting, name) {
+			d.q.Add(dutySession + s)
+		}
 	case types.KindSession:
 		d.q.Add(dutySession + name)
 	case types.KindAccessCode:

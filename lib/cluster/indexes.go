@@ -37,6 +37,7 @@ const (
 	idxSetTemplate    = "set/template"       // spec.machineTemplate
 	idxSessionClaim   = "session/claim"      // status.machineClaim
 	idxSessionUser    = "session/user"       // spec.user (the API's quota)
+	idxSessionWaiting = "session/waiting"    // spec.scheduledEvent of sessions waiting for it to name their template
 	idxEventSet       = "set/event"          // sets an event created (by name)
 	idxEnvironmentCap = "environment/capped" // environments with a capacity cap
 )
@@ -138,6 +139,13 @@ func newCache(st *store.Store, log *slog.Logger) *cache.Cache {
 	})
 	c.Index(idxSessionUser, types.KindSession, func(o types.Object) []string {
 		return one(o.(*types.Session).Spec.User)
+	})
+	c.Index(idxSessionWaiting, types.KindSession, func(o types.Object) []string {
+		s := o.(*types.Session)
+		if s.Status.MachineClaim != "" || s.Spec.MachineTemplate != "" {
+			return nil
+		}
+		return one(s.Spec.ScheduledEvent)
 	})
 	c.Index(idxEnvironmentCap, types.KindEnvironment, func(o types.Object) []string {
 		if len(o.(*types.Environment).Spec.Capacity) == 0 {

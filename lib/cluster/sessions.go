@@ -53,17 +53,12 @@ func (d *duties) reconcileSession(name string) time.Duration {
 	case s.Status.MachineClaim != "" && s.Spec.Scenario != s.Status.Scenario:
 		d.moveSession(s)
 	case s.Status.MachineClaim == "":
-		if !d.startSession(s) {
-			// Waiting for what names its template (an event yet to come):
-			// look again soon.
-			return min(until(now, idleAt), sessionRetry)
-		}
+		// One that cannot start yet runs again when it changes, or its
+		// event does (idxSessionWaiting).
+		d.startSession(s)
 	}
 	return until(now, idleAt)
 }
-
-// sessionRetry is how soon a session that cannot start yet looks again.
-const sessionRetry = 5 * time.Second
 
 // sessionTemplate is the template of s's machine: its own, else the one
 // template of the user machines its scheduled event requires (the
@@ -130,9 +125,9 @@ func sessionClaimName(session, scenario string) string {
 	return prefix + "-" + hex.EncodeToString(h[:4])
 }
 
-// startSession makes s's claim; false when s cannot have one yet (its
-// Claimed condition says why).
-func (d *duties) startSession(s *types.Session) bool {
+// startSession makes s's claim, or says in its Claimed condition why it
+// cannot have one yet.
+func (d *duties) startSession(s *types.Session) {
 	n := d.n
 	tmpl, why := d.sessionTemplate(s)
 	if tmpl == "" {
@@ -140,7 +135,7 @@ func (d *duties) startSession(s *types.Session) bool {
 			o.Status.Conditions, _ = o.Status.Conditions.Set(types.Condition{Type: types.ConditionClaimed,
 				Status: types.ConditionFalse, Reason: "NoTemplate", Message: why}, n.cfg.Now())
 		})
-		return false
+		return
 	}
 	scenario := ""
 	if s.Spec.PersistenceStrategy == types.NewPerScenario {
@@ -167,13 +162,12 @@ func (d *duties) startSession(s *types.Session) bool {
 	}
 	if _, err := n.st.Put(c, store.PutOptions{Create: true}); err != nil && !isExists(err) {
 		n.log.Warn("session claim", "session", s.Metadata.Name, "err", err)
-		return true // the store's trouble: the session is looked at again when it changes
+		return
 	}
 	d.setSession(s.Metadata.Name, func(o *types.Session) {
 		o.Status.Phase, o.Status.MachineClaim, o.Status.Scenario = types.SessionPhaseActive, name, s.Spec.Scenario
 		o.Status.Conditions, _ = o.Status.Conditions.Remove(types.ConditionClaimed)
 	})
-	return true
 }
 
 func (d *duties) endSession(s *types.Session, why string) {
