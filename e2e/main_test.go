@@ -43,8 +43,12 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
+	_, statErr := os.Stat(defaultNativeDir)
 	code := m.Run()
 	removeDefaultNetwork()
+	if os.IsNotExist(statErr) {
+		removeDefaultNativeDir()
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -324,6 +328,19 @@ func (p *proc) mustCLI(args ...string) string {
 // removeDefaultNetwork removes the docker network that hf-nodes started with no
 // config (docker driver added because an engine answers) create, when no
 // container uses it any more.
+// defaultNativeDir holds the native driver's workspaces by default as root,
+// outside any data dir (machine users must reach them): the nodes of the
+// tests that run the default drivers as root make it.
+const defaultNativeDir = "/var/lib/hf-native"
+
+// removeDefaultNativeDir removes the default native workspace dir the run
+// made, once empty (os.Remove removes no workspace a test left: that stays
+// for someone to see).
+func removeDefaultNativeDir() {
+	_ = os.Remove(filepath.Join(defaultNativeDir, "workspace"))
+	_ = os.Remove(defaultNativeDir)
+}
+
 func removeDefaultNetwork() {
 	out, err := exec.Command("docker", "network", "ls", "-q", "--filter", "name=^hf$", "--filter", "label=hf.network").Output()
 	if err != nil {
