@@ -222,11 +222,7 @@ func (d *Driver) build(ctx context.Context, cfg Config, cg cgroupSetup, m *machi
 		if err != nil {
 			return err
 		}
-		if v1 {
-			spec.CgroupV1 = dirs
-		} else {
-			spec.CgroupDir = dirs[0]
-		}
+		spec.Cgroup, spec.CgroupV1 = m.Cgroup, m.CgroupV1
 	}
 	if cfg.Privileged() {
 		spec.Cred = &syscall.Credential{Uid: uint32(m.UID), Gid: uint32(m.GID), Groups: gids}

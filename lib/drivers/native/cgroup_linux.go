@@ -178,11 +178,27 @@ func cgroupCPUUsec(dirs []string) (uint64, bool) {
 	return 0, false
 }
 
+// startInCgroups runs start, which forks one process with attr, so that the
+// process begins in a machine's cgroups: the cgroup v2 dir v2 (clone3 with
+// CLONE_INTO_CGROUP, through attr) or the cgroup v1 dirs v1 (forkInCgroups),
+// so not even its first instruction runs outside. With neither it only runs
+// start.
+func startInCgroups(v2 string, v1 []string, attr *syscall.SysProcAttr, start func() error) error {
+	if v2 != "" {
+		cg, err := os.Open(v2)
+		if err != nil {
+			return fmt.Errorf("open cgroup: %w", err)
+		}
+		defer cg.Close()
+		attr.UseCgroupFD, attr.CgroupFD = true, int(cg.Fd())
+	}
+	return forkInCgroups(v1, start)
+}
+
 // forkInCgroups runs start, which forks the machine's process, so that the
 // process begins in the cgroup v1 dirs: the thread that forks joins them
 // first (writing its id to their tasks files), and on v1 a child starts in
-// its parent thread's cgroups, so not even its first instruction runs
-// outside. The thread never leaves them: its goroutine ends locked to it,
+// its parent thread's cgroups. The thread never leaves them: its goroutine ends locked to it,
 // and the runtime ends the thread with it. Without dirs it only runs start.
 func forkInCgroups(dirs []string, start func() error) error {
 	if len(dirs) == 0 {

@@ -10,7 +10,8 @@
 // controllers, each machine gets a cgroup with cpu.max and memory.max from the
 // template's resources; on a cgroup v1 (or hybrid) host whose cpu and memory
 // hierarchies are there, a cgroup in each with the CPU quota and the memory
-// limit; otherwise limits are not enforced, and StatusText says so. Deallocation kills every process of the user, removes the cgroup, the
+// limit; otherwise limits are not enforced, and StatusText says so.
+// Deallocation kills every process of the user, removes the cgroups, the
 // user, its home and the workspace.
 //
 // Without root (or with unprivileged: true) there are no per-machine users:

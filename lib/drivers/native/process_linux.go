@@ -21,12 +21,9 @@ type procSpec struct {
 	Log string
 	// Cred, when set, is who the process runs as.
 	Cred *syscall.Credential
-	// CgroupDir, when set, is the cgroup v2 cgroup the process starts in
-	// (clone3 with CLONE_INTO_CGROUP, so not even its first instruction runs
-	// outside).
-	CgroupDir string
-	// CgroupV1, when set, are the cgroup v1 cgroups it starts in
-	// (forkInCgroups).
+	// Cgroup (v2) or CgroupV1, when set, are the machine's cgroups, which
+	// the process starts in (startInCgroups).
+	Cgroup   string
 	CgroupV1 []string
 }
 
@@ -40,15 +37,6 @@ func startProcess(spec procSpec, procRoot string) (int, uint64, error) {
 	}
 	defer logf.Close()
 	attr := &syscall.SysProcAttr{Setpgid: true, Credential: spec.Cred}
-	if spec.CgroupDir != "" {
-		cg, err := os.Open(spec.CgroupDir)
-		if err != nil {
-			return 0, 0, fmt.Errorf("open cgroup: %w", err)
-		}
-		defer cg.Close()
-		attr.UseCgroupFD = true
-		attr.CgroupFD = int(cg.Fd())
-	}
 	cmd := &exec.Cmd{
 		Path:        spec.Shell,
 		Args:        []string{spec.Shell, "-c", spec.Script},
@@ -58,7 +46,7 @@ func startProcess(spec procSpec, procRoot string) (int, uint64, error) {
 		Stderr:      logf,
 		SysProcAttr: attr,
 	}
-	if err := forkInCgroups(spec.CgroupV1, cmd.Start); err != nil {
+	if err := startInCgroups(spec.Cgroup, spec.CgroupV1, attr, cmd.Start); err != nil {
 		return 0, 0, fmt.Errorf("start entry: %w", err)
 	}
 	pid := cmd.Process.Pid

@@ -339,7 +339,10 @@ type procMatch struct {
 // while the user exists with this driver's marker and that id, so a uid that
 // was freed and given to someone else is never hit.
 func (d *Driver) matcher(m *machine) (procMatch, error) {
-	pm := procMatch{id: m.ID, pid: m.PID, start: m.PIDStart, cgroup: m.Cgroup, ownUID: os.Getuid()}
+	pm := procMatch{id: m.ID, pid: m.PID, start: m.PIDStart, ownUID: os.Getuid()}
+	if dirs := m.cgroups(); len(dirs) > 0 {
+		pm.cgroup = dirs[0] // each lists the same processes
+	}
 	if m.Unprivileged {
 		pm.group = true
 		return pm, nil

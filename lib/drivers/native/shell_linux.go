@@ -43,14 +43,6 @@ func (d *Driver) Shell(ctx context.Context, r *types.Resource, opts drivers.Shel
 	if cfg.Privileged() {
 		attr.Credential = &syscall.Credential{Uid: uint32(m.UID), Gid: uint32(m.GID)}
 	}
-	if m.Cgroup != "" && len(m.CgroupV1) == 0 {
-		cg, err := os.Open(m.Cgroup)
-		if err != nil {
-			return fmt.Errorf("shell %s: open cgroup: %w", r.ID, err)
-		}
-		defer cg.Close()
-		attr.UseCgroupFD, attr.CgroupFD = true, int(cg.Fd())
-	}
 	cmd := exec.Command(cfg.ShellPath, "-l")
 	cmd.Dir = m.Home
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + m.Home, "USER=" + m.User, "LOGNAME=" + m.User,
@@ -63,7 +55,7 @@ func (d *Driver) Shell(ctx context.Context, r *types.Resource, opts drivers.Shel
 		if err != nil {
 			return fmt.Errorf("shell %s: %w", r.ID, err)
 		}
-		if err := forkInCgroups(m.CgroupV1, cmd.Start); err != nil {
+		if err := startInCgroups(m.Cgroup, m.CgroupV1, attr, cmd.Start); err != nil {
 			return fmt.Errorf("shell %s: %w", r.ID, err)
 		}
 		// Ends at the client's end of input, or when the caller closes
@@ -77,7 +69,7 @@ func (d *Driver) Shell(ctx context.Context, r *types.Resource, opts drivers.Shel
 	attr.Setctty = true
 	size := &pty.Winsize{Rows: max(opts.Rows, 1), Cols: max(opts.Cols, 1)}
 	var ptmx *os.File
-	err = forkInCgroups(m.CgroupV1, func() (err error) {
+	err = startInCgroups(m.Cgroup, m.CgroupV1, attr, func() (err error) {
 		ptmx, err = pty.StartWithAttrs(cmd, size, attr)
 		return err
 	})

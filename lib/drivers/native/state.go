@@ -35,11 +35,9 @@ type machine struct {
 	Workspace    string `json:"workspace"`
 	// Disks maps image tags to their directories.
 	Disks map[string]string `json:"disks,omitempty"`
-	// Cgroup is the machine's cgroup directory, when limits are set (with
-	// cgroup v1, its directory in the first hierarchy).
-	Cgroup string `json:"cgroup,omitempty"`
-	// CgroupV1 are its directories in every cgroup v1 hierarchy it joins
-	// (Cgroup first); empty with cgroup v2.
+	// Cgroup is the machine's cgroup v2 directory, CgroupV1 its directories
+	// in the cgroup v1 hierarchies it joins (at most one of them is set).
+	Cgroup   string   `json:"cgroup,omitempty"`
 	CgroupV1 []string `json:"cgroup_v1,omitempty"`
 	// PID is the entry process and PIDStart its start time (clock ticks since
 	// boot), which tells it apart from a later process with the same pid.
@@ -69,11 +67,11 @@ func (m *machine) cgroups() []string {
 // setCgroups records dirs, what createCgroup made (v1 says which kind).
 func (m *machine) setCgroups(dirs []string, v1 bool) {
 	m.Cgroup, m.CgroupV1 = "", nil
-	if len(dirs) > 0 {
-		m.Cgroup = dirs[0]
-	}
-	if v1 {
+	switch {
+	case v1:
 		m.CgroupV1 = dirs
+	case len(dirs) > 0:
+		m.Cgroup = dirs[0]
 	}
 }
 

@@ -23,7 +23,7 @@ type procSpec struct {
 	Dir           string
 	Log           string
 	Cred          *syscall.Credential
-	CgroupDir     string
+	Cgroup        string
 	CgroupV1      []string
 }
 
