@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/hf-fleet/hf/lib/client"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -186,47 +187,42 @@ func runPoolStatus(ctx context.Context, opts *poolStatusOptions) error {
 	if len(opts.sets) > 0 && len(objs) == 0 {
 		return errors.Join(errs...)
 	}
-	sets := make([]*types.MachineSet, 0, len(objs))
-	for _, o := range objs {
-		if s, ok := o.(*types.MachineSet); ok {
-			sets = append(sets, s)
-		}
-	}
+	sets := types.Cast[*types.MachineSet](objs)
 	who, err := c.WhoAmI(ctx)
 	if err != nil {
 		return errors.Join(append(errs, err)...)
 	}
+	var lines []poolStatus
 	if who["role"] == types.RoleUser {
 		// The API lists a user's own machines only: the sets' own counts
 		// are the whole truth a user may have.
-		if err := f.printer().poolStatuses(setStatuses(sets)); err != nil {
-			errs = append(errs, err)
-		}
-		return errors.Join(errs...)
-	}
-	machineObjs, err := c.List(ctx, types.KindMachine, nil)
-	if err != nil {
+		lines = setStatuses(sets)
+	} else if lines, err = machineStatuses(ctx, f, c, sets); err != nil {
 		return errors.Join(append(errs, err)...)
 	}
-	// The set's own provisioning claims name the machines being made for it.
-	claimObjs, err := c.ListSelected(ctx, types.KindMachineClaim, types.LabelProvisionFor)
-	if err != nil {
-		return errors.Join(append(errs, err)...)
-	}
-	provisioning := make(map[string]bool, len(claimObjs))
-	for _, o := range claimObjs {
-		provisioning[o.Meta().Name] = true
-	}
-	machines := make([]*types.Machine, 0, len(machineObjs))
-	for _, o := range machineObjs {
-		if m, ok := o.(*types.Machine); ok {
-			machines = append(machines, m)
-		}
-	}
-	if err := f.printer().poolStatuses(poolStatuses(f.Now(), sets, machines, provisioning)); err != nil {
+	if err := f.printer().poolStatuses(lines); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// machineStatuses are the lines of sets counted from the machines the API
+// lists.
+func machineStatuses(ctx context.Context, f *Factory, c *client.Client, sets []*types.MachineSet) ([]poolStatus, error) {
+	machines, err := c.List(ctx, types.KindMachine, nil)
+	if err != nil {
+		return nil, err
+	}
+	// The set's own provisioning claims name the machines being made for it.
+	claims, err := c.ListSelected(ctx, types.KindMachineClaim, types.LabelProvisionFor)
+	if err != nil {
+		return nil, err
+	}
+	provisioning := make(map[string]bool, len(claims))
+	for _, o := range claims {
+		provisioning[o.Meta().Name] = true
+	}
+	return poolStatuses(f.Now(), sets, types.Cast[*types.Machine](machines), provisioning), nil
 }
 
 // poolStatuses prints the lines as a table or, in json/yaml, as a list.
