@@ -176,6 +176,13 @@ func TestNetworkPerUser(t *testing.T) {
 	assert.Empty(t, f.networks(t, alice))
 	assert.Len(t, f.networks(t, f.network), 1, "the driver's network stays")
 
+	// A machine of a user that fails to start takes the network made for it
+	// along.
+	_, err := d.Allocate(t.Context(), f.template("exits", res, map[string]any{"command": []string{"false"}}),
+		map[string]string{types.MetaMachine: "d1", types.MetaUser: "dave"})
+	require.ErrorIs(t, err, ErrExited)
+	assert.Empty(t, f.networks(t, userNetwork(f.network, "dave")))
+
 	// A network left behind (its node stopped between the removal of the
 	// container and of the network) goes at the next start.
 	c, err := f.cli.ContainerInspect(t.Context(), b.ID)
