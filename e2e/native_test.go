@@ -329,8 +329,16 @@ func TestNativeCrashRecovery(t *testing.T) {
 	}
 	require.EventuallyWithT(t, func(c *assert.CollectT) { checkNativeMatchesStore(c, n, prefix) }, 10*time.Second, 100*time.Millisecond)
 	t.Logf("after the restart c1 is bound to %s (user %s)", m1, id1)
-	entry1 := entryProcs(prefix)[id1]
-	require.Len(t, entry1, 1)
+	// The entry's shell execs its sleep at last (later on a host that holds
+	// the machine to its CPUs): its process, as it settles, is what must
+	// outlive the crashes below.
+	var entry1 []hostProc
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		entry1 = entryProcs(prefix)[id1]
+		if assert.Len(c, entry1, 1) {
+			assert.Equal(c, "sleep 300", entry1[0].Cmd)
+		}
+	}, 10*time.Second, 20*time.Millisecond, "c1's entry settles in its sleep")
 
 	// 2. Killed after the user was made, before the allocation returned.
 	require.NoError(t, os.WriteFile(slow, nil, 0o644))
