@@ -142,9 +142,13 @@ func TestNativeThreeNodes(t *testing.T) {
 	st, err := os.Stat(filepath.Join(home, "entry.out"))
 	require.NoError(t, err)
 	assert.Equal(t, uint32(u.UID), st.Sys().(*syscall.Stat_t).Uid, "the entry wrote as the machine's user")
-	procs := procsOf(u.UID)
-	require.NotEmpty(t, procs, "the entry runs as uid %d", u.UID)
-	assert.Equal(t, "sleep 300", procs[0].Cmd)
+	// The entry's shell execs its sleep after its last write.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		procs := procsOf(u.UID)
+		if assert.NotEmpty(c, procs, "the entry runs as uid %d", u.UID) {
+			assert.Equal(c, "sleep 300", procs[0].Cmd)
+		}
+	}, 10*time.Second, 20*time.Millisecond)
 	assert.DirExists(t, filepath.Join(ws, "data"))
 
 	// Releasing the claim removes everything of the machine.
