@@ -275,7 +275,7 @@ func (el *elector) reconcile(now time.Time, name string) {
 		if el.n.view.mine(name) {
 			e := types.ClaimElection{Round: d.Round, Failed: d.Action == scheduler.FailLost, Reason: d.Reason, At: now}
 			if d.Action == scheduler.Rebind {
-				e.Rebinds = cs.Election.Rebinds + 1
+				e.Rebinds, e.RebindAt = cs.Election.Rebinds+1, now
 			}
 			el.writeElection(name, e)
 			el.n.log.Info("claim handed back", "claim", name, "round", d.Round, "failed", d.Action == scheduler.FailLost, "reason", d.Reason)
@@ -391,11 +391,18 @@ func (el *elector) answered(now time.Time, m Message) {
 	el.execute(el.e.Step(now, scheduler.Declined{Claim: m.Claim, Node: m.Node, Round: m.Round, Reason: m.Reason, Fresh: fresh}))
 }
 
-// carryRebinds keeps the claim's count of rebinds in a new election facet
-// that does not set its own.
+// carryRebinds keeps the claim's count of rebinds, and when it was last
+// handed back, in a new election facet that does not set its own.
 func carryRebinds(c *types.MachineClaim, e *types.ClaimElection) {
-	if cur := c.Status.Election; cur != nil && e.Rebinds < cur.Rebinds {
+	cur := c.Status.Election
+	if cur == nil {
+		return
+	}
+	if e.Rebinds < cur.Rebinds {
 		e.Rebinds = cur.Rebinds
+	}
+	if e.RebindAt.Before(cur.RebindAt) {
+		e.RebindAt = cur.RebindAt
 	}
 }
 

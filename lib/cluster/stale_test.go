@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"encoding/json"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,6 +65,40 @@ func TestLostVerdictRebindsAndLeaksNothing(t *testing.T) {
 	require.Eventually(t, func() bool {
 		return len(tn.machines()) == 0 && testdriver.Held(tn.drv) == 0
 	}, 5*time.Second, 5*time.Millisecond, "driver holds %d", testdriver.Held(tn.drv))
+}
+
+// A claim bound for longer than its bind timeout whose machine is then lost
+// is bound again: the timeout counts from the hand-back, not from the
+// claim's creation (it failed "not bound within its bind timeout" at once,
+// so onNodeLoss Rebind did nothing for a claim older than 5 minutes).
+func TestLostLongBoundClaimRebinds(t *testing.T) {
+	var skew atomic.Int64 // how far the node's clock is ahead of the wall's
+	tn := &testNode{t: t, name: "n1", dir: t.TempDir(), driver: `{"cpus": 4, "ram_gb": 8}`,
+		config: func(c *Config) { c.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) } }}
+	tn.start()
+	t.Cleanup(tn.stop)
+	tn.put(template("small", 1, 1, `{}`))
+	tn.put(claim("c1", "small", time.Minute))
+	c := tn.waitPhase("c1", types.ClaimBound)
+	m, err := store.Get[types.Machine](tn.st, types.KindMachine, c.Status.Machine)
+	require.NoError(t, err)
+
+	skew.Store(int64(time.Hour)) // the claim has been bound for an hour
+	verdict := *m
+	verdict.Status.Lost = &types.MachineVerdict{Reason: "node n1 is gone for 30s", By: "n9", Owner: m.Metadata.Facets.Get(types.FacetOwner), Was: m.Status.Phase}
+	tn.applyRemote(&verdict, types.FacetLost, "n9")
+
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		got, err := store.Get[types.MachineClaim](tn.st, types.KindMachineClaim, "c1")
+		require.NoError(ct, err)
+		require.NotEqual(ct, types.ClaimFailed, got.Status.Phase, got.Status.Reason)
+		assert.Equal(ct, types.ClaimBound, got.Status.Phase)
+		assert.NotEqual(ct, m.Metadata.Name, got.Status.Machine)
+		if assert.NotNil(ct, got.Status.Election) {
+			assert.Equal(ct, 1, got.Status.Election.Rebinds)
+			assert.False(ct, got.Status.Election.RebindAt.Before(c.Metadata.CreatedAt.Add(time.Hour)), "handed back at the node's time")
+		}
+	}, 5*time.Second, 5*time.Millisecond)
 }
 
 // A down verdict on this node (from a member that wrongly thought it dead)

@@ -23,7 +23,8 @@ type ClaimState struct {
 	// Ended: a request to terminate the claim (its end facet) is in.
 	Ended     bool
 	EndReason string
-	// Deadline is the claim's creation time plus its bind timeout.
+	// Deadline is the claim's bind timeout after its creation or, once it
+	// was handed back to be bound again, after that.
 	Deadline time.Time
 }
 
@@ -42,8 +43,12 @@ func ClaimStateOf(c *types.MachineClaim, bindTimeout time.Duration) ClaimState {
 	if c.Spec.BindTimeout.Duration > 0 {
 		bindTimeout = c.Spec.BindTimeout.Duration
 	}
-	if !c.Metadata.CreatedAt.IsZero() && bindTimeout > 0 {
-		s.Deadline = c.Metadata.CreatedAt.Add(bindTimeout)
+	since := c.Metadata.CreatedAt
+	if s.Election.RebindAt.After(since) {
+		since = s.Election.RebindAt
+	}
+	if !since.IsZero() && bindTimeout > 0 {
+		s.Deadline = since.Add(bindTimeout)
 	}
 	return s
 }

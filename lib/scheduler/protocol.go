@@ -20,7 +20,7 @@ type ClaimRequested struct {
 	Request Request
 	// Round is the last round recorded in the claim's status (0 for a new claim).
 	Round uint64
-	// Deadline is createdAt + bind timeout; a zero Deadline never expires.
+	// Deadline is the claim's (ClaimState.Deadline); a zero Deadline never expires.
 	Deadline time.Time
 	// AcceptedBy is the node recorded in the claim's status, if any. When it is
 	// alive the elector resumes waiting for it; otherwise it elects again.

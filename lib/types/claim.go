@@ -100,6 +100,10 @@ type ClaimElection struct {
 	// lost) and the claim was bound again; past scheduler.max_rebinds the
 	// claim fails instead.
 	Rebinds int `json:"rebinds,omitempty"`
+	// RebindAt is when the claim was last handed back to be bound again
+	// (its machine died or its node was lost): its bind timeout counts from
+	// then, not from its creation.
+	RebindAt time.Time `json:"rebindAt,omitzero"`
 	// At is when the elector wrote it.
 	At time.Time `json:"at,omitzero"`
 }
