@@ -111,18 +111,28 @@ func (d *duties) moveSession(s *types.Session) {
 }
 
 // sessionClaimName is deterministic, so a repeated start finds its claim;
-// a NewPerScenario session has one per scenario.
-func sessionClaimName(session, scenario string) string {
-	key := "session/" + session
+// a NewPerScenario session has one per scenario. The session's creation time
+// is part of the hash: nobody else can tell the name in advance (and make a
+// claim of that name first), and a session made again under the same name
+// gets claims of its own.
+func sessionClaimName(s *types.Session, scenario string) string {
+	key := "session/" + s.Metadata.Name + "/" + s.Metadata.CreatedAt.UTC().Format(time.RFC3339Nano)
 	if scenario != "" {
 		key += "/" + scenario
 	}
 	h := sha256.Sum256([]byte(key))
-	prefix := session
+	prefix := s.Metadata.Name
 	if len(prefix) > types.MaxNameLen-9 {
 		prefix = prefix[:types.MaxNameLen-9]
 	}
 	return prefix + "-" + hex.EncodeToString(h[:4])
+}
+
+// sessionOwns reports whether claim c is one session s made: a session takes
+// over an existing claim of its name only then, never someone else's (it
+// would end, pause or keep alive a claim that is not its user's).
+func sessionOwns(s *types.Session, c *types.MachineClaim) bool {
+	return c.Metadata.Labels[LabelSession] == s.Metadata.Name && c.Spec.User == s.Spec.User
 }
 
 // startSession makes s's claim, or says in its Claimed condition why it
@@ -141,7 +151,7 @@ func (d *duties) startSession(s *types.Session) {
 	if s.Spec.PersistenceStrategy == types.NewPerScenario {
 		scenario = s.Spec.Scenario
 	}
-	name := sessionClaimName(s.Metadata.Name, scenario)
+	name := sessionClaimName(s, scenario)
 	c := &types.MachineClaim{
 		TypeMeta: types.TypeMeta{Kind: types.KindMachineClaim},
 		Metadata: types.ObjectMeta{Name: name, Labels: map[string]string{LabelSession: s.Metadata.Name}},
@@ -160,9 +170,20 @@ func (d *duties) startSession(s *types.Session) {
 			}
 		}
 	}
-	if _, err := n.st.Put(c, store.PutOptions{Create: true}); err != nil && !isExists(err) {
-		n.log.Warn("session claim", "session", s.Metadata.Name, "err", err)
-		return
+	if _, err := n.st.Put(c, store.PutOptions{Create: true}); err != nil {
+		if !isExists(err) {
+			n.log.Warn("session claim", "session", s.Metadata.Name, "err", err)
+			return
+		}
+		if cur, err := store.Get[types.MachineClaim](n.st, types.KindMachineClaim, name); err != nil || !sessionOwns(s, cur) {
+			n.log.Warn("session claim name taken", "session", s.Metadata.Name, "claim", name)
+			d.setSession(s.Metadata.Name, func(o *types.Session) {
+				o.Status.Conditions, _ = o.Status.Conditions.Set(types.Condition{Type: types.ConditionClaimed,
+					Status: types.ConditionFalse, Reason: "ClaimNameTaken",
+					Message: "claim " + name + " exists and is not this session's: delete and create the session again"}, n.cfg.Now())
+			})
+			return
+		}
 	}
 	d.setSession(s.Metadata.Name, func(o *types.Session) {
 		o.Status.Phase, o.Status.MachineClaim, o.Status.Scenario = types.SessionPhaseActive, name, s.Spec.Scenario
