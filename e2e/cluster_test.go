@@ -65,6 +65,37 @@ func TestThreeProcessCluster(t *testing.T) {
 	t.Logf("killed node shown down after %s", time.Since(killed).Round(10*time.Millisecond))
 }
 
+// TestNodeRestartedWithoutJoin: a node stopped gracefully and started again
+// without --join, as its service runs it, and here on another gossip port,
+// finds its cluster through the nodes in its store. It stayed alone, and
+// both sides said the cluster was healthy.
+func TestNodeRestartedWithoutJoin(t *testing.T) {
+	n1 := startNode(t, "")
+	n2 := startNode(t, "", "--join", n1.Gossip)
+	seen := func(p *proc, name, phase string) {
+		t.Helper()
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			rows := nodeRows(p.mustCLI("node", "list"))
+			assert.Equal(c, phase, rows[name], "node %s as seen from %s: %v", name, p.Name, rows)
+		}, 20*time.Second, 200*time.Millisecond)
+	}
+	seen(n1, n2.Name, "Up")
+	require.Eventually(t, func() bool {
+		_, err := os.Stat(filepath.Join(n2.dataDir, "admin.token"))
+		return err == nil
+	}, 20*time.Second, 100*time.Millisecond, "the joined node saves its local admin token")
+	n2.stop()
+	seen(n1, n2.Name, "Down")
+
+	n2 = startNode(t, n2.dataDir) // a fresh gossip port: n1 cannot know it
+	seen(n1, n2.Name, "Up")
+	for _, p := range []*proc{n1, n2} {
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.Contains(c, httpGet(t, p.httpClient(), p.API+"/metrics"), "hf_cluster_members 2\n", "members as %s sees them", p.Name)
+		}, 20*time.Second, 200*time.Millisecond)
+	}
+}
+
 // TestTokensAcrossTheCluster: one admin token for the whole cluster (made by
 // its first node; the others print none of their own); a user and a token
 // made through node 1 with hf-cli work on node 3, and a revocation through

@@ -167,7 +167,8 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 	var node *cluster.Node
 	mem, err := member.New(member.Config{
 		Name: name, Bind: cfg.Cluster.Bind, Advertise: cfg.Cluster.Advertise, Join: cfg.Cluster.Join,
-		Key: key, Keys: keys, Label: cfg.Cluster.Label, Profile: string(cfg.Cluster.Profile),
+		Known: knownPeers(st, name, log),
+		Key:   key, Keys: keys, Label: cfg.Cluster.Label, Profile: string(cfg.Cluster.Profile),
 		GossipInterval: timings.GossipInterval, ProbeInterval: timings.ProbeInterval,
 		ProbeTimeout: timings.ProbeTimeout, SuspicionMult: timings.SuspicionMult,
 		RejoinInterval: cfg.Cluster.RejoinInterval, AntiEntropyInterval: cfg.Cluster.AntiEntropyInterval,
@@ -495,4 +496,22 @@ func closeWithin(c io.Closer, d time.Duration) error {
 	case <-time.After(d):
 		return fmt.Errorf("did not close within %s (the log says why); stopping without it: what was written is in its log and is replayed at the next start", d)
 	}
+}
+
+// knownPeers are the gossip addresses of the other nodes in the store: a
+// node restarted without --join (as its service runs it) joins them, so it
+// finds its cluster again even where the others cannot reach it first.
+func knownPeers(st *store.Store, self string, log *slog.Logger) []string {
+	nodes, err := store.List[types.Node](st, types.KindNode)
+	if err != nil {
+		log.Warn("read the known nodes", "err", err)
+		return nil
+	}
+	var out []string
+	for _, n := range nodes {
+		if n.Metadata.Name != self && n.Spec.GossipAddress != "" {
+			out = append(out, n.Spec.GossipAddress)
+		}
+	}
+	return out
 }

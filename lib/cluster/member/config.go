@@ -53,6 +53,12 @@ type Config struct {
 	// the addresses of members known to be dead, every RejoinInterval, so
 	// partitions heal and restarted members come back.
 	Join []string
+	// Known lists the addresses of members this member knew before it
+	// started (hf-node: the nodes in its store). They are joined like Join,
+	// at Start and every RejoinInterval, so a member restarted without Join
+	// finds its cluster again; but Joined does not wait for them, as they
+	// may all be gone for good.
+	Known []string
 	// Key is the AES key (16, 24 or 32 bytes) that encrypts and authenticates
 	// all traffic; every member needs the same one. Nil means plain text.
 	Key []byte
@@ -70,7 +76,8 @@ type Config struct {
 	ProbeInterval  time.Duration
 	ProbeTimeout   time.Duration
 	SuspicionMult  int
-	// RejoinInterval is how often Join and known dead members are joined again
+	// RejoinInterval is how often Join, Known and the members known to be
+	// dead or gone are joined again
 	// (default 10s).
 	RejoinInterval time.Duration
 	// AntiEntropyInterval is how often this member exchanges digests with a

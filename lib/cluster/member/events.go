@@ -264,17 +264,18 @@ func (t *members) forgetLocked(now time.Time) {
 }
 
 // addrs returns the addresses of the live members (self included) and of
-// the members that died (not those that left), for rejoining.
-func (t *members) addrs() (live, dead []string) {
+// the members that died or left, for rejoining: a member that left to be
+// restarted (hf-node stopped by its service) comes back at its address.
+func (t *members) addrs() (live, gone []string) {
 	for _, s := range t.states() {
 		switch s.State {
 		case StateAlive:
 			live = append(live, s.Addr)
-		case StateDead:
-			dead = append(dead, s.Addr)
+		case StateDead, StateLeft:
+			gone = append(gone, s.Addr)
 		}
 	}
-	return live, dead
+	return live, gone
 }
 
 // eventDelegate feeds memberlist's membership events into the table.

@@ -23,11 +23,17 @@ func (m *Member) membershipLoop(ctx context.Context) {
 	}
 }
 
-// rejoinLoop joins the configured addresses that are not live members and
-// the members known to be dead every RejoinInterval. memberlist stops talking to a member it declared
-// dead, so without this two halves of a healed partition would stay apart,
-// and a member restarted with nobody left in its Join list would stay alone.
+// rejoinLoop joins the configured and known addresses that are not live
+// members, and the members known to be dead or to have left, every
+// RejoinInterval (and at once when it knows addresses besides Join, which
+// Start joins itself). memberlist stops talking to a member it declared dead
+// or that left, so without this two halves of a healed partition would stay
+// apart, and a member restarted with nobody left in its Join list (or none,
+// as hf-node's service runs it) would stay alone.
 func (m *Member) rejoinLoop(ctx context.Context) {
+	if len(m.cfg.Known) > 0 {
+		m.rejoin(ctx)
+	}
 	tick := time.NewTicker(m.cfg.RejoinInterval)
 	defer tick.Stop()
 	for {
@@ -47,8 +53,8 @@ const maxRejoins = 8
 // rejoin joins every address once, in parallel; failures are normal (dead
 // members are mostly dead).
 func (m *Member) rejoin(ctx context.Context) {
-	live, dead := m.table.addrs()
-	addrs := rejoinAddrs(m.cfg.Join, dead, append(live, m.Addr()))
+	live, gone := m.table.addrs()
+	addrs := rejoinAddrs(slices.Concat(m.cfg.Join, m.cfg.Known), gone, append(live, m.Addr()))
 	if len(addrs) == 0 {
 		return
 	}
@@ -76,11 +82,11 @@ func (m *Member) rejoin(ctx context.Context) {
 	m.log.Debug("rejoin", "addrs", len(addrs), "contacted", contacted.Load())
 }
 
-// rejoinAddrs is join plus dead, without duplicates and without the
+// rejoinAddrs is join plus gone, without duplicates and without the
 // addresses of live members (self included): a push/pull with a live member
 // adds nothing to memberlist's own periodic one.
-func rejoinAddrs(join, dead, live []string) []string {
-	out := slices.Concat(join, dead)
+func rejoinAddrs(join, gone, live []string) []string {
+	out := slices.Concat(join, gone)
 	slices.Sort(out)
 	out = slices.Compact(out)
 	return slices.DeleteFunc(out, func(a string) bool { return a == "" || slices.Contains(live, a) })

@@ -51,3 +51,28 @@ func TestKilledMemberRestartsAndCatchesUp(t *testing.T) {
 	d := c.WaitConverged(5 * time.Second)
 	assert.Equal(t, 1, d.Records)
 }
+
+// A member stopped gracefully (it left) and started again without an
+// address to join, as hf-node under its service, is taken back by the
+// others: they rejoin members that left as they do dead ones. It stayed
+// alone, and both sides reported a healthy cluster.
+func TestLeftMemberRestartedAloneIsRejoined(t *testing.T) {
+	c := membertest.Start(t, 3, membertest.Options{})
+	c.Stop(2)
+	c.WaitMembers(10 * time.Second)
+	put(t, c.Nodes[0].Store, "while-away", "alice")
+	c.RestartAlone(2)
+	c.WaitMembers(10 * time.Second)
+	d := c.WaitConverged(10 * time.Second)
+	assert.Equal(t, 1, d.Records)
+}
+
+// A member started without an address to join finds the cluster through
+// the addresses it knew (Config.Known), even when none of the others knows
+// it (a member that comes back at another address).
+func TestMemberJoinsKnownAddresses(t *testing.T) {
+	c := membertest.Start(t, 2, membertest.Options{})
+	c.AddAlone("127.0.0.1:1", c.Nodes[1].Addr) // the first is gone for good
+	c.WaitMembers(10 * time.Second)
+	require.NoError(t, c.Nodes[2].Member.Joined(), "known addresses are not waited for")
+}

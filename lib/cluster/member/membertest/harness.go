@@ -141,6 +141,23 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 // It does not wait for the others to see it.
 func (c *Cluster) Add() *Node {
 	c.T.Helper()
+	n := c.newNode()
+	c.start(n)
+	return n
+}
+
+// AddAlone starts one more member with no address to join, only known
+// ones (Config.Known), and returns it.
+func (c *Cluster) AddAlone(known ...string) *Node {
+	c.T.Helper()
+	n := c.newNode()
+	c.startWith(n, nil, known)
+	return n
+}
+
+// newNode makes the next member's data dir and adds it to Nodes.
+func (c *Cluster) newNode() *Node {
+	c.T.Helper()
 	name := fmt.Sprintf("%s%d", c.opts.Prefix, len(c.Nodes))
 	n := &Node{Name: name, Addr: "127.0.0.1:0"}
 	if !c.opts.InMemory {
@@ -148,7 +165,6 @@ func (c *Cluster) Add() *Node {
 		require.NoError(c.T, os.MkdirAll(n.Dir, 0o755))
 	}
 	c.Nodes = append(c.Nodes, n)
-	c.start(n)
 	return n
 }
 
@@ -191,6 +207,12 @@ func (c *Cluster) start(n *Node) {
 	if r := c.Running(); len(r) > 0 {
 		join = []string{r[0].Addr}
 	}
+	c.startWith(n, join, nil)
+}
+
+// startWith is start with the member's Join and Known.
+func (c *Cluster) startWith(n *Node, join, known []string) {
+	c.T.Helper()
 	if n.Store == nil {
 		st, err := store.Open(store.Config{Dir: n.Dir, InMemory: c.opts.InMemory, NodeID: n.Name, GCInterval: -1}, c.log)
 		require.NoError(c.T, err)
@@ -204,7 +226,7 @@ func (c *Cluster) start(n *Node) {
 	cfg := c.opts.Config
 	cfg.Name = n.Name
 	cfg.Bind = tr.Addr()
-	cfg.Join = join
+	cfg.Join, cfg.Known = join, known
 	cfg.Transport = tr
 	cfg.OnMessage = func(m wire.Message) {
 		n.mu.Lock()
@@ -246,11 +268,28 @@ func (c *Cluster) Kill(i int) {
 // dir (its store closed and reopened) and, when free, the same port.
 func (c *Cluster) Restart(i int) *Node {
 	c.T.Helper()
+	n := c.reopen(i)
+	c.start(n)
+	return n
+}
+
+// reopen closes stopped member i's store, for a restart to open it again.
+func (c *Cluster) reopen(i int) *Node {
+	c.T.Helper()
 	n := c.Nodes[i]
 	require.False(c.T, n.running, "restart of running member %s", n.Name)
 	require.NoError(c.T, n.Store.Close())
 	n.Store = nil
-	c.start(n)
+	return n
+}
+
+// RestartAlone restarts stopped member i as Restart does, but with no
+// address to join, only known ones (Config.Known): as hf-node restarts under
+// its service, without --join.
+func (c *Cluster) RestartAlone(i int, known ...string) *Node {
+	c.T.Helper()
+	n := c.reopen(i)
+	c.startWith(n, nil, known)
 	return n
 }
 
