@@ -2,6 +2,7 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -84,17 +85,9 @@ func runAudit(ctx context.Context, opts *auditOptions) error {
 			return err
 		}
 	}
-	var recs []types.AuditRecord
-	for _, c := range clients {
-		got, err := c.Audit(ctx, q)
-		if err != nil {
-			if len(clients) == 1 {
-				return err
-			}
-			fmt.Fprintf(f.Err, "warning: %s: %v\n", c.Endpoint(), err)
-			continue
-		}
-		recs = append(recs, got...)
+	recs, err := auditNodes(ctx, f, clients, q)
+	if err != nil {
+		return err
 	}
 	slices.SortStableFunc(recs, func(a, b types.AuditRecord) int { return a.Time.Compare(b.Time) })
 	if len(recs) > opts.limit {
@@ -113,6 +106,36 @@ func runAudit(ctx context.Context, opts *auditOptions) error {
 			r.Method, strings.TrimPrefix(r.Path, "/api/v1/"), strconv.Itoa(r.Status)})
 	}
 	return p.table([]string{"TIME", "NODE", "USER", "ROLE", "TOKEN", "METHOD", "PATH", "STATUS"}, rows)
+}
+
+// auditNodes merges the audit records of every client's node. A node that
+// fails is a warning while another answers; when none answers the command
+// fails with every node's error, so a token that may not read the audit
+// (forbidden) or a cluster that cannot be reached is an exit code, not an
+// empty table.
+func auditNodes(ctx context.Context, f *Factory, clients []*client.Client, q url.Values) ([]types.AuditRecord, error) {
+	if len(clients) == 1 {
+		return clients[0].Audit(ctx, q)
+	}
+	var (
+		recs []types.AuditRecord
+		errs []error
+	)
+	for _, c := range clients {
+		got, err := c.Audit(ctx, q)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", c.Endpoint(), err))
+			continue
+		}
+		recs = append(recs, got...)
+	}
+	if len(errs) == len(clients) {
+		return nil, errors.Join(errs...)
+	}
+	for _, err := range errs {
+		fmt.Fprintf(f.Err, "warning: %v\n", err)
+	}
+	return recs, nil
 }
 
 // nodeClients returns a client of every Up node's API, with the token and
