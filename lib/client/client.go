@@ -28,7 +28,8 @@ type Client struct {
 	token     string
 	http      *http.Client
 	userAgent string
-	page      int // objects per list request (0: DefaultListPage)
+	page      int          // objects per list request (0: DefaultListPage)
+	warn      func(string) // WithWarningHandler (nil: warnings dropped)
 }
 
 // DefaultListPage is how many objects List asks for per request; it follows
@@ -54,6 +55,12 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = 
 
 // WithUserAgent sets the User-Agent header of every request.
 func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
+
+// WithWarningHandler has fn called with the text of each warning (the
+// Warning header, `199 hf "text"`) of a successful response, e.g. a
+// ScheduledEvent created over capacity with CreateOptions.CapacityCheck
+// "warn". fn may be called from several goroutines at once.
+func WithWarningHandler(fn func(text string)) Option { return func(c *Client) { c.warn = fn } }
 
 // New returns a client for endpoint ("http://host:port", optionally with a path
 // prefix) that sends token as a bearer token on every /api call.
@@ -128,10 +135,41 @@ func (c *Client) send(ctx context.Context, r request) (*http.Response, error) {
 		return nil, fmt.Errorf("%s %s: %w", strings.ToLower(r.method), r.path, unwrapURLError(err))
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if c.warn != nil {
+			for _, v := range resp.Header.Values("Warning") {
+				c.warn(warningText(v))
+			}
+		}
 		return resp, nil
 	}
 	defer resp.Body.Close()
 	return nil, readAPIError(resp)
+}
+
+// warningText is the text of a Warning header value (RFC 9111: code, agent,
+// quoted text, optional date), the whole value when it is not of that form.
+func warningText(v string) string {
+	_, rest, ok := strings.Cut(v, " ")
+	if ok {
+		_, rest, ok = strings.Cut(rest, " ")
+	}
+	if !ok || !strings.HasPrefix(rest, `"`) {
+		return v
+	}
+	var b strings.Builder
+	for i := 1; i < len(rest); i++ {
+		switch rest[i] {
+		case '"':
+			return b.String()
+		case '\\':
+			if i++; i < len(rest) {
+				b.WriteByte(rest[i])
+			}
+		default:
+			b.WriteByte(rest[i])
+		}
+	}
+	return v // no closing quote
 }
 
 // unwrapURLError drops *url.Error's `Get "http://..."` prefix: send already says

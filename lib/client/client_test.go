@@ -356,3 +356,58 @@ func TestSelectors(t *testing.T) {
 		})
 	}
 }
+
+// warnOnPost answers every POST as the server it passes it to does, with the
+// Warning header values added.
+type warnOnPost []string
+
+func (w warnOnPost) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err == nil && req.Method == http.MethodPost {
+		for _, v := range w {
+			resp.Header.Add("Warning", v)
+		}
+	}
+	return resp, err
+}
+
+// CreateRawWith passes the create's options as query parameters (an event
+// over capacity is created with capacityCheck=warn), and each Warning the
+// answer carries reaches the warning handler as its text.
+func TestCreateOptionsAndWarnings(t *testing.T) {
+	event := func(name string) []byte {
+		return []byte(`{"kind":"ScheduledEvent","metadata":{"name":"` + name + `"},` +
+			`"spec":{"startTime":"2026-06-01T10:00:00Z","endTime":"2026-06-01T12:00:00Z"}}`)
+	}
+	for i, tc := range []struct {
+		name    string
+		opts    client.CreateOptions
+		query   string
+		headers []string
+		want    []string
+	}{
+		{name: "default", query: ""},
+		{name: "warn", opts: client.CreateOptions{CapacityCheck: "warn"}, query: "capacityCheck=warn",
+			headers: []string{`199 hf "needs cpu 121.0 of 24.0"`}, want: []string{"needs cpu 121.0 of 24.0"}},
+		{name: "off", opts: client.CreateOptions{CapacityCheck: "off"}, query: "capacityCheck=off"},
+		{name: "warning forms", headers: []string{`199 hf "a \"quoted\" word" "Sat, 01 Jun 2026 10:00:00 GMT"`, `199 hf "one"`, "not a warning"},
+			want: []string{`a "quoted" word`, "one", "not a warning"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := clienttest.New(t)
+			var got []string
+			c, err := client.New(srv.URL, clienttest.Token, client.WithHTTPClient(&http.Client{Transport: warnOnPost(tc.headers)}),
+				client.WithWarningHandler(func(text string) { got = append(got, text) }))
+			require.NoError(t, err)
+			obj, err := c.CreateRawWith(context.Background(), "scheduledevents", event(fmt.Sprintf("ev%d", i)), tc.opts)
+			require.NoError(t, err)
+			assert.Equal(t, types.KindScheduledEvent, obj.GetKind())
+			reqs := srv.Requests()
+			require.NotEmpty(t, reqs)
+			last := reqs[len(reqs)-1]
+			assert.Equal(t, http.MethodPost, last.Method)
+			assert.Equal(t, tc.query, last.Query)
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}

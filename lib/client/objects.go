@@ -122,15 +122,36 @@ func (c *Client) Submit(ctx context.Context, obj types.Object) error {
 	return c.call(ctx, request{method: http.MethodPost, path: collection(kind), body: body}, nil)
 }
 
+// CreateOptions are the query parameters of a create.
+type CreateOptions struct {
+	// CapacityCheck says what the server does with a ScheduledEvent whose
+	// required machines do not fit the cluster during its window: "refuse"
+	// (the server's default: a conflict error), "warn" (created, with a
+	// warning; see WithWarningHandler) or "off". Other kinds ignore it.
+	CapacityCheck string
+}
+
+func (o CreateOptions) query() url.Values {
+	if o.CapacityCheck == "" {
+		return nil
+	}
+	return url.Values{"capacityCheck": {o.CapacityCheck}}
+}
+
 // CreateRaw creates an object of kind from its JSON document, unchanged, so the
 // server sees exactly what a user wrote (for `create -f`).
 func (c *Client) CreateRaw(ctx context.Context, kind string, body []byte) (types.Object, error) {
+	return c.CreateRawWith(ctx, kind, body, CreateOptions{})
+}
+
+// CreateRawWith is CreateRaw with the create's options.
+func (c *Client) CreateRawWith(ctx context.Context, kind string, body []byte, opts CreateOptions) (types.Object, error) {
 	kind, err := NormalizeKind(kind)
 	if err != nil {
 		return nil, err
 	}
 	var raw json.RawMessage
-	if err := c.call(ctx, request{method: http.MethodPost, path: collection(kind), body: body}, &raw); err != nil {
+	if err := c.call(ctx, request{method: http.MethodPost, path: collection(kind), query: opts.query(), body: body}, &raw); err != nil {
 		return nil, err
 	}
 	return DecodeObject(kind, raw)

@@ -37,6 +37,10 @@ func TestEventCapacityCheck(t *testing.T) {
 	r = e.do(http.MethodPost, "/api/v1/scheduledevents", adminTok, event("b", 2, 30*time.Minute))
 	require.Equal(t, http.StatusConflict, r.code, string(r.body))
 	assert.Equal(t, "spec.requiredMachines", r.errBody(t).Field)
+	// The refusal names both ways to accept the event anyway: the API's
+	// query parameter and the CLI's flag that passes it.
+	assert.Contains(t, r.errBody(t).Message, "?capacityCheck=warn")
+	assert.Contains(t, r.errBody(t).Message, "hf-cli create|apply -f FILE --capacity-check warn")
 	// The same, not overlapping, fits.
 	r = e.do(http.MethodPost, "/api/v1/scheduledevents", adminTok, event("c", 2, 3*time.Hour))
 	require.Equal(t, http.StatusCreated, r.code, string(r.body))

@@ -471,7 +471,7 @@ func (s *Server) checkEventCapacity(o types.Object, mode string) (string, error)
 		if mode == "warn" {
 			return why, nil
 		}
-		return "", newErr(http.StatusConflict, CodeConflict, "spec.requiredMachines", "%s (create with ?capacityCheck=warn to accept it anyway)", why)
+		return "", newErr(http.StatusConflict, CodeConflict, "spec.requiredMachines", "%s (to accept it anyway, create it with ?capacityCheck=warn: hf-cli create|apply -f FILE --capacity-check warn)", why)
 	}
 	return "", nil
 }

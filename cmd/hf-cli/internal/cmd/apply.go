@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -32,6 +34,17 @@ type fileOptions struct {
 	// the top level, where each document names its kind.
 	kind           string
 	ignoreNotFound bool
+	// capacityCheck is passed on the creates (client.CreateOptions).
+	capacityCheck string
+}
+
+// capacityChecks are the values of --capacity-check, as the API takes them.
+var capacityChecks = []string{"refuse", "warn", "off"}
+
+// addCapacityCheckFlag gives a create or apply command --capacity-check.
+func addCapacityCheckFlag(c *cobra.Command, opts *fileOptions) {
+	c.Flags().StringVar(&opts.capacityCheck, "capacity-check", "",
+		"a ScheduledEvent that does not fit the cluster's capacity: refuse (the server's default), warn (create it with a warning) or off")
 }
 
 // newFileCmd builds the top-level `create|apply|delete -f FILE`. The top-level
@@ -50,6 +63,9 @@ func newFileCmd(f *Factory, op fileOp) *cobra.Command {
 		},
 	}
 	c.Flags().StringVarP(&opts.file, "filename", "f", "", "YAML or JSON file with one or more objects (- for stdin)")
+	if op != fileDelete {
+		addCapacityCheckFlag(c, opts)
+	}
 	if op == fileDelete {
 		c.Use = "delete (-f FILE | KIND NAME...)"
 		c.Args = cobra.ArbitraryArgs
@@ -88,6 +104,9 @@ func newKindFileCmd(f *Factory, res *resource, op fileOp) *cobra.Command {
 		},
 	}
 	c.Flags().StringVarP(&opts.file, "filename", "f", "", "YAML or JSON file with one or more objects (- for stdin)")
+	if res.Kind == types.KindScheduledEvent {
+		addCapacityCheckFlag(c, opts)
+	}
 	return c
 }
 
@@ -105,6 +124,9 @@ func fileShort(op fileOp, what string) string {
 // failed document and returns every failure.
 func runFile(ctx context.Context, opts *fileOptions) error {
 	f := opts.f
+	if opts.capacityCheck != "" && !slices.Contains(capacityChecks, opts.capacityCheck) {
+		return usageErrorf("--capacity-check must be one of %s, got %q", strings.Join(capacityChecks, ", "), opts.capacityCheck)
+	}
 	docs, err := readManifest(opts.file, f.In, opts.kind)
 	if err != nil {
 		return err
@@ -143,12 +165,13 @@ func runFile(ctx context.Context, opts *fileOptions) error {
 func fileStep(ctx context.Context, f *Factory, c *client.Client, opts *fileOptions, d document) (types.Object, string, error) {
 	ctx, cancel := f.requestContext(ctx)
 	defer cancel()
+	create := client.CreateOptions{CapacityCheck: opts.capacityCheck}
 	switch opts.op {
 	case fileCreate:
-		obj, err := c.CreateRaw(ctx, d.Kind, d.JSON)
+		obj, err := c.CreateRawWith(ctx, d.Kind, d.JSON, create)
 		return obj, "created", err
 	case fileApply:
-		return applyDocument(ctx, c, d)
+		return applyDocument(ctx, c, d, create)
 	}
 	err := c.Delete(ctx, d.Kind, d.Name)
 	if opts.ignoreNotFound && client.IsNotFound(err) {
@@ -157,12 +180,13 @@ func fileStep(ctx context.Context, f *Factory, c *client.Client, opts *fileOptio
 	return nil, "deleted", err
 }
 
-// applyDocument creates d, or updates the existing object with d's spec, labels
-// and annotations (keeping its status), conditional on the version read.
-func applyDocument(ctx context.Context, c *client.Client, d document) (types.Object, string, error) {
+// applyDocument creates d (with create's options), or updates the existing
+// object with d's spec, labels and annotations (keeping its status),
+// conditional on the version read.
+func applyDocument(ctx context.Context, c *client.Client, d document, create client.CreateOptions) (types.Object, string, error) {
 	cur, err := c.Get(ctx, d.Kind, d.Name)
 	if client.IsNotFound(err) {
-		obj, err := c.CreateRaw(ctx, d.Kind, d.JSON)
+		obj, err := c.CreateRawWith(ctx, d.Kind, d.JSON, create)
 		return obj, "created", err
 	}
 	if err != nil {

@@ -2,8 +2,10 @@ package cmd
 
 import (
 	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -161,4 +163,67 @@ func TestSessionKeepalive(t *testing.T) {
 	reqs := c.srv.Requests()
 	assert.Equal(t, "/api/v1/sessions/s1/keepalive", reqs[0].Path)
 	assert.Equal(t, "POST", reqs[0].Method)
+}
+
+// overCapacity plays a server that accepts an event over capacity when the
+// create says capacityCheck=warn, as lib/openapi does: with a Warning.
+type overCapacity struct{}
+
+func (overCapacity) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err == nil && req.Method == http.MethodPost && req.URL.Query().Get("capacityCheck") == "warn" {
+		resp.Header.Add("Warning", `199 hf "scheduled event ws-may needs cpu 121.0 of 24.0"`)
+	}
+	return resp, err
+}
+
+// The capacity refusal tells the user to create the event with
+// capacityCheck=warn: create and apply -f (top level and the event's own)
+// pass --capacity-check to the API, and print the warning the server
+// accepts the event with.
+func TestCreateWithCapacityCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		code  int
+		query string // the create's query
+		warn  bool
+	}{
+		{name: "create", args: []string{"create", "-f", "{}"}, query: ""},
+		{name: "create warn", args: []string{"create", "-f", "{}", "--capacity-check", "warn"}, query: "capacityCheck=warn", warn: true},
+		{name: "apply warn", args: []string{"apply", "-f", "{}", "--capacity-check", "warn"}, query: "capacityCheck=warn", warn: true},
+		{name: "event create off", args: []string{"event", "create", "-f", "{}", "--capacity-check", "off"}, query: "capacityCheck=off"},
+		{name: "event apply warn", args: []string{"event", "apply", "-f", "{}", "--capacity-check", "warn"}, query: "capacityCheck=warn", warn: true},
+		{name: "unknown value", args: []string{"create", "-f", "{}", "--capacity-check", "maybe"}, code: ExitUsage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCLI(t)
+			c.transport = overCapacity{}
+			path := filepath.Join(t.TempDir(), "event.yaml")
+			require.NoError(t, os.WriteFile(path, []byte(eventYAML), 0o600))
+			args := slices.Clone(tc.args)
+			args[slices.Index(args, "{}")] = path
+			r := c.run(args...)
+			require.Equal(t, tc.code, r.code, r.err)
+			var posts []string
+			for _, rq := range c.srv.Requests() {
+				if rq.Method == http.MethodPost {
+					posts = append(posts, rq.Query)
+				}
+			}
+			if tc.code != ExitOK {
+				assert.Contains(t, r.err, `--capacity-check must be one of refuse, warn, off, got "maybe"`)
+				assert.Empty(t, posts, "nothing sent")
+				return
+			}
+			assert.Equal(t, []string{tc.query}, posts)
+			_, ok := c.srv.Object(types.KindScheduledEvent, "ws-may")
+			assert.True(t, ok, "created")
+			if tc.warn {
+				assert.Equal(t, "warning: scheduled event ws-may needs cpu 121.0 of 24.0\n", r.err)
+			} else {
+				assert.Empty(t, r.err)
+			}
+		})
+	}
 }

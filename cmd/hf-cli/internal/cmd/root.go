@@ -249,7 +249,10 @@ func (f *Factory) Client() (*client.Client, error) {
 // clientFor is a client of endpoint with the token and options of the main
 // one (call Client first).
 func (f *Factory) clientFor(endpoint string) (*client.Client, error) {
-	opts := []client.Option{client.WithUserAgent("hf-cli/" + f.Version)}
+	opts := []client.Option{client.WithUserAgent("hf-cli/" + f.Version),
+		// A warning comes with an object the server accepted, such as an
+		// event created over capacity with --capacity-check warn.
+		client.WithWarningHandler(func(text string) { fmt.Fprintf(f.Err, "warning: %s\n", text) })}
 	if hc := f.httpClient(); hc != nil {
 		opts = append(opts, client.WithHTTPClient(hc))
 	}
