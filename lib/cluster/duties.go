@@ -57,7 +57,8 @@ func (d *duties) changed(kind, name string, old, obj types.Object) {
 		}
 	case types.KindScheduledEvent:
 		d.q.Add(dutyEvent + name)
-		// Sessions that name no template take the event's.
+		// Sessions without a claim wait for their event: for the
+		// template it names, or for its start (which may have moved).
 		for _, s := range d.n.cache.Names(idxSessionWaiting, name) {
 			d.q.Add(dutySession + s)
 		}

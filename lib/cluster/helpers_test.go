@@ -28,9 +28,11 @@ type testNode struct {
 	name   string
 	dir    string
 	driver string // test driver config JSON
-	st     *store.Store
-	drv    drivers.Driver
-	node   *Node
+	// now is the clock of the node and its store (nil: time.Now).
+	now  func() time.Time
+	st   *store.Store
+	drv  drivers.Driver
+	node *Node
 }
 
 func testLogger() *slog.Logger {
@@ -52,11 +54,11 @@ func (tn *testNode) start() {
 	t := tn.t
 	t.Helper()
 	log := testLogger()
-	st, err := store.Open(store.Config{Dir: filepath.Join(tn.dir, "store"), NodeID: tn.name}, log)
+	st, err := store.Open(store.Config{Dir: filepath.Join(tn.dir, "store"), NodeID: tn.name, Now: tn.now}, log)
 	require.NoError(t, err)
 	drv := testdriver.New(drivers.Env{Instance: "test", DataDir: filepath.Join(tn.dir, "test"), NodeName: tn.name, Log: log})
 	require.NoError(t, drv.Prepare(context.Background(), []byte(tn.driver)))
-	cfg := Config{Name: tn.name, OfferTimeout: time.Second, ResyncInterval: time.Second}
+	cfg := Config{Name: tn.name, OfferTimeout: time.Second, ResyncInterval: time.Second, Now: tn.now}
 	if tn.config != nil {
 		tn.config(&cfg)
 	}

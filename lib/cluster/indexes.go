@@ -37,7 +37,7 @@ const (
 	idxSetTemplate    = "set/template"       // spec.machineTemplate
 	idxSessionClaim   = "session/claim"      // status.machineClaim
 	idxSessionUser    = "session/user"       // spec.user (the API's quota)
-	idxSessionWaiting = "session/waiting"    // spec.scheduledEvent of sessions waiting for it to name their template
+	idxSessionWaiting = "session/waiting"    // spec.scheduledEvent of sessions without a claim: for its template, or for it to open
 	idxEventSet       = "set/event"          // sets an event created (by name)
 	idxEnvironmentCap = "environment/capped" // environments with a capacity cap
 )
@@ -142,7 +142,7 @@ func newCache(st *store.Store, log *slog.Logger) *cache.Cache {
 	})
 	c.Index(idxSessionWaiting, types.KindSession, func(o types.Object) []string {
 		s := o.(*types.Session)
-		if s.Status.MachineClaim != "" || s.Spec.MachineTemplate != "" {
+		if s.Status.MachineClaim != "" || s.Status.Phase == types.SessionPhaseEnded {
 			return nil
 		}
 		return one(s.Spec.ScheduledEvent)

@@ -14,11 +14,13 @@ import (
 )
 
 // reconcileSession runs one Session: an active session with a template gets a
-// claim for its user; one without a keepalive for its timeout ends (its claim
-// is released unless its onEnd keeps it) or pauses (Pause: its claim's node
-// pauses the machine); one moved to another scenario keeps its machine or
-// gets a fresh one (persistenceStrategy). The claims of a deleted
-// session are released. It asks to run again when the timeout would trip.
+// claim for its user, once its scheduled event has opened; one without a
+// keepalive for its timeout ends (its claim is released unless its onEnd
+// keeps it) or pauses (Pause: its claim's node pauses the machine); one
+// whose event is over ends (scheduler.SessionUnderEvent); one moved to
+// another scenario keeps its machine or gets a fresh one
+// (persistenceStrategy). The claims of a deleted session are released. It
+// asks to run again when the timeout would trip or its event starts or ends.
 func (d *duties) reconcileSession(name string) time.Duration {
 	n := d.n
 	now := n.cfg.Now()
@@ -34,8 +36,12 @@ func (d *duties) reconcileSession(name string) time.Duration {
 	timeout := s.EffectiveTimeout()
 	idleAt := s.LastSeen().Add(timeout)
 	idle := !now.Before(idleAt)
+	gate := d.sessionGate(now, s, s.Status.MachineClaim != "")
 	switch {
 	case s.Status.Phase == types.SessionPhaseEnded:
+		return 0
+	case gate.Over:
+		d.endSession(s, gate.Message, gateCondition(gate))
 		return 0
 	case s.Status.Phase == types.SessionPhasePaused:
 		if !idle { // a keepalive came: the user is back
@@ -48,16 +54,40 @@ func (d *duties) reconcileSession(name string) time.Duration {
 		n.log.Info("session paused", "session", name, "reason", "no keepalive for "+timeout.String())
 		return 0
 	case idle:
-		d.endSession(s, "no keepalive for "+timeout.String())
+		d.endSession(s, "no keepalive for "+timeout.String(), nil)
 		return 0
 	case s.Status.MachineClaim != "" && s.Spec.Scenario != s.Status.Scenario:
 		d.moveSession(s)
 	case s.Status.MachineClaim == "":
 		// One that cannot start yet runs again when it changes, or its
-		// event does (idxSessionWaiting).
+		// event does (idxSessionWaiting), and at its event's start.
 		d.startSession(s)
 	}
-	return until(now, idleAt)
+	wait := until(now, idleAt)
+	if next := until(now, gate.Next); next > 0 && next < wait {
+		wait = next
+	}
+	return wait
+}
+
+// sessionGate is what s's scheduled event lets it do at now
+// (scheduler.SessionUnderEvent); open when it names none, or one that does
+// not exist (sessionTemplate says so when the session needs its template).
+func (d *duties) sessionGate(now time.Time, s *types.Session, holdsClaim bool) scheduler.SessionGate {
+	if s.Spec.ScheduledEvent == "" {
+		return scheduler.SessionGate{Open: true}
+	}
+	ev, ok := cache.Typed[types.ScheduledEvent](d.n.cache, types.KindScheduledEvent, s.Spec.ScheduledEvent)
+	if !ok {
+		return scheduler.SessionGate{Open: true}
+	}
+	return scheduler.SessionUnderEvent(now, *ev, holdsClaim)
+}
+
+// gateCondition is the Claimed condition of a session its event does not
+// let have a claim (its times unset).
+func gateCondition(g scheduler.SessionGate) *types.Condition {
+	return &types.Condition{Type: types.ConditionClaimed, Status: types.ConditionFalse, Reason: g.Reason, Message: g.Message}
 }
 
 // sessionTemplate is the template of s's machine: its own, else the one
@@ -136,7 +166,9 @@ func sessionOwns(s *types.Session, c *types.MachineClaim) bool {
 }
 
 // startSession makes s's claim, or says in its Claimed condition why it
-// cannot have one yet.
+// cannot have one yet: it has no template, or its scheduled event has not
+// opened (a claim under an event is made only in the event's window, as the
+// API holds claims to it). One whose event is over by now ends.
 func (d *duties) startSession(s *types.Session) {
 	n := d.n
 	tmpl, why := d.sessionTemplate(s)
@@ -144,6 +176,17 @@ func (d *duties) startSession(s *types.Session) {
 		d.setSession(s.Metadata.Name, func(o *types.Session) {
 			o.Status.Conditions, _ = o.Status.Conditions.Set(types.Condition{Type: types.ConditionClaimed,
 				Status: types.ConditionFalse, Reason: "NoTemplate", Message: why}, n.cfg.Now())
+		})
+		return
+	}
+	// As a session without a claim: a NewPerScenario move has released it.
+	switch gate := d.sessionGate(n.cfg.Now(), s, false); {
+	case gate.Over:
+		d.endSession(s, gate.Message, gateCondition(gate))
+		return
+	case !gate.Open:
+		d.setSession(s.Metadata.Name, func(o *types.Session) {
+			o.Status.Conditions, _ = o.Status.Conditions.Set(*gateCondition(gate), n.cfg.Now())
 		})
 		return
 	}
@@ -191,7 +234,10 @@ func (d *duties) startSession(s *types.Session) {
 	})
 }
 
-func (d *duties) endSession(s *types.Session, why string) {
+// endSession ends s, releasing its claim unless its onEnd keeps it; claimed,
+// when not nil, is the Claimed condition that says why it ended without a
+// machine.
+func (d *duties) endSession(s *types.Session, why string, claimed *types.Condition) {
 	n := d.n
 	if s.Status.MachineClaim != "" && s.EffectiveOnEnd() != types.EndKeep {
 		if _, err := n.st.Delete(types.KindMachineClaim, s.Status.MachineClaim, types.Version{}); err != nil && !isNotFound(err) {
@@ -199,7 +245,12 @@ func (d *duties) endSession(s *types.Session, why string) {
 			return
 		}
 	}
-	d.setSession(s.Metadata.Name, func(o *types.Session) { o.Status.Phase = types.SessionPhaseEnded })
+	d.setSession(s.Metadata.Name, func(o *types.Session) {
+		o.Status.Phase = types.SessionPhaseEnded
+		if claimed != nil {
+			o.Status.Conditions, _ = o.Status.Conditions.Set(*claimed, n.cfg.Now())
+		}
+	})
 	n.log.Info("session ended", "session", s.Metadata.Name, "reason", why)
 }
 

@@ -7,9 +7,129 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/internal/testclock"
+	"github.com/hf-fleet/hf/lib/scheduler"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
+
+// A session of a scheduled event gets its claim only in the event's window,
+// as a claim under the event is only created then: before the start it
+// waits, its Claimed condition saying when the event opens, and runs again
+// at the start, when it gets its claim; at a CutOff event's end it ends
+// (its claim released), and one of an event that is already over ends at
+// once with Claimed saying so, never Active with a Terminated claim.
+func TestSessionWaitsForItsEventWindow(t *testing.T) {
+	// The test's clock stands still from today: the acceptor bounds an
+	// allocation by a context deadline at the claim's bind timeout, which
+	// the real clock reads, so a clock set to a fixed day in the past
+	// would time every allocation out.
+	t0 := time.Now().UTC().Truncate(time.Second)
+	clk := testclock.New(t0)
+	stamp := func(t time.Time) string { return t.Format(time.RFC3339) }
+	tn := &testNode{t: t, name: "n1", dir: t.TempDir(), driver: `{"cpus": 4, "ram_gb": 8}`, now: clk.Now}
+	tn.start()
+	t.Cleanup(tn.stop)
+	tn.put(template("small", 1, 1, `{}`))
+	event := func(name string, start, end time.Time) *types.ScheduledEvent {
+		return &types.ScheduledEvent{TypeMeta: types.TypeMeta{Kind: types.KindScheduledEvent}, Metadata: types.ObjectMeta{Name: name},
+			Spec: types.ScheduledEventSpec{StartTime: start, EndTime: end, ExpirationStrategy: types.ExpireCutOff,
+				RequiredMachines: []types.RequiredMachines{{MachineTemplate: "small", Count: 1, MachineType: types.MachineTypeUser}}}}
+	}
+	session := func(name, event string) *types.Session {
+		return &types.Session{TypeMeta: types.TypeMeta{Kind: types.KindSession},
+			Metadata: types.ObjectMeta{Name: name, CreatedAt: t0},
+			Spec:     types.SessionSpec{User: "alice", ScheduledEvent: event, Timeout: types.D(2 * time.Hour)}}
+	}
+	tn.put(event("later", t0.Add(10*time.Minute), t0.Add(time.Hour)))
+	tn.put(event("ws", t0.Add(-2*time.Hour), t0.Add(-time.Hour)))
+	tn.put(session("early", "later"))
+	tn.put(session("late", "ws"))
+	// One with a template of its own, for an event that will move its
+	// start earlier.
+	moved := session("moved", "soon")
+	moved.Spec.MachineTemplate = "small"
+	tn.put(event("soon", t0.Add(30*time.Minute), t0.Add(time.Hour)))
+	tn.put(moved)
+	state := func(c *assert.CollectT, name string) *types.Session {
+		s, err := store.Get[types.Session](tn.st, types.KindSession, name)
+		require.NoError(c, err)
+		return s
+	}
+	claimed := func(c *assert.CollectT, s *types.Session, reason, message string) {
+		if cond := s.Status.Conditions.Get(types.ConditionClaimed); assert.NotNil(c, cond, "Claimed condition") {
+			assert.Equal(c, types.ConditionFalse, cond.Status)
+			assert.Equal(c, reason, cond.Reason)
+			assert.Equal(c, message, cond.Message)
+		}
+	}
+	sessionClaims := func(name string) int { return len(tn.node.cache.Names(idxClaimSession, name)) }
+
+	// Before the start: it waits, saying until when, with no claim.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		s := state(c, "early")
+		assert.Empty(c, s.Status.MachineClaim)
+		assert.NotEqual(c, types.SessionPhaseActive, s.Status.Phase)
+		claimed(c, s, scheduler.SessionEventNotOpen, "scheduled event later opens at "+stamp(t0.Add(10*time.Minute))+"; the session gets its machine then")
+	}, 10*time.Second, 5*time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		claimed(c, state(c, "moved"), scheduler.SessionEventNotOpen, "scheduled event soon opens at "+stamp(t0.Add(30*time.Minute))+"; the session gets its machine then")
+	}, 10*time.Second, 5*time.Millisecond)
+	assert.Zero(t, sessionClaims("early"), "no claim before the event opens")
+	// Its reconcile asks to run again at the start, not at its timeout.
+	assert.Equal(t, 10*time.Minute, tn.node.duties.reconcileSession("early"))
+
+	// An event already over: the session ends at once, saying why.
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		s := state(c, "late")
+		assert.Equal(c, types.SessionPhaseEnded, s.Status.Phase)
+		assert.Empty(c, s.Status.MachineClaim)
+		claimed(c, s, scheduler.SessionEventEnded, "scheduled event ws ended at "+stamp(t0.Add(-time.Hour)))
+	}, 10*time.Second, 5*time.Millisecond)
+	assert.Zero(t, sessionClaims("late"), "never a claim for an event that is over")
+
+	// At the start the requeue comes (as the work queue's AddAfter would)
+	// and the session gets its claim, which binds.
+	clk.Set(t0.Add(10 * time.Minute))
+	tn.node.duties.q.Add(dutySession + "early")
+	var claim string
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		s := state(c, "early")
+		assert.Equal(c, types.SessionPhaseActive, s.Status.Phase)
+		assert.Nil(c, s.Status.Conditions.Get(types.ConditionClaimed), "the condition goes with the claim")
+		claim = s.Status.MachineClaim
+		assert.NotEmpty(c, claim)
+	}, 10*time.Second, 5*time.Millisecond)
+	cl := tn.waitPhase(claim, types.ClaimBound)
+	assert.Equal(t, "later", cl.Spec.ScheduledEvent)
+	assert.Equal(t, "small", cl.Spec.MachineTemplate)
+	assert.Equal(t, "alice", cl.Spec.User)
+	// An event that opens earlier than it said: its waiting sessions run
+	// again when it changes, and get their claims.
+	_, err := store.Update(tn.st, types.KindScheduledEvent, "soon", func(o *types.ScheduledEvent) error {
+		o.Spec.StartTime = t0.Add(5 * time.Minute)
+		return nil
+	})
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		s := state(c, "moved")
+		assert.NotEmpty(c, s.Status.MachineClaim)
+		assert.Nil(c, s.Status.Conditions.Get(types.ConditionClaimed))
+	}, 10*time.Second, 5*time.Millisecond)
+	// It runs again at the event's end (before its timeout).
+	assert.Equal(t, 50*time.Minute, tn.node.duties.reconcileSession("early"))
+
+	// At the CutOff end it ends, releasing its claim, and says why.
+	clk.Set(t0.Add(time.Hour))
+	tn.node.duties.q.Add(dutySession + "early")
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		s := state(c, "early")
+		assert.Equal(c, types.SessionPhaseEnded, s.Status.Phase)
+		claimed(c, s, scheduler.SessionEventEnded, "scheduled event later ended at "+stamp(t0.Add(time.Hour)))
+		_, err := tn.st.Get(types.KindMachineClaim, claim)
+		assert.ErrorIs(c, err, store.ErrNotFound, "its claim is released")
+	}, 10*time.Second, 5*time.Millisecond)
+}
 
 // A session never takes over a claim it did not make. A user could name a
 // session and scenario whose claim name was another user's claim: the

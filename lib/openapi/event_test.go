@@ -9,7 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestClaimsOnlyInsideTheirEventWindow(t *testing.T) {
+// eventWindowEnv is a server at 2026-11-30 12:00 UTC with events "open" (in
+// its window), "later" (opens in an hour) and "over" (ended an hour ago),
+// and an access code "all-the-events" granting them and "nope", which does
+// not exist.
+func eventWindowEnv(t *testing.T) *testEnv {
+	t.Helper()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	e := newTestEnv(t, func(c *Config) { c.Now = func() time.Time { return now } })
 	event := func(name string, start, end time.Time) map[string]any {
@@ -27,6 +32,11 @@ func TestClaimsOnlyInsideTheirEventWindow(t *testing.T) {
 	code := map[string]any{"kind": "AccessCode", "metadata": map[string]any{"name": "all"},
 		"spec": map[string]any{"code": "all-the-events", "scheduledEvents": []any{"open", "later", "over", "nope"}}}
 	require.Equal(t, http.StatusCreated, e.do(http.MethodPost, "/api/v1/accesscodes", adminTok, code).code)
+	return e
+}
+
+func TestClaimsOnlyInsideTheirEventWindow(t *testing.T) {
+	e := eventWindowEnv(t)
 	claim := func(name, event string) map[string]any {
 		return map[string]any{"kind": "MachineClaim", "metadata": map[string]any{"name": name},
 			"spec": map[string]any{"machineTemplate": "t", "scheduledEvent": event, "accessCode": "all-the-events"}}
@@ -54,6 +64,36 @@ func TestClaimsOnlyInsideTheirEventWindow(t *testing.T) {
 				b := r.errBody(t)
 				assert.Equal(t, "spec.scheduledEvent", b.Field)
 				assert.Contains(t, b.Message, tc.says)
+			}
+		})
+	}
+}
+
+// A session is refused once its event is over, as a claim is (it could
+// never have a machine); before the start, and for an event that does not
+// exist yet, it is accepted and waits, its Claimed condition saying why
+// (lib/cluster TestSessionWaitsForItsEventWindow).
+func TestSessionsRefusedOnceTheirEventIsOver(t *testing.T) {
+	e := eventWindowEnv(t)
+	for _, tc := range []struct {
+		event string
+		code  int
+		says  string
+	}{
+		{"open", http.StatusCreated, ""},
+		{"later", http.StatusCreated, ""},
+		{"nope", http.StatusCreated, ""},
+		{"over", http.StatusForbidden, "scheduled event over ended at 2026-11-30T11:00:00Z"},
+	} {
+		t.Run(tc.event, func(t *testing.T) {
+			r := e.do(http.MethodPost, "/api/v1/sessions", aliceTok, map[string]any{"kind": "Session",
+				"metadata": map[string]any{"name": "s-" + tc.event},
+				"spec":     map[string]any{"machineTemplate": "t", "scheduledEvent": tc.event, "accessCode": "all-the-events"}})
+			require.Equal(t, tc.code, r.code, string(r.body))
+			if tc.says != "" {
+				b := r.errBody(t)
+				assert.Equal(t, "spec.scheduledEvent", b.Field)
+				assert.Equal(t, tc.says, b.Message)
 			}
 		})
 	}

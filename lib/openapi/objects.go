@@ -371,15 +371,28 @@ func (s *Server) checkCodeUnique(o types.Object) error {
 
 // checkEventWindow refuses a new claim under a scheduled event outside the
 // event's window (before its start, from its end on), for every role, and
-// fills in how the claim binds from the event's line for its template.
+// fills in how the claim binds from the event's line for its template. A
+// session is refused only once its event is over: before the start it
+// waits for it (its Claimed condition says until when), as it waits for an
+// event that does not exist yet (scheduler.SessionUnderEvent).
 func (s *Server) checkEventWindow(o types.Object) error {
-	claim, ok := o.(*types.MachineClaim)
-	if !ok || claim.Spec.ScheduledEvent == "" {
+	var event string
+	switch v := o.(type) {
+	case *types.MachineClaim:
+		event = v.Spec.ScheduledEvent
+	case *types.Session:
+		event = v.Spec.ScheduledEvent
+	}
+	if event == "" {
 		return nil
 	}
-	rec, err := s.st.Get(types.KindScheduledEvent, claim.Spec.ScheduledEvent)
+	_, session := o.(*types.Session)
+	rec, err := s.st.Get(types.KindScheduledEvent, event)
 	if errors.Is(err, store.ErrNotFound) {
-		return badRequest("spec.scheduledEvent", "scheduled event %q does not exist", claim.Spec.ScheduledEvent)
+		if session {
+			return nil
+		}
+		return badRequest("spec.scheduledEvent", "scheduled event %q does not exist", event)
 	}
 	if err != nil {
 		return err
@@ -389,6 +402,13 @@ func (s *Server) checkEventWindow(o types.Object) error {
 		return err
 	}
 	ev := obj.(*types.ScheduledEvent)
+	if session {
+		if gate := scheduler.SessionUnderEvent(s.cfg.Now(), *ev, false); gate.Over {
+			return forbidden("spec.scheduledEvent", "%s", gate.Message)
+		}
+		return nil
+	}
+	claim := o.(*types.MachineClaim)
 	if ok, why := scheduler.ClaimAllowedByEvent(s.cfg.Now(), *ev); !ok {
 		return forbidden("spec.scheduledEvent", "%s", why)
 	}

@@ -73,7 +73,8 @@ type SessionSpec struct {
 const DefaultSessionTimeout = time.Hour
 
 // ConditionClaimed is a session's condition while it cannot have its
-// claim: False, and why (it names no template, nor does its event).
+// claim: False, and why (it names no template, nor does its event; its
+// event has not opened; or, on an Ended session, its event is over).
 const ConditionClaimed = "Claimed"
 
 // AnnotationKeepalive holds the time (RFC 3339) of a session's last keepalive.
