@@ -449,6 +449,10 @@ func (k kindRoutes) delete(c *gin.Context) {
 			s.writeErr(c, err)
 			return
 		}
+		if err := s.checkAdminLeft(name); err != nil {
+			s.writeErr(c, err)
+			return
+		}
 	}
 	for try := 0; ; try++ {
 		rec, _, err := k.load(p, name)
@@ -469,6 +473,9 @@ func (k kindRoutes) delete(c *gin.Context) {
 		if err != nil {
 			s.writeErr(c, err)
 			return
+		}
+		if k.kind == types.KindUser {
+			s.deleteUserTokens(name)
 		}
 		s.writeRecord(c, http.StatusOK, rec)
 		return

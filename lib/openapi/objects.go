@@ -318,8 +318,8 @@ func (s *Server) liveClaims(user string) (int, error) {
 
 // checkUserUnused refuses to delete a user who still holds live claims or
 // sessions not ended: their machines would run on for nobody (a cloud VM
-// at a cost), and nothing would release them. The user's tokens stop
-// working with the user, so they do not hold it up.
+// at a cost), and nothing would release them. The user's tokens go with
+// the user (deleteUserTokens), so they do not hold it up.
 func (s *Server) checkUserUnused(user string) error {
 	claims, err := s.liveClaims(user)
 	if err != nil {
@@ -334,6 +334,52 @@ func (s *Server) checkUserUnused(user string) error {
 	}
 	return newErr(http.StatusConflict, CodeConflict, "", "user %s still holds %d live claims and %d sessions: delete them first (hf-cli user delete --cascade does, and deletes the user's tokens too)",
 		user, claims, sessions)
+}
+
+// checkAdminLeft refuses to delete the last enabled user holding the
+// admin role (409): nobody could manage users and tokens any more, and
+// every admin token, the nodes' local ones included, would stop. Two
+// deletes of the last two admins sent to two nodes at once may both pass.
+func (s *Server) checkAdminLeft(user string) error {
+	users, err := store.List[types.User](s.st, types.KindUser)
+	if err != nil {
+		return err
+	}
+	admin, others := false, 0
+	for _, u := range users {
+		switch {
+		case !u.HasRole(RoleAdmin):
+		case u.Metadata.Name == user:
+			admin = true
+		case !u.Spec.Disabled:
+			others++
+		}
+	}
+	if !admin || others > 0 {
+		return nil
+	}
+	return newErr(http.StatusConflict, CodeConflict, "", "user %s is the last enabled user with role admin: without it nobody could manage users and tokens, and every admin token (the nodes' local-* ones too) would stop working; give another user role admin first", user)
+}
+
+// deleteUserTokens deletes the tokens of user, just deleted. They stopped
+// working with it already (and a user made again under the name does not
+// take them back: types.Token.OfUser); this keeps them out of the token
+// list. A token that cannot be deleted is logged and left: it is dead.
+func (s *Server) deleteUserTokens(user string) {
+	toks, err := store.List[types.Token](s.st, types.KindToken)
+	if err != nil {
+		s.log.Warn("list tokens of deleted user", "user", user, "err", err)
+		return
+	}
+	for _, t := range toks {
+		if t.Spec.User != user {
+			continue
+		}
+		// At its version: a token made meanwhile under the name is another's.
+		if _, err := s.st.Delete(types.KindToken, t.Metadata.Name, t.Metadata.Version); err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrConflict) {
+			s.log.Warn("delete token of deleted user", "user", user, "token", t.Metadata.Name, "err", err)
+		}
+	}
 }
 
 // codeBySecret returns the AccessCode whose spec.code is secret (compared

@@ -240,7 +240,7 @@ func fullObjects(t testing.TB) []types.Object {
 		&types.User{TypeMeta: types.TypeMeta{APIVersion: types.APIVersion, Kind: types.KindUser}, Metadata: meta("alice"),
 			Spec: types.UserSpec{DisplayName: "Alice", Roles: []string{RoleUser, RoleOperator}, Disabled: true}},
 		&types.Token{TypeMeta: types.TypeMeta{APIVersion: types.APIVersion, Kind: types.KindToken}, Metadata: meta("alice-1"),
-			Spec: types.TokenSpec{User: "alice", Role: RoleUser, ExpiresAt: ts, Hash: "00", Salt: "11"}},
+			Spec: types.TokenSpec{User: "alice", Role: RoleUser, ExpiresAt: ts, UserCreatedAt: ts, Hash: "00", Salt: "11"}},
 	}
 	var kinds []string
 	for _, o := range objs {

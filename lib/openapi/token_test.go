@@ -48,11 +48,11 @@ func TestLoadOrCreateAdminToken(t *testing.T) {
 
 		tok, err := store.Get[types.Token](st, types.KindToken, name)
 		require.NoError(t, err)
-		assert.Equal(t, types.TokenSpec{User: AdminUser, Role: RoleAdmin, Hash: tok.Spec.Hash, Salt: tok.Spec.Salt}, tok.Spec)
-		assert.NotContains(t, tok.Spec.Hash, secret)
 		user, err := store.Get[types.User](st, types.KindUser, AdminUser)
 		require.NoError(t, err)
 		assert.Equal(t, []string{RoleAdmin}, user.Spec.Roles)
+		assert.Equal(t, types.TokenSpec{User: AdminUser, Role: RoleAdmin, Hash: tok.Spec.Hash, Salt: tok.Spec.Salt, UserCreatedAt: user.Metadata.CreatedAt}, tok.Spec)
+		assert.NotContains(t, tok.Spec.Hash, secret)
 
 		again, err := LoadOrCreateAdminToken(st, dir, "", false)
 		require.NoError(t, err)
@@ -254,6 +254,81 @@ func TestClusterTokens(t *testing.T) {
 		assert.Equal(t, http.StatusUnauthorized, r.code)
 		assert.Contains(t, e.logs.String(), `method=DELETE path=/api/v1/tokens/carol-laptop status=200 token=admin role=admin`)
 	})
+}
+
+// A user's tokens go with the user: deleting it deletes them, and a user
+// made again under the name, with the roles of the old one, gets none of
+// them back, though one survived the delete (as on a node the token's
+// delete has not reached yet). (The tokens used to stay, and to work again
+// for the new user.) A token of an earlier release, without
+// spec.userCreatedAt, is held to its creation time instead.
+func TestDeletedUserTakesItsTokens(t *testing.T) {
+	e := newTestEnv(t)
+	e.makeUser("dave", RoleUser)
+	dave := e.makeToken("dave-2", "dave", RoleUser)
+	e.makeUser("fay", RoleUser)
+	fay := e.makeToken("fay-1", "fay", RoleUser)
+	require.Equal(t, http.StatusOK, e.do("GET", "/api/v1/whoami", dave, nil).code)
+
+	require.Equal(t, http.StatusOK, e.do("DELETE", path(types.KindUser, "dave"), adminTok, nil).code)
+	assert.Equal(t, http.StatusNotFound, e.do("GET", path(types.KindToken, "dave-2"), adminTok, nil).code, "the user's token is deleted with it")
+	r := e.do("GET", path(types.KindToken), adminTok, nil)
+	require.Equal(t, http.StatusOK, r.code)
+	assert.NotContains(t, string(r.body), `"dave-2"`)
+	assert.Contains(t, string(r.body), `"fay-1"`, "another user's token stays")
+	assert.Equal(t, http.StatusUnauthorized, e.do("GET", "/api/v1/whoami", dave, nil).code)
+	assert.Equal(t, http.StatusOK, e.do("GET", "/api/v1/whoami", fay, nil).code)
+	e.makeUser("dave", RoleUser)
+	assert.Equal(t, http.StatusUnauthorized, e.do("GET", "/api/v1/whoami", dave, nil).code, "a new dave does not revive the old one's token")
+
+	// A token that survived its user's delete, of a role the new user holds.
+	e.makeUser("erin", RoleAdmin, RoleUser)
+	old := e.makeToken("erin-admin", "erin", RoleAdmin)
+	require.Equal(t, http.StatusOK, e.do("GET", "/api/v1/whoami", old, nil).code)
+	_, err := e.st.Delete(types.KindUser, "erin", types.Version{}) // the user only
+	require.NoError(t, err)
+	e.makeUser("erin", RoleAdmin, RoleUser)
+	r = e.do("GET", "/api/v1/whoami", old, nil)
+	assert.Equal(t, http.StatusUnauthorized, r.code)
+	assert.Contains(t, r.errBody(t).Message, "user erin was deleted")
+	fresh := e.makeToken("erin-admin-2", "erin", RoleAdmin)
+	assert.Equal(t, http.StatusOK, e.do("GET", "/api/v1/whoami", fresh, nil).code, "the new erin's own token works")
+
+	r = e.do("POST", path(types.KindToken), adminTok, map[string]any{"kind": types.KindToken, "metadata": map[string]any{"name": "stamped"},
+		"spec": map[string]any{"user": "erin", "role": RoleUser, "userCreatedAt": "2030-01-01T00:00:00Z"}})
+	assert.Equal(t, http.StatusBadRequest, r.code)
+	assert.Equal(t, "spec.userCreatedAt", r.errBody(t).Field)
+}
+
+// The last enabled user with role admin is not deleted (409 saying why):
+// every admin token, the nodes' local ones too, would stop. (It was deleted,
+// and re-making it revived the old admin tokens.)
+func TestLastAdminIsNotDeleted(t *testing.T) {
+	st := openStore(t)
+	bearer, err := NewBootstrapToken()
+	require.NoError(t, err)
+	require.NoError(t, BootstrapAdmin(st, bearer))
+	e := newTestEnvOn(t, st)
+
+	r := e.do("DELETE", path(types.KindUser, AdminUser), bearer, nil)
+	require.Equal(t, http.StatusConflict, r.code, "%s", r.body)
+	assert.Contains(t, r.errBody(t).Message, "last enabled user with role admin")
+	assert.Equal(t, http.StatusOK, e.do("GET", "/api/v1/whoami", bearer, nil).code)
+
+	// A disabled admin does not count; an enabled one does.
+	e.makeUser("spare", RoleAdmin)
+	spare := map[string]any{"kind": types.KindUser, "metadata": map[string]any{"name": "spare"}, "spec": map[string]any{"roles": []string{RoleAdmin}, "disabled": true}}
+	require.Equal(t, http.StatusOK, e.do("PUT", path(types.KindUser, "spare"), bearer, spare).code)
+	assert.Equal(t, http.StatusConflict, e.do("DELETE", path(types.KindUser, AdminUser), bearer, nil).code)
+	e.makeUser("ops", RoleOperator)
+	assert.Equal(t, http.StatusOK, e.do("DELETE", path(types.KindUser, "ops"), bearer, nil).code, "not an admin")
+	e.makeUser("root", RoleAdmin, RoleUser)
+	assert.Equal(t, http.StatusOK, e.do("DELETE", path(types.KindUser, AdminUser), bearer, nil).code, "root is an admin still")
+	assert.Equal(t, http.StatusUnauthorized, e.do("GET", "/api/v1/whoami", bearer, nil).code)
+	r = e.do("DELETE", path(types.KindUser, "root"), adminTok, nil)
+	assert.Equal(t, http.StatusConflict, r.code)
+	assert.Contains(t, r.errBody(t).Message, "user root is the last")
+	assert.Equal(t, http.StatusOK, e.do("DELETE", path(types.KindUser, "spare"), adminTok, nil).code, "a disabled admin is not the last")
 }
 
 // An open event stream ends when its token would be refused: revoked, its

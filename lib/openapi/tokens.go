@@ -59,7 +59,8 @@ func tokenMAC(salt []byte, secret string) []byte {
 
 // clusterToken checks a bearer string against the cluster's Token objects:
 // the token must exist with that secret, not have expired, and its user
-// must exist, be enabled and still hold the token's role.
+// must exist (the very object it was made for, not one made again under
+// the name), be enabled and still hold the token's role.
 // It returns the token too, whose expiry a cached answer keeps checking.
 func (a *authenticator) clusterToken(bearer string) (Principal, *types.Token, error) {
 	name, secret, ok := strings.Cut(bearer, ".")
@@ -85,6 +86,9 @@ func (a *authenticator) clusterToken(bearer string) (Principal, *types.Token, er
 	switch {
 	case err != nil:
 		return Principal{}, nil, fmt.Errorf("token %s: its user %s no longer exists", name, tok.Spec.User)
+	case !tok.OfUser(user):
+		// Deleted and made again: the new user does not inherit the tokens.
+		return Principal{}, nil, fmt.Errorf("token %s: its user %s was deleted; the user of that name now is another", name, tok.Spec.User)
 	case user.Spec.Disabled:
 		return Principal{}, nil, fmt.Errorf("token %s: user %s is disabled", name, tok.Spec.User)
 	case !user.HasRole(tok.Spec.Role):
@@ -156,6 +160,9 @@ func (s *Server) prepareToken(o types.Object) (string, error) {
 	if tok.Spec.Hash != "" || tok.Spec.Salt != "" {
 		return "", badRequest("spec.hash", "is made by the server: leave spec.hash and spec.salt out")
 	}
+	if !tok.Spec.UserCreatedAt.IsZero() {
+		return "", badRequest("spec.userCreatedAt", "is set by the server: leave it out")
+	}
 	if tok.ExpiredAt(s.cfg.Now()) {
 		return "", badRequest("spec.expiresAt", "is in the past")
 	}
@@ -169,6 +176,7 @@ func (s *Server) prepareToken(o types.Object) (string, error) {
 	if !user.HasRole(tok.Spec.Role) {
 		return "", badRequest("spec.role", "user %q does not have role %q (it has %v)", tok.Spec.User, tok.Spec.Role, user.Spec.Roles)
 	}
+	tok.Spec.UserCreatedAt = user.Metadata.CreatedAt
 	return mintToken(tok)
 }
 
@@ -206,10 +214,12 @@ func BootstrapAdmin(st *store.Store, bearer string) error {
 	if err := hashToken(tok, secret); err != nil {
 		return err
 	}
-	for _, o := range []types.Object{user, tok} {
-		if _, err := st.Put(o, store.PutOptions{}); err != nil {
-			return fmt.Errorf("bootstrap admin: %w", err)
-		}
+	if _, err := st.Put(user, store.PutOptions{}); err != nil {
+		return fmt.Errorf("bootstrap admin: %w", err)
+	}
+	tok.Spec.UserCreatedAt = user.Metadata.CreatedAt
+	if _, err := st.Put(tok, store.PutOptions{}); err != nil {
+		return fmt.Errorf("bootstrap admin: %w", err)
 	}
 	return nil
 }

@@ -93,6 +93,11 @@ type TokenSpec struct {
 	Role string `json:"role"`
 	// ExpiresAt ends the token (zero: never).
 	ExpiresAt time.Time `json:"expiresAt,omitzero"`
+	// UserCreatedAt is the createdAt of the User object the token was made
+	// for, set by the server: a user deleted and made again under the same
+	// name is another object, which the old tokens do not act for (see
+	// OfUser).
+	UserCreatedAt time.Time `json:"userCreatedAt,omitzero"`
 	// Hash is HMAC-SHA256 of the secret keyed with Salt, hex; both are made
 	// by the server and never shown.
 	Hash string `json:"hash,omitempty"`
@@ -128,6 +133,18 @@ func (o *Token) Validate() error {
 		return Invalid("spec.role", "must be one of %v, got %q", Roles, o.Spec.Role)
 	}
 	return nil
+}
+
+// OfUser reports whether the token was made for user, the object now
+// stored under its spec.user, and not for an earlier user of that name
+// since deleted. A token of an earlier release, made without
+// spec.userCreatedAt, counts as user's when it was not made before user
+// was created.
+func (o *Token) OfUser(user *User) bool {
+	if !o.Spec.UserCreatedAt.IsZero() {
+		return o.Spec.UserCreatedAt.Equal(user.Metadata.CreatedAt)
+	}
+	return !o.Metadata.CreatedAt.Before(user.Metadata.CreatedAt)
 }
 
 // ExpiredAt reports whether the token has expired at now.

@@ -160,7 +160,8 @@ type deleteOptions struct {
 	ignoreNotFound bool
 	wait           bool
 	waitTimeout    time.Duration
-	// cascade (users): delete the user's sessions, claims and tokens first.
+	// cascade (users): delete the user's sessions and claims first (the
+	// server deletes the user's tokens with it).
 	cascade bool
 }
 
@@ -186,31 +187,21 @@ func newDeleteCmd(f *Factory, res *resource) *cobra.Command {
 	waitTimeoutFlag(c.Flags(), &opts.waitTimeout, 2*time.Minute, "give up waiting after this long")
 	if res.Kind == types.KindUser {
 		// The server refuses to delete a user who holds claims or sessions.
-		c.Flags().BoolVar(&opts.cascade, "cascade", false, "first delete the user's sessions and claims (releasing their machines) and tokens")
+		c.Flags().BoolVar(&opts.cascade, "cascade", false, "first delete the user's sessions and claims (releasing their machines); the user's tokens go with the user")
 	}
 	return c
 }
 
-// ownerUser is the user a session, claim or token is for ("" for others).
-func ownerUser(o types.Object) string {
-	if t, ok := o.(*types.Token); ok {
-		return t.Spec.User
-	}
-	user, _ := types.UserOf(o)
-	return user
-}
-
-// deleteUserObjects deletes what user holds: sessions, claims (their
-// machines are released) and tokens, saying each; objects already gone
-// count as deleted.
+// deleteUserObjects deletes what user holds: sessions and claims (their
+// machines are released), saying each; objects already gone count as
+// deleted. The user's tokens are the server's to delete, with the user: a
+// delete the server refuses (the last admin) must not have taken them
+// first, the caller's own among them.
 func deleteUserObjects(ctx context.Context, f *Factory, c *client.Client, user string) error {
 	p := f.printer()
-	for _, kind := range []string{types.KindSession, types.KindMachineClaim, types.KindToken} {
+	for _, kind := range []string{types.KindSession, types.KindMachineClaim} {
 		rctx, cancel := f.requestContext(ctx)
 		field := "spec.user=" + user
-		if kind == types.KindToken {
-			field = "" // tokens have no field selector: filtered here
-		}
 		objs, err := c.ListFields(rctx, kind, "", field)
 		cancel()
 		if err != nil {
@@ -219,7 +210,7 @@ func deleteUserObjects(ctx context.Context, f *Factory, c *client.Client, user s
 		for _, o := range objs {
 			// Checked here too: a server that ignored the field selector
 			// must not make this delete another user's objects.
-			if ownerUser(o) != user {
+			if owner, _ := types.UserOf(o); owner != user {
 				continue
 			}
 			name := o.Meta().Name
