@@ -360,6 +360,10 @@ func (k kindRoutes) update(c *gin.Context) {
 			return
 		}
 		prepareUpdate(obj, stored)
+		if err := keepFixed(obj, stored); err != nil {
+			s.writeErr(c, err)
+			return
+		}
 		if err := validate(obj); err != nil {
 			s.writeErr(c, err)
 			return

@@ -489,3 +489,60 @@ func TestListBodyEncode(t *testing.T) {
 		assert.Equal(t, l.Continue == "", !strings.Contains(string(got), `"continue"`))
 	}
 }
+
+// A claim's spec cannot change after creation: its machine was made from
+// it. A PUT by an admin or an operator that gives another template, user,
+// environment, ... is a 409 naming the field and changes nothing; labels
+// and annotations still change, and spec fields the body leaves out keep
+// their values. (The spec used to be rewritten unchecked: a Bound claim
+// read template big, a user that did not exist and an environment whose
+// cap was never checked, while its machine was the small one.)
+func TestClaimSpecIsFixed(t *testing.T) {
+	e := newTestEnv(t)
+	e.makeUser("olga", RoleOperator)
+	opTok := e.makeToken("olga-1", "olga", RoleOperator)
+	for _, n := range []string{"small", "big"} {
+		require.Equal(t, http.StatusCreated, e.do("POST", path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, n)).code)
+	}
+	require.Equal(t, http.StatusCreated, e.do("POST", path(types.KindEnvironment), adminTok, minimal(types.KindEnvironment, "lab")).code)
+	pc := map[string]any{"metadata": map[string]any{"name": "pc"}, "spec": map[string]any{"machineTemplate": "small"}}
+	r := e.do("POST", path(types.KindMachineClaim), aliceTok, pc)
+	require.Equal(t, http.StatusCreated, r.code, "%s", r.body)
+	created := r.obj(t)
+
+	for _, tc := range []struct {
+		name  string
+		spec  map[string]any
+		field string
+	}{
+		{"the report's PUT", map[string]any{"machineTemplate": "big", "user": "mallory", "environment": "lab"}, "spec.machineTemplate"},
+		{"user", map[string]any{"machineTemplate": "small", "user": "mallory"}, "spec.user"},
+		{"environment", map[string]any{"environment": "lab"}, "spec.environment"},
+		{"bind timeout", map[string]any{"bindTimeout": "1h"}, "spec.bindTimeout"},
+		{"sets", map[string]any{"bindStrategy": "PreferMachineSets", "bindStrategyMachineSets": []string{"pool"}}, "spec.bindStrategy"},
+	} {
+		for who, tok := range map[string]string{"admin": adminTok, "operator": opTok} {
+			t.Run(tc.name+" by "+who, func(t *testing.T) {
+				r := e.do("PUT", path(types.KindMachineClaim, "pc"), tok, map[string]any{"metadata": map[string]any{"name": "pc"}, "spec": tc.spec})
+				require.Equal(t, http.StatusConflict, r.code, "%s", r.body)
+				b := r.errBody(t)
+				assert.Equal(t, tc.field, b.Field)
+				assert.Contains(t, b.Message, "cannot change after creation; delete the claim and create another")
+			})
+		}
+	}
+	r = e.do("GET", path(types.KindMachineClaim, "pc"), adminTok, nil)
+	require.Equal(t, http.StatusOK, r.code)
+	assert.Equal(t, created, r.obj(t), "nothing changed")
+
+	// Labels change, by an operator too; the spec the body leaves out stays.
+	labelled := map[string]any{"metadata": map[string]any{"name": "pc", "labels": map[string]any{"team": "a"}}, "spec": map[string]any{"machineTemplate": "small"}}
+	r = e.do("PUT", path(types.KindMachineClaim, "pc"), opTok, labelled)
+	require.Equal(t, http.StatusOK, r.code, "%s", r.body)
+	got := r.obj(t)
+	assert.Equal(t, map[string]any{"team": "a"}, got["metadata"].(map[string]any)["labels"])
+	assert.Equal(t, created["spec"], got["spec"])
+	// The claim as read goes back unchanged.
+	r = e.do("PUT", path(types.KindMachineClaim, "pc"), adminTok, json.RawMessage(e.do("GET", path(types.KindMachineClaim, "pc"), adminTok, nil).body))
+	require.Equal(t, http.StatusOK, r.code, "%s", r.body)
+}
