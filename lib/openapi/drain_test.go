@@ -12,10 +12,9 @@ import (
 
 func TestDrainAndUndrain(t *testing.T) {
 	e := newTestEnv(t)
-	r := e.do(http.MethodPost, "/api/v1/nodes", adminTok, minimal(types.KindNode, "n1"))
-	require.Equal(t, http.StatusCreated, r.code, string(r.body))
+	e.reportNode("n1", types.NodeUp)
 
-	r = e.do(http.MethodPost, "/api/v1/nodes/n1/drain", adminTok, nil)
+	r := e.do(http.MethodPost, "/api/v1/nodes/n1/drain", adminTok, nil)
 	require.Equal(t, http.StatusOK, r.code, string(r.body))
 	assert.Equal(t, true, r.obj(t)["spec"].(map[string]any)["maintenance"])
 	// Draining twice is fine.

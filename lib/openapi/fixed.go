@@ -12,10 +12,15 @@ import (
 )
 
 // Fields a PUT may not change: a claim's spec, which its election,
-// binding and machine were made from. A PUT may leave such a field out
+// binding and machine were made from; and what facets of other writers
+// hold (types.Facet, lib/cluster/doc.go): a machine is its node's owner
+// facet alone, and a Node its node's report but for the maintenance flag,
+// so a PUT could only be ignored there. A PUT may leave such a field out
 // (it keeps its value: the object read back from a file of the original
 // request, without what the server filled in, is no change) or give it as
-// it is; any other value is a 409 naming the field.
+// it is; any other value is a 409 naming the field. (Status is the
+// cluster's on every kind but Environment, and is not taken from a PUT
+// at all.)
 
 // keepFixed holds o, an update of stored, to the fields that cannot change
 // through the API and fills in the ones it left out.
@@ -27,7 +32,44 @@ func keepFixed(o, stored types.Object) error {
 			return fixedErr(field, was, got, "cannot change after creation; delete the claim and create another")
 		}
 		v.Spec = have.Spec
+	case *types.Machine:
+		have := stored.(*types.Machine)
+		if err := keepMeta(&v.Metadata, &have.Metadata, "is written by the machine's node only; the API changes nothing of a machine (delete it to release it)"); err != nil {
+			return err
+		}
+		if field, was, got := changedField("spec", have.Spec, v.Spec); field != "" {
+			return fixedErr(field, was, got, "is written by the machine's node only; the API changes nothing of a machine (delete it to release it)")
+		}
+		v.Spec = have.Spec
+	case *types.Node:
+		have := stored.(*types.Node)
+		const why = "is what the node reports of itself; the API writes spec.maintenance only (hf-cli node drain|undrain)"
+		if err := keepMeta(&v.Metadata, &have.Metadata, why); err != nil {
+			return err
+		}
+		maint := v.Spec.Maintenance
+		v.Spec.Maintenance = have.Spec.Maintenance
+		if field, was, got := changedField("spec", have.Spec, v.Spec); field != "" {
+			return fixedErr(field, was, got, why)
+		}
+		v.Spec = have.Spec
+		v.Spec.Maintenance = maint
 	}
+	return nil
+}
+
+// keepMeta holds a PUT's labels and annotations to the stored ones, for a
+// kind whose metadata the API does not write.
+func keepMeta(m, have *types.ObjectMeta, why string) error {
+	for _, f := range []struct {
+		field     string
+		got, have map[string]string
+	}{{"metadata.labels", m.Labels, have.Labels}, {"metadata.annotations", m.Annotations, have.Annotations}} {
+		if field, was, got := changedField(f.field, f.have, f.got); field != "" {
+			return fixedErr(field, was, got, why)
+		}
+	}
+	m.Labels, m.Annotations = have.Labels, have.Annotations
 	return nil
 }
 

@@ -209,6 +209,10 @@ func (k kindRoutes) create(c *gin.Context) {
 		s.writeErr(c, forbidden("", "role %s may not create %s", p.Role, types.Plural(k.kind)))
 		return
 	}
+	if k.kind == types.KindNode {
+		s.writeErr(c, errNodeCreate)
+		return
+	}
 	obj, err := k.decodeBody(c)
 	if err != nil {
 		s.writeErr(c, err)
@@ -326,7 +330,12 @@ func (k kindRoutes) update(c *gin.Context) {
 		return
 	}
 	name := c.Param("name")
-	obj, err := k.decodeBody(c)
+	body, err := readBody(c.Writer, c.Request, s.cfg.BodyTimeout)
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	obj, err := decodeObject(k.kind, body)
 	if err != nil {
 		s.writeErr(c, err)
 		return
@@ -354,6 +363,15 @@ func (k kindRoutes) update(c *gin.Context) {
 		return
 	}
 	for try := 0; ; try++ {
+		if try > 0 {
+			// keepFixed filled in what the body left out from the object
+			// read then: start again from the body.
+			if obj, err = decodeObject(k.kind, body); err != nil {
+				s.writeErr(c, err)
+				return
+			}
+			obj.Meta().Name = name
+		}
 		rec, stored, err := k.load(p, name)
 		if err != nil {
 			s.writeErr(c, err)
@@ -459,8 +477,12 @@ func (k kindRoutes) delete(c *gin.Context) {
 		}
 	}
 	for try := 0; ; try++ {
-		rec, _, err := k.load(p, name)
+		rec, obj, err := k.load(p, name)
 		if err != nil {
+			s.writeErr(c, err)
+			return
+		}
+		if err := checkNodeDown(obj); err != nil {
 			s.writeErr(c, err)
 			return
 		}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -98,6 +99,22 @@ func newTestEnvOn(t *testing.T, st *store.Store, mods ...func(*Config)) *testEnv
 		}
 	})
 	return e
+}
+
+// reportNode writes node name's report as the node itself does (nodes make
+// their own Node objects; the API refuses to), with phase.
+func (e *testEnv) reportNode(name string, phase types.NodePhase) {
+	e.t.Helper()
+	n := &types.Node{TypeMeta: types.TypeMeta{Kind: types.KindNode}, Metadata: types.ObjectMeta{Name: name},
+		Spec: types.NodeSpec{APIAddress: "127.0.0.1:8080"}, Status: types.NodeStatus{Phase: phase}}
+	_, err := store.UpdateFacet(e.st, types.KindNode, name, types.FacetReport, func(o *types.Node) error {
+		o.Spec.APIAddress, o.Status.Phase = n.Spec.APIAddress, phase
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		_, err = e.st.Put(n, store.PutOptions{Create: true, Facets: []string{types.FacetReport}})
+	}
+	require.NoError(e.t, err)
 }
 
 // response is a finished HTTP exchange.

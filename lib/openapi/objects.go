@@ -97,7 +97,8 @@ func prepareCreate(o types.Object) {
 }
 
 // prepareUpdate carries over what a PUT does not change: createdAt and, unless
-// the client writes it, the status.
+// the client writes it, the status (keepFixed holds it to the fields it may
+// not change).
 func prepareUpdate(o, stored types.Object) {
 	m := o.Meta()
 	m.Version, m.Facets = types.Version{}, nil
@@ -105,18 +106,6 @@ func prepareUpdate(o, stored types.Object) {
 	m.CreatedAt = stored.Meta().CreatedAt
 	if !clientWritesStatus(o.GetKind()) {
 		copyStatus(o, stored)
-	}
-	switch v := o.(type) {
-	case *types.Node:
-		// A node reports itself; the API writes its maintenance flag only.
-		st := stored.(*types.Node)
-		maint := v.Spec.Maintenance
-		v.Spec, v.Metadata.Labels, v.Metadata.Annotations = st.Spec, st.Metadata.Labels, st.Metadata.Annotations
-		v.Spec.Maintenance = maint
-	case *types.Machine:
-		// A machine is written by its node alone.
-		st := stored.(*types.Machine)
-		v.Spec, v.Metadata.Labels, v.Metadata.Annotations = st.Spec, st.Metadata.Labels, st.Metadata.Annotations
 	}
 }
 

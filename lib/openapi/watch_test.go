@@ -35,7 +35,7 @@ func TestWatchKind(t *testing.T) {
 	assert.Equal(t, "put", ev.name, "the stream starts with the current objects")
 	assert.Equal(t, "t0", ev.data.Name)
 
-	require.Equal(t, 201, e.do("POST", path(types.KindNode), adminTok, minimal(types.KindNode, "n1")).code)
+	e.reportNode("n1", types.NodeUp)
 	require.Equal(t, 201, e.do("POST", path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, "t1")).code)
 	ev = next(t, ch)
 	assert.Equal(t, "put", ev.name, "the node is not in this stream")
@@ -88,7 +88,7 @@ func TestWatchEventsKindsAndResume(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ch, _ := e.openStream(ctx, "/api/v1/events?kinds=MachineClaim,machines", adminTok)
-	require.Equal(t, 201, e.do("POST", path(types.KindNode), adminTok, minimal(types.KindNode, "n1")).code)
+	e.reportNode("n1", types.NodeUp)
 	require.Equal(t, 201, e.do("POST", path(types.KindMachine), adminTok, minimal(types.KindMachine, "m1")).code)
 	require.Equal(t, 201, e.do("POST", path(types.KindMachineClaim), adminTok, minimal(types.KindMachineClaim, "c1")).code)
 	ev := next(t, ch)
@@ -196,7 +196,7 @@ func TestWatchHeartbeat(t *testing.T) {
 // and store watchers.
 func TestWatchLeaksNothing(t *testing.T) {
 	e := newTestEnv(t)
-	require.Equal(t, 201, e.do("POST", path(types.KindNode), adminTok, minimal(types.KindNode, "n1")).code)
+	e.reportNode("n1", types.NodeUp)
 	e.http.Client().CloseIdleConnections()
 	base := runtime.NumGoroutine()
 	var cancels []context.CancelFunc

@@ -1,0 +1,30 @@
+package openapi
+
+import (
+	"net/http"
+
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// Node objects are made by the nodes themselves: each hf-node writes its
+// own report facet (lib/cluster/reporter.go), and the API writes only the
+// maintenance flag. A Node made through the API would be no node: nothing
+// reports for it, it reads Down for ever, and a node of that name that
+// starts later takes it over.
+
+// errNodeCreate answers a POST of a Node.
+var errNodeCreate = newErr(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "",
+	"nodes are made by the nodes themselves: start hf-node (with --join to add a host to this cluster) and it reports itself")
+
+// checkNodeDown refuses to delete a node that is Up (or Draining): it
+// reports again within a heartbeat and is back at once, with a new
+// createdAt. A node that is stopped (it reported Down) or gone (the down
+// verdict) may be deleted; one that never reported too.
+func checkNodeDown(o types.Object) error {
+	n, ok := o.(*types.Node)
+	if !ok || (n.Status.Phase != types.NodeUp && n.Status.Phase != types.NodeDraining) {
+		return nil
+	}
+	return newErr(http.StatusConflict, CodeConflict, "", "node %s is %s: it would report itself again at once; stop hf-node on it first (it then reads Down and may be deleted), or drain it (hf-cli node drain %s) to stop new placements on it",
+		n.Metadata.Name, n.Status.Phase, n.Metadata.Name)
+}
