@@ -7,6 +7,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/scheduler"
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
 )
 
 // eventWindowEnv is a server at 2026-11-30 12:00 UTC with events "open" (in
@@ -97,4 +101,55 @@ func TestSessionsRefusedOnceTheirEventIsOver(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A set a scheduled event created is the event's to size: a PUT that
+// changes a field the event decides (hf-cli set scale's minAvailable, say)
+// is a 409 naming the field and the event, since the event's reconcile set
+// it back within milliseconds after a 200. Fields the event leaves to the
+// set still change, and other sets scale as before.
+func TestEventSetIsTheEvents(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	e := newTestEnv(t, func(c *Config) { c.Now = func() time.Time { return now } })
+	require.Equal(t, http.StatusCreated, e.do(http.MethodPost, path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, "small")).code)
+	ev := map[string]any{"kind": "ScheduledEvent", "metadata": map[string]any{"name": "ws"},
+		"spec": map[string]any{"startTime": now.Add(-time.Minute).Format(time.RFC3339), "endTime": now.Add(time.Hour).Format(time.RFC3339),
+			"expectedUsers": 2, "requiredMachines": []any{map[string]any{"machineTemplate": "small", "count": 1, "createMachineSet": map[string]any{}}}}}
+	r := e.do(http.MethodPost, path(types.KindScheduledEvent)+"?capacityCheck=off", adminTok, ev)
+	require.Equal(t, http.StatusCreated, r.code, "%s", r.body)
+	// The event's owner makes its set, as lib/cluster's reconcileEvent does.
+	stored, err := store.Get[types.ScheduledEvent](e.st, types.KindScheduledEvent, "ws")
+	require.NoError(t, err)
+	plan := scheduler.PlanEvent(now, *stored, stored.Spec.ExpectedUsers, nil)
+	require.Len(t, plan.Create, 1)
+	_, err = e.st.Put(&plan.Create[0], store.PutOptions{Create: true})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusCreated, e.do(http.MethodPost, path(types.KindMachineSet), adminTok, minimal(types.KindMachineSet, "pool")).code)
+
+	scale := func(name string, min int) response {
+		set := e.do(http.MethodGet, path(types.KindMachineSet, name), adminTok, nil).obj(t)
+		set["spec"].(map[string]any)["minAvailable"] = min
+		return e.do(http.MethodPut, path(types.KindMachineSet, name), adminTok, set)
+	}
+	r = scale("ws-0", 1)
+	require.Equal(t, http.StatusConflict, r.code, "%s", r.body)
+	b := r.errBody(t)
+	assert.Equal(t, "spec.minAvailable", b.Field)
+	assert.Contains(t, b.Message, "kept by scheduled event ws")
+	assert.Contains(t, b.Message, "change the event instead")
+	set, err := store.Get[types.MachineSet](e.st, types.KindMachineSet, "ws-0")
+	require.NoError(t, err)
+	assert.Equal(t, 2, set.Spec.MinAvailable, "unchanged")
+	assert.Equal(t, http.StatusOK, scale("ws-0", 2).code, "the value the event gives is no change")
+
+	// What the event leaves to the set changes.
+	o := e.do(http.MethodGet, path(types.KindMachineSet, "ws-0"), adminTok, nil).obj(t)
+	o["spec"].(map[string]any)["maxAge"] = "2h"
+	r = e.do(http.MethodPut, path(types.KindMachineSet, "ws-0"), adminTok, o)
+	require.Equal(t, http.StatusOK, r.code, "%s", r.body)
+	assert.Equal(t, "2h0m0s", r.obj(t)["spec"].(map[string]any)["maxAge"])
+
+	r = scale("pool", 3)
+	require.Equal(t, http.StatusOK, r.code, "%s", r.body)
+	assert.EqualValues(t, 3, r.obj(t)["spec"].(map[string]any)["minAvailable"])
 }

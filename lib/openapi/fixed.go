@@ -2,12 +2,15 @@ package openapi
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
 	"time"
 
+	"github.com/hf-fleet/hf/lib/scheduler"
+	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -92,11 +95,16 @@ func shown(v any) string {
 
 // changedField names the first field (as its JSON path under prefix) that
 // got, a struct, sets to other than what have holds, with both values; ""
-// when there is none. A field got leaves empty is not a change. Structs
-// are compared field by field, so the innermost field is named, unless
-// they encode themselves (a duration, a time).
+// when there is none. A field got leaves empty is not a change.
 func changedField(prefix string, have, got any) (field string, was, is any) {
-	return changedValue(prefix, reflect.ValueOf(have), reflect.ValueOf(got))
+	v := []reflect.Value{reflect.ValueOf(have), reflect.ValueOf(got)}
+	field, vals := firstField(prefix, v, func(v []reflect.Value) bool {
+		return !empty(v[1]) && !reflect.DeepEqual(v[0].Interface(), v[1].Interface())
+	})
+	if field == "" {
+		return "", nil, nil
+	}
+	return field, vals[0].Interface(), vals[1].Interface()
 }
 
 var (
@@ -104,16 +112,17 @@ var (
 	timeType      = reflect.TypeFor[time.Time]()
 )
 
-func changedValue(path string, have, got reflect.Value) (string, any, any) {
-	if empty(got) {
-		return "", nil, nil
-	}
-	t := got.Type()
+// firstField finds the first field of vals (values of one struct type)
+// for which differs holds, by its JSON path under path, and its values.
+// Structs are looked into field by field, so the innermost field is
+// named, unless they encode themselves (a duration, a time).
+func firstField(path string, vals []reflect.Value, differs func([]reflect.Value) bool) (string, []reflect.Value) {
+	t := vals[0].Type()
 	if t.Kind() != reflect.Struct || t == timeType || t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType) {
-		if !reflect.DeepEqual(have.Interface(), got.Interface()) {
-			return path, have.Interface(), got.Interface()
+		if differs(vals) {
+			return path, vals
 		}
-		return "", nil, nil
+		return "", nil
 	}
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -124,11 +133,15 @@ func changedValue(path string, have, got reflect.Value) (string, any, any) {
 		if name == "" {
 			name = f.Name
 		}
-		if p, was, is := changedValue(path+"."+name, have.Field(i), got.Field(i)); p != "" {
-			return p, was, is
+		fields := make([]reflect.Value, len(vals))
+		for j, v := range vals {
+			fields[j] = v.Field(i)
+		}
+		if p, vs := firstField(path+"."+name, fields, differs); p != "" {
+			return p, vs
 		}
 	}
-	return "", nil, nil
+	return "", nil
 }
 
 // empty reports whether v is its zero value, or an empty map or slice.
@@ -138,4 +151,46 @@ func empty(v reflect.Value) bool {
 		return v.Len() == 0
 	}
 	return v.IsZero()
+}
+
+// checkEventSet refuses a PUT of a machine set that a scheduled event
+// created when it changes a field the event decides (409 naming the field
+// and the event): the event's reconcile sets the field back within
+// moments (scheduler.EventSetSpec), so the change would read as done and
+// be undone. Fields the event leaves to the set change as usual.
+func (s *Server) checkEventSet(o, stored types.Object) error {
+	set, ok := o.(*types.MachineSet)
+	if !ok {
+		return nil
+	}
+	have := stored.(*types.MachineSet)
+	name := have.Metadata.Labels[scheduler.LabelScheduledEvent]
+	if name == "" {
+		name = set.Metadata.Labels[scheduler.LabelScheduledEvent]
+	}
+	if name == "" {
+		return nil
+	}
+	ev, err := store.Get[types.ScheduledEvent](s.st, types.KindScheduledEvent, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	want, owned := scheduler.EventSetSpec(s.cfg.Now(), *ev, *set)
+	if !owned {
+		return nil
+	}
+	v := []reflect.Value{reflect.ValueOf(have.Spec), reflect.ValueOf(set.Spec), reflect.ValueOf(want)}
+	field, vals := firstField("spec", v, func(v []reflect.Value) bool {
+		changed := !reflect.DeepEqual(v[0].Interface(), v[1].Interface())
+		return changed && !reflect.DeepEqual(v[1].Interface(), v[2].Interface())
+	})
+	if field == "" {
+		return nil
+	}
+	return newErr(http.StatusConflict, CodeConflict, field,
+		"machine set %s is kept by scheduled event %s, which sets %s back to %s: change the event instead (its spec.requiredMachines, or spec.expectedUsers)",
+		set.Metadata.Name, ev.Metadata.Name, field, shown(vals[2].Interface()))
 }

@@ -386,6 +386,10 @@ func (k kindRoutes) update(c *gin.Context) {
 			s.writeErr(c, err)
 			return
 		}
+		if err := s.checkEventSet(obj, stored); err != nil {
+			s.writeErr(c, err)
+			return
+		}
 		if err := s.checkContent(obj); err != nil {
 			s.writeErr(c, err)
 			return

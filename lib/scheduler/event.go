@@ -277,6 +277,24 @@ func ClaimUnderEvent(claim types.MachineClaim, ev types.ScheduledEvent) (out typ
 	return out, false
 }
 
+// EventSetSpec is the spec ev's reconcile at now would give set, its own
+// set as a write would leave it (PlanEvent over that set alone): what the
+// event decides (its line and createMachineSet, minAvailable 0 once a Soft
+// event has ended) over what it leaves to the set. owned is false when ev
+// did not create set; a set the event is deleting keeps its spec.
+func EventSetSpec(now time.Time, ev types.ScheduledEvent, set types.MachineSet) (spec types.MachineSetSpec, owned bool) {
+	if !ownedByEvent(set, ev) {
+		return set.Spec, false
+	}
+	plan := PlanEvent(now, ev, ev.Spec.ExpectedUsers, []types.MachineSet{set})
+	for _, u := range plan.Update {
+		if u.Metadata.Name == set.Metadata.Name {
+			return u.Spec, true
+		}
+	}
+	return set.Spec, true
+}
+
 // ownedByEvent reports whether ev created s.
 func ownedByEvent(s types.MachineSet, ev types.ScheduledEvent) bool {
 	if slices.Contains(ev.Status.CreatedMachineSets, s.Metadata.Name) {

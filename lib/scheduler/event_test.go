@@ -336,3 +336,35 @@ func TestEventFits(t *testing.T) {
 		})
 	}
 }
+
+// EventSetSpec is what the event's reconcile would write back over a
+// change to one of its sets: what the event decides, and the set's own
+// value where the event leaves a field empty; a set it did not create is
+// not its own.
+func TestEventSetSpec(t *testing.T) {
+	ev := event("ws", evStart, time.Hour, types.ExpireSoft, line("tpl", 2, types.MachineTypeUser))
+	ev.Spec.ExpectedUsers = 3
+	made := PlanEvent(evStart, ev, ev.Spec.ExpectedUsers, nil).Create
+	require.Len(t, made, 1)
+	set := made[0]
+
+	spec, owned := EventSetSpec(evStart, ev, set)
+	assert.True(t, owned)
+	assert.Equal(t, set.Spec, spec, "as the event made it")
+
+	scaled := set
+	scaled.Spec.MinAvailable, scaled.Spec.Environment = 9, "lab"
+	spec, owned = EventSetSpec(evStart, ev, scaled)
+	assert.True(t, owned)
+	assert.Equal(t, 6, spec.MinAvailable, "the event decides minAvailable: set back")
+	assert.Equal(t, "lab", spec.Environment, "the event leaves the environment to the set")
+
+	spec, _ = EventSetSpec(evStart.Add(2*time.Hour), ev, scaled)
+	assert.Equal(t, 0, spec.MinAvailable, "a Soft event that ended keeps no warm machines")
+
+	other := poolSet("pool", "", 1, 1)
+	other.Spec.MinAvailable = 4
+	spec, owned = EventSetSpec(evStart, ev, other)
+	assert.False(t, owned)
+	assert.Equal(t, other.Spec, spec)
+}

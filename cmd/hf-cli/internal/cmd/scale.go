@@ -27,7 +27,9 @@ func newScaleCmd(f *Factory) *cobra.Command {
 		Short: "Change how many warm machines a set keeps (and how many it may provision)",
 		Long: "Set a machine set's spec.minAvailable (--min) and spec.maxProvisioned (--max,\n" +
 			"0 for no limit). The set is read and written back conditionally on the version\n" +
-			"read, so a concurrent change fails the command (exit 5) instead of being lost.",
+			"read, so a concurrent change fails the command (exit 5) instead of being lost.\n" +
+			"A set a scheduled event made is the event's to size: the server refuses to\n" +
+			"scale it (exit 5, naming the event); change the event instead.",
 		Example: "  hf-cli set scale pool --min 3\n" +
 			"  hf-cli set scale pool --min 3 --max 10",
 		Args: exactArgs(1, "one NAME"),
