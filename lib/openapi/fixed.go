@@ -76,9 +76,10 @@ func keepMeta(m, have *types.ObjectMeta, why string) error {
 	return nil
 }
 
-// fixedErr is the 409 of a PUT that changes field from was to got.
+// fixedErr is the 409 of a PUT that changes field from was to got. The
+// message names the field too: clients show a conflict's message alone.
 func fixedErr(field string, was, got any, why string) error {
-	return newErr(http.StatusConflict, CodeConflict, field, "%s (is %s, the request says %s)", why, shown(was), shown(got))
+	return newErr(http.StatusConflict, CodeConflict, field, "%s %s (is %s, the request says %s)", field, why, shown(was), shown(got))
 }
 
 // shown is v as JSON, cut short.

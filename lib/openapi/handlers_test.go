@@ -540,7 +540,7 @@ func TestClaimSpecIsFixed(t *testing.T) {
 				require.Equal(t, http.StatusConflict, r.code, "%s", r.body)
 				b := r.errBody(t)
 				assert.Equal(t, tc.field, b.Field)
-				assert.Contains(t, b.Message, "cannot change after creation; delete the claim and create another")
+				assert.Contains(t, b.Message, tc.field+" cannot change after creation; delete the claim and create another", "the message names the field: clients show it alone")
 			})
 		}
 	}
