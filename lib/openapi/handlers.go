@@ -390,6 +390,10 @@ func (k kindRoutes) update(c *gin.Context) {
 			s.writeErr(c, err)
 			return
 		}
+		if err := s.checkAdminKept(obj, stored); err != nil {
+			s.writeErr(c, err)
+			return
+		}
 		if err := s.checkContent(obj); err != nil {
 			s.writeErr(c, err)
 			return

@@ -221,7 +221,7 @@ func fullObjects(t testing.TB) []types.Object {
 			Spec: types.MachineClaimSpec{MachineTemplate: "small", User: "alice", AccessCode: "code", ScheduledEvent: "ev", Environment: "lab",
 				BindStrategy: types.BindRequireMachineSets, MachineSets: []string{"pool"}, BindTimeout: types.D(time.Minute), Metadata: map[string]string{"a": "b"}},
 			Status: types.MachineClaimStatus{Conditions: conds, Phase: types.ClaimBound, Machine: "m1", Node: "n1", Driver: "test", Round: 2, Reason: "r", PhaseTimes: pt,
-				Election: &types.ClaimElection{Round: 2, Node: "n1", Driver: "test", Failed: true, Reason: "r", Rebinds: 1, At: ts},
+				Election: &types.ClaimElection{Round: 2, Node: "n1", Driver: "test", Failed: true, Reason: "r", Rebinds: 1, RebindAt: ts, At: ts},
 				Binding:  &types.ClaimBinding{Round: 2, Node: "n1", Driver: "test", Machine: "m1", Phase: types.BindingBound, Reason: "r", Shared: true, At: ts, Since: ts},
 				End:      &types.ClaimEnd{Reason: "r", At: ts}}},
 		&types.ScheduledEvent{TypeMeta: types.TypeMeta{APIVersion: types.APIVersion, Kind: types.KindScheduledEvent}, Metadata: meta("ev"),

@@ -331,6 +331,34 @@ func TestLastAdminIsNotDeleted(t *testing.T) {
 	assert.Equal(t, http.StatusOK, e.do("DELETE", path(types.KindUser, "spare"), adminTok, nil).code, "a disabled admin is not the last")
 }
 
+// The last enabled admin cannot demote or disable itself either: a PUT
+// that did locked everybody out, as its delete did.
+func TestLastAdminIsNotDemoted(t *testing.T) {
+	st := openStore(t)
+	bearer, err := NewBootstrapToken()
+	require.NoError(t, err)
+	require.NoError(t, BootstrapAdmin(st, bearer))
+	e := newTestEnvOn(t, st)
+	put := func(spec map[string]any) response {
+		return e.do("PUT", path(types.KindUser, AdminUser), bearer, map[string]any{"kind": types.KindUser, "metadata": map[string]any{"name": AdminUser}, "spec": spec})
+	}
+	for field, spec := range map[string]map[string]any{
+		"spec.roles":    {"roles": []string{RoleUser}},
+		"spec.disabled": {"roles": []string{RoleAdmin}, "disabled": true},
+	} {
+		r := put(spec)
+		require.Equal(t, http.StatusConflict, r.code, "%s", r.body)
+		assert.Equal(t, field, r.errBody(t).Field)
+		assert.Contains(t, r.errBody(t).Message, "last enabled user with role admin")
+		assert.Equal(t, http.StatusOK, e.do("GET", "/api/v1/whoami", bearer, nil).code)
+	}
+	require.Equal(t, http.StatusOK, put(map[string]any{"roles": []string{RoleAdmin, RoleUser}}).code, "keeping admin is fine")
+	e.makeUser("root", RoleAdmin)
+	require.Equal(t, http.StatusOK, put(map[string]any{"roles": []string{RoleUser}}).code, "root is an admin still")
+	assert.Equal(t, http.StatusConflict, e.do("PUT", path(types.KindUser, "root"), adminTok,
+		map[string]any{"kind": types.KindUser, "metadata": map[string]any{"name": "root"}, "spec": map[string]any{"roles": []string{RoleUser}}}).code)
+}
+
 // An open event stream ends when its token would be refused: revoked, its
 // user disabled, or its user no longer holding its role; streams of other
 // tokens go on. (Streams used to go on for as long as their client read,
