@@ -216,8 +216,8 @@ func TestUserRole(t *testing.T) {
 			{"the object name is not the code", "code1", nil, 403, "spec.accessCode"},
 			{"expired code", "expired-secret", nil, 403, "spec.accessCode"},
 			{"inactive code", "off-secret", nil, 403, "spec.accessCode"},
-			{"set not granted", "code1-secret", func(s map[string]any) { s["machineSets"] = []any{"pool", "other"} }, 403, "spec.bindStrategyMachineSets[1]"},
-			{"event not granted", "code1-secret", func(s map[string]any) { s["scheduledEvent"] = "other" }, 403, "spec.scheduledEvent"},
+			{"set not granted", "code1-secret", func(s map[string]any) { s["machineSets"] = []any{"pool", "other"} }, 403, "spec.accessCode"}, // a user is not told which
+			{"event not granted", "code1-secret", func(s map[string]any) { s["scheduledEvent"] = "other" }, 403, "spec.accessCode"},
 		}
 		for i, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {

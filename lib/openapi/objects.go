@@ -153,14 +153,20 @@ func precondition(header string, body types.Version) (types.Version, error) {
 	return types.Version{}, badRequest("metadata.version", "is %s but If-Match says %s", body, hv)
 }
 
+// errCodeRefused is what a user is told of an access code refused for any
+// reason.
+const errCodeRefused = "no active access code with this secret grants what this asks for (its machine sets and scheduled event); ask whoever gave you the code"
+
 // checkGrant gates claims and sessions by access code. spec.accessCode is
 // the code's secret (never its object name): it must match an active code
 // that grants the sets and the event the object names
 // (scheduler.CheckAccessCode); the object then carries the code's name in
 // the hf/access-code label, which sets reserved for the code look for. A
 // user's claim or session under a scheduled event must present a code
-// granting the event. Refusals are 403 naming the field, and never tell
-// whether some code has the secret but does not grant what was asked.
+// granting the event. Refusals are 403; to a user they all read the same
+// (errCodeRefused) and count as a guess that missed, so they never tell
+// whether some code has the secret but is inactive or grants something
+// else. Staff, who can list the codes, are told which check failed.
 func (s *Server) checkGrant(p Principal, o types.Object) error {
 	var claim types.MachineClaim
 	switch v := o.(type) {
@@ -187,15 +193,19 @@ func (s *Server) checkGrant(p Principal, o types.Object) error {
 	if err != nil {
 		return err
 	}
-	if code == nil && !p.Staff() {
-		s.guesses.take(p.User, now) // a miss
-	}
 	if err := scheduler.CheckAccessCode(now, code, claim); err != nil {
 		var fe *types.FieldError
-		if errors.As(err, &fe) {
+		switch {
+		case !errors.As(err, &fe):
+			return err
+		case p.Staff():
 			return forbidden(fe.Field, "%s", fe.Message)
 		}
-		return err
+		// To a user every refusal reads the same and counts as a miss: a
+		// code that exists but is off, or grants something else, must not
+		// tell a guesser that the secret is one.
+		s.guesses.take(p.User, now)
+		return forbidden("spec.accessCode", "%s", errCodeRefused)
 	}
 	m := o.Meta()
 	if m.Labels == nil {

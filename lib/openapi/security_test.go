@@ -261,6 +261,48 @@ func TestAccessCodeGuessesArePaced(t *testing.T) {
 	assert.Equal(t, http.StatusTooManyRequests, claim(aliceTok, "correct-horse").code, "one miss per pause")
 }
 
+// To a user, a secret of a code that is disabled, not yet valid, or grants
+// something else is refused as one that matches no code, and counts as a
+// miss: the answer told a guesser that the secret was a code's. Staff are
+// told which check failed.
+func TestAccessCodeRefusalsTellNothing(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	e := newTestEnv(t, func(c *Config) { c.Now = func() time.Time { return now } })
+	e.do("POST", path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, "small"))
+	for name, spec := range map[string]map[string]any{
+		"grants-zzz": {"code": "alpha-777", "machineSets": []any{"zzz"}},
+		"off":        {"code": "beta-777", "disabled": true},
+		"later":      {"code": "gamma-777", "notBefore": now.Add(time.Hour).Format(time.RFC3339)},
+	} {
+		code := minimal(types.KindAccessCode, name)
+		code["spec"] = spec
+		require.Equal(t, http.StatusCreated, e.do("POST", path(types.KindAccessCode), adminTok, code).code, name)
+	}
+	n := 0
+	claim := func(tok, secret string) response {
+		n++
+		o := minimal(types.KindMachineClaim, fmt.Sprintf("c-%d", n))
+		o["spec"].(map[string]any)["accessCode"] = secret
+		o["spec"].(map[string]any)["bindStrategyMachineSets"] = []any{"other"}
+		return e.do("POST", path(types.KindMachineClaim), tok, o)
+	}
+	miss := claim(aliceTok, "wrong-777")
+	require.Equal(t, http.StatusForbidden, miss.code)
+	for _, secret := range []string{"alpha-777", "beta-777", "gamma-777"} {
+		r := claim(aliceTok, secret)
+		require.Equal(t, http.StatusForbidden, r.code, secret)
+		assert.Equal(t, miss.errBody(t), r.errBody(t), "%s reads as a secret of no code", secret)
+	}
+	assert.Equal(t, "spec.accessCode", miss.errBody(t).Field)
+	r := claim(adminTok, "alpha-777")
+	require.Equal(t, http.StatusForbidden, r.code)
+	assert.Equal(t, "the access code does not grant machine set other", r.errBody(t).Message, "staff are told")
+	for i := 4; i < codeGuessBurst; i++ {
+		require.Equal(t, http.StatusForbidden, claim(aliceTok, "alpha-777").code)
+	}
+	assert.Equal(t, http.StatusTooManyRequests, claim(aliceTok, "alpha-777").code, "each refusal was a miss")
+}
+
 // A user who holds live claims or sessions is not deleted: their machines
 // would run on for nobody. Once they hold none, the user goes.
 func TestDeleteUserWhoHoldsClaims(t *testing.T) {
