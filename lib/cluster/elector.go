@@ -406,6 +406,19 @@ func carryRebinds(c *types.MachineClaim, e *types.ClaimElection) {
 	}
 }
 
+// carryGaveBack keeps, in an acceptance of a later round, why the round
+// before was given back: the binding that said so is no longer the claim's
+// current one, and without it a claim whose every allocation fails (a
+// machine that exits at once, an image that is not there) showed no reason
+// at all until it failed at its bind timeout.
+func carryGaveBack(c *types.MachineClaim, e *types.ClaimElection) {
+	b := c.Status.Binding
+	if e.Node == "" || e.Reason != "" || e.Failed || b == nil || b.Round >= e.Round || b.Phase != types.BindingReleased || b.Reason == "" {
+		return
+	}
+	e.Reason = fmt.Sprintf("node %s gave round %d back: %s; round %d is node %s's", b.Node, b.Round, b.Reason, e.Round, e.Node)
+}
+
 // acceptedWrite is an election facet recording an acceptance, to be written.
 type acceptedWrite struct {
 	claim string
@@ -433,6 +446,7 @@ func (el *elector) putElection(claim string, e types.ClaimElection) {
 	_, err := store.UpdateFacet(el.n.st, types.KindMachineClaim, claim, types.FacetElection, func(c *types.MachineClaim) error {
 		e := e
 		carryRebinds(c, &e)
+		carryGaveBack(c, &e)
 		if cur := c.Status.Election; cur != nil && *cur == e {
 			return store.ErrNoChange
 		}

@@ -94,6 +94,28 @@ func TestAllocationFailureFailsAtDeadline(t *testing.T) {
 	assert.Equal(t, 0, testdriver.Held(tn.drv))
 }
 
+// A claim whose allocations keep failing says why while it is offered again:
+// an acceptance of a later round keeps why the round before was given back.
+// Its reason was empty between the give-back and its failure at the bind
+// timeout, so `hf-cli claim create --wait` showed only "Requested".
+func TestAllocationFailureShowsWhyWhileRetried(t *testing.T) {
+	tn := newTestNode(t, "n1", `{"cpus": 2, "ram_gb": 8}`)
+	tn.put(template("broken", 1, 1, `{"fail": true}`))
+	tn.put(claim("c", "broken", time.Minute))
+	var seen *types.MachineClaim
+	require.Eventually(t, func() bool {
+		c := tn.claim("c")
+		if c.Status.Round > 1 && c.Status.Election != nil && c.Status.Election.Round == c.Status.Round && c.Status.Node != "" {
+			seen = c
+			return true
+		}
+		return false
+	}, 20*time.Second, time.Millisecond, "a later round accepted")
+	assert.Equal(t, types.ClaimRequested, seen.Status.Phase)
+	assert.Contains(t, seen.Status.Reason, fmt.Sprintf("node n1 gave round %d back", seen.Status.Round-1))
+	assert.Contains(t, seen.Status.Reason, "fail")
+}
+
 func TestMissingTemplateWaitsThenBinds(t *testing.T) {
 	tn := newTestNode(t, "n1", `{"cpus": 2, "ram_gb": 8}`)
 	tn.put(claim("c", "later", time.Minute))
