@@ -48,12 +48,12 @@ func (d *Driver) Allocate(ctx context.Context, t types.MachineTemplate, meta map
 	}
 	var gids []uint32
 	if cfg.Privileged() {
-		if gids, err = d.groupIDs(tc.Groups); err != nil {
+		if gids, err = d.groupIDs(cfg, tc.Groups); err != nil {
 			return nil, fmt.Errorf("allocate: %w", err)
 		}
 	}
 
-	m, err := d.reserve(cfg, t)
+	m, err := d.reserve(cfg, t, tc.Groups)
 	if err != nil {
 		return nil, fmt.Errorf("allocate: %w", err)
 	}
@@ -85,8 +85,9 @@ func (d *Driver) Allocate(ctx context.Context, t types.MachineTemplate, meta map
 }
 
 // reserve picks a free id and records the machine as allocating, before
-// anything is made for it.
-func (d *Driver) reserve(cfg Config, t types.MachineTemplate) (*machine, error) {
+// anything is made for it; groups are the template's host groups, which the
+// record keeps for the machine's shells.
+func (d *Driver) reserve(cfg Config, t types.MachineTemplate, groups []string) (*machine, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var id string
@@ -111,6 +112,7 @@ func (d *Driver) reserve(cfg Config, t types.MachineTemplate) (*machine, error) 
 	m := &machine{ID: id, Phase: phaseAllocating, Unprivileged: !cfg.Privileged(), Workspace: ws, Template: t.Metadata.Name}
 	if cfg.Privileged() {
 		m.User, m.Home = id, filepath.Join(cfg.HomePath, id)
+		m.Groups = groups
 	} else {
 		m.UID, m.GID, m.Home = os.Getuid(), os.Getgid(), ws
 		if u, err := user.Current(); err == nil {
@@ -148,7 +150,7 @@ func (d *Driver) build(ctx context.Context, cfg Config, cg cgroupSetup, m *machi
 	res := t.Spec.Resources
 	var own *owner
 	if cfg.Privileged() {
-		pw, err := d.createUser(ctx, cfg, m.ID, m.Home, tc.Groups)
+		pw, err := d.createUser(ctx, cfg, m.ID, m.Home)
 		if err != nil {
 			return err
 		}
@@ -207,8 +209,9 @@ func (d *Driver) build(ctx context.Context, cfg Config, cg cgroupSetup, m *machi
 	}
 	spec := procSpec{
 		Shell: cfg.ShellPath, Script: script, Dir: m.Home,
-		Env: entryEnv(t, tc.Env, meta, m.ID, m.User, m.Home, cfg.ShellPath),
-		Log: filepath.Join(m.Workspace, logFile),
+		Env:        entryEnv(t, tc.Env, meta, m.ID, m.User, m.Home, cfg.ShellPath),
+		Log:        filepath.Join(m.Workspace, logFile),
+		NoNewPrivs: !cfg.AllowSetuid,
 	}
 	if cg.Parent != "" {
 		v1 := len(cg.V1) > 0

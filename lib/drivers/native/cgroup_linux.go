@@ -178,12 +178,14 @@ func cgroupCPUUsec(dirs []string) (uint64, bool) {
 	return 0, false
 }
 
-// startInCgroups runs start, which forks one process with attr, so that the
+// startConfined runs start, which forks one process with attr, so that the
 // process begins in a machine's cgroups: the cgroup v2 dir v2 (clone3 with
-// CLONE_INTO_CGROUP, through attr) or the cgroup v1 dirs v1 (forkInCgroups),
-// so not even its first instruction runs outside. With neither it only runs
+// CLONE_INTO_CGROUP, through attr) or the cgroup v1 dirs v1, so not even its
+// first instruction runs outside; and, with noNewPrivs, with no_new_privs
+// set, so neither it nor anything it runs gains privileges through setuid or
+// setgid programs or file capabilities. With none of these it only runs
 // start.
-func startInCgroups(v2 string, v1 []string, attr *syscall.SysProcAttr, start func() error) error {
+func startConfined(v2 string, v1 []string, noNewPrivs bool, attr *syscall.SysProcAttr, start func() error) error {
 	if v2 != "" {
 		cg, err := os.Open(v2)
 		if err != nil {
@@ -192,28 +194,38 @@ func startInCgroups(v2 string, v1 []string, attr *syscall.SysProcAttr, start fun
 		defer cg.Close()
 		attr.UseCgroupFD, attr.CgroupFD = true, int(cg.Fd())
 	}
-	return forkInCgroups(v1, start)
+	return forkConfined(v1, noNewPrivs, start)
 }
 
-// forkInCgroups runs start, which forks the machine's process, so that the
-// process begins in the cgroup v1 dirs: the thread that forks joins them
-// first (writing its id to their tasks files), and on v1 a child starts in
-// its parent thread's cgroups. The thread never leaves them: its goroutine ends locked to it,
-// and the runtime ends the thread with it. Without dirs it only runs start.
-func forkInCgroups(dirs []string, start func() error) error {
-	if len(dirs) == 0 {
+// forkConfined runs start, which forks the machine's process, on a thread of
+// its own that first joins the cgroup v1 dirs (writing its id to their tasks
+// files) and, with noNewPrivs, sets no_new_privs (prctl): a child starts in
+// its parent thread's cgroups on v1, and inherits the thread's no_new_privs,
+// which it cannot clear. Go has no SysProcAttr field for either, and both are
+// a thread's, so the thread is given up with them: its goroutine ends locked
+// to it, and the runtime ends the thread with it. Without dirs or
+// noNewPrivs it only runs start.
+func forkConfined(dirs []string, noNewPrivs bool, start func() error) error {
+	if len(dirs) == 0 && !noNewPrivs {
 		return start()
 	}
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		if unix.Gettid() == unix.Getpid() {
-			// The main thread is never ended, so it would stay in the
-			// machine's cgroups (and keep them from being removed): fork
-			// from another, which cannot be this one while it is locked.
-			done <- forkInCgroups(dirs, start)
+			// The main thread is never ended, so it would keep what is set
+			// here (and stay in the machine's cgroups, keeping them from
+			// being removed): fork from another, which cannot be this one
+			// while it is locked.
+			done <- forkConfined(dirs, noNewPrivs, start)
 			runtime.UnlockOSThread()
 			return
+		}
+		if noNewPrivs {
+			if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+				done <- fmt.Errorf("set no_new_privs: %w", err)
+				return
+			}
 		}
 		tid := []byte(strconv.Itoa(unix.Gettid()))
 		for _, dir := range dirs {

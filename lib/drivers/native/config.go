@@ -1,6 +1,7 @@
 package native
 
 import (
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -66,6 +67,18 @@ type Config struct {
 	// cpu and memory limits are enforced, and in privileged mode on any host
 	// as the machine user's RLIMIT_NPROC.
 	PidsLimit int64 `json:"pids_limit"`
+	// AllowedGroups are the host groups a template's groups may name (default
+	// none: a template that names a group is refused). Every member of a
+	// group has its access on this host, and some groups are root in all but
+	// name (docker, lxd, libvirt, disk), or read what no machine should
+	// (shadow, adm, systemd-journal): the driver warns at start when one of
+	// those is allowed, and refuses root and any other group of gid 0.
+	AllowedGroups []string `json:"allowed_groups"`
+	// AllowSetuid lets a machine's processes gain privileges through setuid
+	// and setgid programs and file capabilities (sudo, su, sg, newgrp). By
+	// default (false) every entry and shell runs with no_new_privs, which
+	// they and their children cannot clear.
+	AllowSetuid bool `json:"allow_setuid"`
 
 	drivers.Alter
 }
@@ -205,6 +218,15 @@ func (c Config) validate(h hostFacts) error {
 	}
 	if c.PidsLimit < 1 {
 		return types.Invalid("pids_limit", "must be at least 1")
+	}
+	for i, g := range c.AllowedGroups {
+		key := fmt.Sprintf("allowed_groups[%d]", i)
+		if !validGroupName(g) {
+			return types.Invalid(key, "not a valid group name: %q", g)
+		}
+		if g == "root" {
+			return types.Invalid(key, "root is never allowed: its members are root on this host")
+		}
 	}
 	if c.StopGrace.Duration < 0 || c.StopGrace.Duration > maxStopGrace {
 		return types.Invalid("stop_grace", "must be between 0s and %s", maxStopGrace)

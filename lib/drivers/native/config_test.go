@@ -60,6 +60,7 @@ func TestParseConfigDefaults(t *testing.T) {
 				"createhomedir_path": "/usr/sbin/createhomedir", "images_path": "/cache", "workspace_path": "/ws",
 				"home_path": "/srv/homes", "user_prefix": "lab_", "download_user": "u", "download_password": "p",
 				"unprivileged": false, "cgroup_path": "/sys/fs/cgroup/unified", "stop_grace": "1s", "pids_limit": 100,
+				"allowed_groups": ["users", "kvm"], "allow_setuid": true,
 				"cpu_alter": -2, "ram_alter": -4, "cpu_overbook": 8, "ram_overbook": 16}`,
 			h: hostFacts{Root: true, LookPath: fakeLook()},
 			want: Config{
@@ -68,6 +69,7 @@ func TestParseConfigDefaults(t *testing.T) {
 				CreatehomedirPath: "/usr/sbin/createhomedir", ImagesPath: "/cache", WorkspacePath: "/ws",
 				HomePath: "/srv/homes", UserPrefix: "lab_", DownloadUser: "u", DownloadPassword: "p",
 				Unprivileged: &no, CgroupPath: "/sys/fs/cgroup/unified", StopGrace: types.D(time.Second), PidsLimit: 100,
+				AllowedGroups: []string{"users", "kvm"}, AllowSetuid: true,
 				Alter: drivers.Alter{CPUAlter: -2, RAMAlter: -4, CPUOverbook: 8, RAMOverbook: 16},
 			},
 		},
@@ -110,6 +112,9 @@ func TestParseConfigErrorsNameTheKey(t *testing.T) {
 		{"negative grace", `{"stop_grace": "-1s"}`, user, "stop_grace: must be between 0s and 10m0s"},
 		{"zero pids", `{"pids_limit": 0}`, user, "pids_limit: must be at least 1"},
 		{"bad alter", `{"cpu_overbook": -1}`, user, "cpu_overbook: must not be negative"},
+		{"allowed root", `{"allowed_groups": ["users", "root"]}`, user, "allowed_groups[1]: root is never allowed: its members are root on this host"},
+		{"allowed bad group", `{"allowed_groups": ["Users"]}`, user, `allowed_groups[0]: not a valid group name: "Users"`},
+		{"allowed groups not a list", `{"allowed_groups": "docker"}`, user, "allowed_groups: want a list"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := parseConfig([]byte(tc.raw), tc.h)

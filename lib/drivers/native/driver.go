@@ -5,7 +5,9 @@
 // and group, a workspace directory with one sub-directory per image (tar,
 // tar.gz, tar.bz2, tar.xz or tar.zst, downloaded once into a sha256-checked
 // cache and unpacked safely), and the template's entry program running as that
-// user with the claim's metadata in its environment. When /sys/fs/cgroup (or
+// user with the claim's metadata in its environment, in the template's groups
+// that the node's allowed_groups lists, and (as every shell, unless
+// allow_setuid) with no_new_privs. When /sys/fs/cgroup (or
 // cgroup_path) is a writable cgroup2 file system with the cpu and memory
 // controllers, each machine gets a cgroup with cpu.max and memory.max from the
 // template's resources; on a cgroup v1 (or hybrid) host whose cpu and memory
@@ -150,6 +152,9 @@ func (d *Driver) Prepare(ctx context.Context, raw []byte) error {
 	if d.goos != "linux" {
 		return fmt.Errorf("prepare %s: %w: the native driver runs on linux only, this host is %s (the macOS keys are accepted for a later version)",
 			d.env.Instance, ErrUnsupportedOS, d.goos)
+	}
+	if err := d.checkAllowedGroups(cfg); err != nil {
+		return fmt.Errorf("prepare %s: config: %w", d.env.Instance, err)
 	}
 	if err := makeDirs(cfg); err != nil {
 		return fmt.Errorf("prepare %s: %w", d.env.Instance, err)
@@ -298,15 +303,25 @@ func (d *Driver) reapLocked() bool {
 }
 
 // ValidateTemplate implements drivers.Driver: the template needs an entry for
-// the instance name or "native" that decodes into a valid TemplateConfig.
+// the instance name or "native" that decodes into a valid TemplateConfig,
+// and may name only groups the node's allowed_groups lists.
 func (d *Driver) ValidateTemplate(t types.MachineTemplate) error {
 	_, err := d.templateConfig(t)
 	return err
 }
 
 func (d *Driver) templateConfig(t types.MachineTemplate) (TemplateConfig, error) {
-	tc, _, err := drivers.TemplateEntry(t, d.env.Instance, Type, parseTemplateConfig)
-	return tc, err
+	tc, prefix, err := drivers.TemplateEntry(t, d.env.Instance, Type, parseTemplateConfig)
+	if err != nil {
+		return TemplateConfig{}, err
+	}
+	d.mu.Lock()
+	allowed := d.cfg.AllowedGroups
+	d.mu.Unlock()
+	if err := checkGroups(tc, allowed, prefix); err != nil {
+		return TemplateConfig{}, err
+	}
+	return tc, nil
 }
 
 // HostCapacity implements drivers.Driver: the host's CPUs, RAM and the disk

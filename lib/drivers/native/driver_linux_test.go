@@ -129,11 +129,13 @@ func TestAllocationFailuresLeaveNothing(t *testing.T) {
 		}), []string{`symlink "etc" points to the absolute path "/etc"`}, ErrBadImage},
 		{"unknown group", with(func(tc *TemplateConfig) { tc.Groups = []string{"hf-no-such-group"} }),
 			[]string{`group "hf-no-such-group" does not exist on this host`}, nil},
+		{"group not allowed", with(func(tc *TemplateConfig) { tc.Groups = []string{"users"} }),
+			[]string{`groups[0]: group "users" is not allowed on this node`}, types.ErrInvalid},
 		{"entry renders claim metadata", with(func(tc *TemplateConfig) { tc.Entry += " {{.Meta.claim}}" }),
 			[]string{`claim metadata is not rendered into the entry`}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := h.driver(t, t.TempDir(), nil)
+			d := h.driver(t, t.TempDir(), map[string]any{"allowed_groups": []string{"hf-no-such-group"}})
 			r, err := d.Allocate(t.Context(), tc.tmpl, h.meta)
 			require.Error(t, err)
 			assert.Nil(t, r)
@@ -276,7 +278,7 @@ func TestEntryExitStatus(t *testing.T) {
 func TestEntryEnvironment(t *testing.T) {
 	needRoot(t)
 	h := newTestHost(t)
-	d := h.driver(t, t.TempDir(), nil)
+	d := h.driver(t, t.TempDir(), map[string]any{"allowed_groups": []string{"users"}})
 	tc, err := parseTemplateConfig(h.tmpl.Spec.ProviderConfiguration[Type])
 	require.NoError(t, err)
 	tc.Groups = []string{"users"}
@@ -352,9 +354,9 @@ func TestCrashDuringAllocation(t *testing.T) {
 	// What an allocation had done when the daemon was killed: the record, the
 	// user, and a process of the user; no pid recorded yet.
 	cfg := crashed.config()
-	m, err := crashed.reserve(cfg, h.tmpl)
+	m, err := crashed.reserve(cfg, h.tmpl, nil)
 	require.NoError(t, err)
-	pw, err := crashed.createUser(t.Context(), cfg, m.ID, m.Home, nil)
+	pw, err := crashed.createUser(t.Context(), cfg, m.ID, m.Home)
 	require.NoError(t, err)
 	sleeper := startAs(t, pw.UID, pw.GID, nil)
 	require.NoError(t, crashed.Close())
@@ -419,7 +421,7 @@ func TestOrphanUser(t *testing.T) {
 	// A "crashed" driver of this node made a user and started a process as it,
 	// and its state file is lost.
 	orphan := randomID(testPrefix)
-	pw, err := d.createUser(t.Context(), cfg, orphan, filepath.Join(cfg.HomePath, orphan), nil)
+	pw, err := d.createUser(t.Context(), cfg, orphan, filepath.Join(cfg.HomePath, orphan))
 	require.NoError(t, err)
 	sleeper := startAs(t, pw.UID, pw.GID, nil)
 	// A user that merely has the prefix is somebody else's.

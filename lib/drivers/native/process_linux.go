@@ -22,9 +22,11 @@ type procSpec struct {
 	// Cred, when set, is who the process runs as.
 	Cred *syscall.Credential
 	// Cgroup (v2) or CgroupV1, when set, are the machine's cgroups, which
-	// the process starts in (startInCgroups).
+	// the process starts in (startConfined).
 	Cgroup   string
 	CgroupV1 []string
+	// NoNewPrivs starts the process with no_new_privs (startConfined).
+	NoNewPrivs bool
 }
 
 // startProcess starts spec in a process group of its own and returns its pid
@@ -46,7 +48,7 @@ func startProcess(spec procSpec, procRoot string) (int, uint64, error) {
 		Stderr:      logf,
 		SysProcAttr: attr,
 	}
-	if err := startInCgroups(spec.Cgroup, spec.CgroupV1, attr, cmd.Start); err != nil {
+	if err := startConfined(spec.Cgroup, spec.CgroupV1, spec.NoNewPrivs, attr, cmd.Start); err != nil {
 		return 0, 0, fmt.Errorf("start entry: %w", err)
 	}
 	pid := cmd.Process.Pid

@@ -21,8 +21,9 @@ import (
 const shellGrace = 2 * time.Second
 
 // Shell implements drivers.Sheller: a login shell (shell_path -l) as the
-// machine's user, in its home, in its cgroup, with the machine's identity
-// in the environment (no claim metadata: the entry has those). In
+// machine's user, in the groups its entry has, in its home, in its cgroup,
+// with no_new_privs as its entry (unless allow_setuid), with the machine's
+// identity in the environment (no claim metadata: the entry has those). In
 // unprivileged mode it runs as the daemon's own user, which is never root
 // (root cannot run that mode).
 func (d *Driver) Shell(ctx context.Context, r *types.Resource, opts drivers.ShellOptions, stream io.ReadWriter) error {
@@ -41,8 +42,13 @@ func (d *Driver) Shell(ctx context.Context, r *types.Resource, opts drivers.Shel
 	d.mu.Unlock()
 	attr := &syscall.SysProcAttr{Setsid: true}
 	if cfg.Privileged() {
-		attr.Credential = &syscall.Credential{Uid: uint32(m.UID), Gid: uint32(m.GID)}
+		gids, err := d.groupIDs(cfg, m.Groups)
+		if err != nil {
+			return fmt.Errorf("shell %s: %w", r.ID, err)
+		}
+		attr.Credential = &syscall.Credential{Uid: uint32(m.UID), Gid: uint32(m.GID), Groups: gids}
 	}
+	nnp := !cfg.AllowSetuid
 	cmd := exec.Command(cfg.ShellPath, "-l")
 	cmd.Dir = m.Home
 	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + m.Home, "USER=" + m.User, "LOGNAME=" + m.User,
@@ -55,7 +61,7 @@ func (d *Driver) Shell(ctx context.Context, r *types.Resource, opts drivers.Shel
 		if err != nil {
 			return fmt.Errorf("shell %s: %w", r.ID, err)
 		}
-		if err := startInCgroups(m.Cgroup, m.CgroupV1, attr, cmd.Start); err != nil {
+		if err := startConfined(m.Cgroup, m.CgroupV1, nnp, attr, cmd.Start); err != nil {
 			return fmt.Errorf("shell %s: %w", r.ID, err)
 		}
 		// Ends at the client's end of input, or when the caller closes
@@ -69,7 +75,7 @@ func (d *Driver) Shell(ctx context.Context, r *types.Resource, opts drivers.Shel
 	attr.Setctty = true
 	size := &pty.Winsize{Rows: max(opts.Rows, 1), Cols: max(opts.Cols, 1)}
 	var ptmx *os.File
-	err = startInCgroups(m.Cgroup, m.CgroupV1, attr, func() (err error) {
+	err = startConfined(m.Cgroup, m.CgroupV1, nnp, attr, func() (err error) {
 		ptmx, err = pty.StartWithAttrs(cmd, size, attr)
 		return err
 	})

@@ -33,6 +33,9 @@ type machine struct {
 	GID          int    `json:"gid"`
 	Home         string `json:"home"`
 	Workspace    string `json:"workspace"`
+	// Groups are the host groups of the template that the machine's
+	// processes, entry and shells alike, run in besides the user's own.
+	Groups []string `json:"groups,omitempty"`
 	// Disks maps image tags to their directories.
 	Disks map[string]string `json:"disks,omitempty"`
 	// Cgroup is the machine's cgroup v2 directory, CgroupV1 its directories

@@ -27,7 +27,9 @@ type TemplateConfig struct {
 	// text in a shell string): it reaches the entry as environment variables,
 	// under the keys the template declares ("$name"). Required.
 	Entry string `json:"entry"`
-	// Groups are existing host groups the machine's user joins.
+	// Groups are existing host groups the machine's processes (entry and
+	// shell) run in besides the user's own; each must be in the node's
+	// allowed_groups.
 	Groups []string `json:"groups"`
 	// Env is added to the entry's environment; the driver's own variables
 	// (HOME, USER, LOGNAME, SHELL, HF_NATIVE_ID) cannot be set here.
@@ -58,9 +60,8 @@ type EntryData struct {
 }
 
 var (
-	tagRE   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
-	groupRE = regexp.MustCompile(`^[a-z_][a-z0-9_-]*\$?$`)
-	envRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	tagRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]*$`)
+	envRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
 const maxTag = 64
@@ -113,7 +114,7 @@ func (tc TemplateConfig) Validate() error {
 		return err
 	}
 	for i, g := range tc.Groups {
-		if !groupRE.MatchString(g) || len(g) > 32 {
+		if !validGroupName(g) {
 			return types.Invalid(fmt.Sprintf("groups[%d]", i), "not a valid group name: %q", g)
 		}
 	}

@@ -83,6 +83,11 @@ func TestValidateTemplate(t *testing.T) {
 			`entry: refers to .Secret; an entry may use .Disks.<tag>, .User, .Home and .Workspace`},
 		{"bad group", "native", map[string]string{"native": `{"entry": "x", "groups": ["users", "Bad Group"]}`},
 			`spec.providerConfiguration.native.groups[1]: not a valid group name: "Bad Group"`},
+		// Only groups the node allows: docker is root on the host.
+		{"group not allowed", "native", map[string]string{"native": `{"entry": "x", "groups": ["users", "shadow"]}`},
+			`spec.providerConfiguration.native.groups[1]: group "shadow" is not allowed on this node: the node's native driver config must list it in allowed_groups`},
+		{"group not allowed, instance entry", "native/big", map[string]string{"native/big": `{"entry": "x", "groups": ["root"]}`},
+			`spec.providerConfiguration.native/big.groups[0]: group "root" is not allowed on this node`},
 		{"bad env name", "native", map[string]string{"native": `{"entry": "x", "env": {"A-B": "1"}}`},
 			"spec.providerConfiguration.native.env.A-B: not a valid variable name"},
 		{"reserved env", "native", map[string]string{"native": `{"entry": "x", "env": {"HOME": "/"}}`},
@@ -90,6 +95,7 @@ func TestValidateTemplate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := newDriver(drivers.Env{Instance: tc.instance})
+			d.cfg.AllowedGroups = []string{"users", "docker"}
 			err := d.ValidateTemplate(rawTemplate(tc.pc))
 			if tc.want == "" {
 				require.NoError(t, err)
@@ -100,6 +106,19 @@ func TestValidateTemplate(t *testing.T) {
 			assert.ErrorIs(t, err, types.ErrInvalid)
 		})
 	}
+}
+
+// A node allows no group unless its config lists it.
+func TestGroupsRefusedByDefault(t *testing.T) {
+	d := newDriver(drivers.Env{Instance: Type})
+	cfg, err := parseConfig([]byte(`{}`), hostFacts{DataDir: "/d", LookPath: fakeLook()})
+	require.NoError(t, err)
+	d.cfg = cfg
+	require.NoError(t, d.ValidateTemplate(rawTemplate(map[string]string{"native": `{"entry": "x"}`})))
+	err = d.ValidateTemplate(rawTemplate(map[string]string{"native": `{"entry": "x", "groups": ["users"]}`}))
+	require.Error(t, err)
+	assert.ErrorIs(t, err, types.ErrInvalid)
+	assert.Contains(t, err.Error(), `spec.providerConfiguration.native.groups[0]: group "users" is not allowed on this node`)
 }
 
 func TestRenderEntry(t *testing.T) {

@@ -25,6 +25,7 @@ type procSpec struct {
 	Cred          *syscall.Credential
 	Cgroup        string
 	CgroupV1      []string
+	NoNewPrivs    bool
 }
 
 func startProcess(procSpec, string) (int, uint64, error) { return 0, 0, errNotLinux }
@@ -51,7 +52,7 @@ func removeCgroup(context.Context, string) error { return nil }
 
 func unmountUnder(string) error { return nil }
 
-func (d *Driver) createUser(context.Context, Config, string, string, []string) (passwdEntry, error) {
+func (d *Driver) createUser(context.Context, Config, string, string) (passwdEntry, error) {
 	return passwdEntry{}, errNotLinux
 }
 

@@ -87,30 +87,6 @@ func (d *Driver) userByName(name string) (passwdEntry, bool, error) {
 	return passwdEntry{}, false, nil
 }
 
-// groupIDs resolves group names to ids; the error names the missing group.
-func (d *Driver) groupIDs(names []string) ([]uint32, error) {
-	if len(names) == 0 {
-		return nil, nil
-	}
-	b, err := os.ReadFile(d.groupPath)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", d.groupPath, err)
-	}
-	byName := map[string]int{}
-	for _, g := range parseGroups(b) {
-		byName[g.Name] = g.GID
-	}
-	out := make([]uint32, 0, len(names))
-	for _, n := range names {
-		gid, ok := byName[n]
-		if !ok {
-			return nil, fmt.Errorf("group %q does not exist on this host (the template's groups)", n)
-		}
-		out = append(out, uint32(gid))
-	}
-	return out, nil
-}
-
 // idDigits is how many hex digits follow the prefix in a machine id.
 const idDigits = 10
 

@@ -43,17 +43,18 @@ func (d *Driver) runTool(ctx context.Context, path string, args ...string) error
 }
 
 // createUser makes the machine user name with its own group and a home at
-// home (mode 0700), in the given extra groups, and returns its passwd entry.
-func (d *Driver) createUser(ctx context.Context, cfg Config, name, home string, groups []string) (passwdEntry, error) {
+// home (mode 0700), and returns its passwd entry. The user is a member of no
+// other group in the group file: the driver gives the template's groups to
+// the processes it starts (entry and shell) and to nothing else, so sg,
+// newgrp, su or a login the user sets up for itself (an ssh key in its home)
+// cannot enter them.
+func (d *Driver) createUser(ctx context.Context, cfg Config, name, home string) (passwdEntry, error) {
 	args := []string{
 		"--create-home", "--home-dir", home,
 		"--comment", d.marker,
 		"--shell", cfg.ShellPath,
 		"--user-group",
 		"--no-log-init",
-	}
-	if len(groups) > 0 {
-		args = append(args, "--groups", strings.Join(groups, ","))
 	}
 	args = append(args, name)
 	d.userMu.Lock()
