@@ -159,6 +159,14 @@ func (d *Driver) build(ctx context.Context, cfg Config, cg cgroupSetup, m *machi
 		}
 		m.UID, m.GID = pw.UID, pw.GID
 		own = &owner{UID: pw.UID, GID: pw.GID}
+		// useradd hands out uids that were someone's before: what an
+		// earlier owner left in /tmp and the like would be this machine's
+		// to read. Release sweeps too, but not for a user deleted some
+		// other way (by hand, by a driver older than the sweep). Nothing
+		// runs as the new user yet.
+		if err := d.sweepUID(pw.UID); err != nil {
+			return fmt.Errorf("user %s: %w", m.ID, err)
+		}
 	}
 	wsMode := os.FileMode(0o700)
 	if cfg.Privileged() {

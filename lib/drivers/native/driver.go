@@ -13,8 +13,10 @@
 // template's resources; on a cgroup v1 (or hybrid) host whose cpu and memory
 // hierarchies are there, a cgroup in each with the CPU quota and the memory
 // limit; otherwise limits are not enforced, and StatusText says so.
-// Deallocation kills every process of the user, removes the cgroups, the
-// user, its home and the workspace.
+// Deallocation kills every process of the user, removes the cgroups, what
+// the user left in the host's world-writable directories and IPC (sweepUID:
+// useradd gives its uid to the next user), the user, its home and the
+// workspace.
 //
 // Without root (or with unprivileged: true) there are no per-machine users:
 // the workspace and the entry belong to the daemon's user, and deallocation
@@ -43,6 +45,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hf-fleet/hf/lib/drivers"
@@ -82,6 +85,14 @@ type Driver struct {
 	procRoot   string
 	passwdPath string
 	groupPath  string
+	// sharedDirs are the world-writable directories a machine user may
+	// leave files in, and mqueuePath where POSIX message queues are
+	// mounted (sweepUID).
+	sharedDirs []string
+	mqueuePath string
+	// mqueueWarned: the warning that message queues cannot be swept was
+	// logged.
+	mqueueWarned atomic.Bool
 
 	// mu guards everything below and serialises state file writes, so the file
 	// always matches held.
@@ -128,6 +139,8 @@ func newDriver(env drivers.Env) *Driver {
 		procRoot:   "/proc",
 		passwdPath: "/etc/passwd",
 		groupPath:  "/etc/group",
+		sharedDirs: []string{"/tmp", "/var/tmp", "/dev/shm", "/run/lock"},
+		mqueuePath: "/dev/mqueue",
 		held:       map[string]*held{},
 		children:   map[int]string{},
 	}

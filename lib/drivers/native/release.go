@@ -212,8 +212,9 @@ func (d *Driver) findOrphan(id string) (*machine, error) {
 }
 
 // Deallocate implements drivers.Driver: it stops every process of the machine
-// (SIGTERM, SIGKILL after stop_grace), removes its cgroup, user, home and
-// workspace, and forgets it. A machine that is already gone is not an error.
+// (SIGTERM, SIGKILL after stop_grace), removes its cgroup, what its user left
+// in the host's shared places (sweepUID), the user, its home and workspace,
+// and forgets it. A machine that is already gone is not an error.
 func (d *Driver) Deallocate(ctx context.Context, r *types.Resource) error {
 	if r == nil {
 		return errors.New("deallocate: nil resource")
@@ -296,7 +297,18 @@ func (d *Driver) release(ctx context.Context, m *machine, known bool) error {
 		}
 	}
 	if !m.Unprivileged {
-		errs = append(errs, d.deleteUser(ctx, cfg, m.ID, known))
+		// What the user left in /tmp and the like goes before the user:
+		// only while it exists with this driver's marker (match.uid) is its
+		// uid surely not someone else's. When that fails, the user stays,
+		// so the release is tried again and sweeps again.
+		var err error
+		if match.uid > 0 {
+			err = d.sweepUID(match.uid)
+		}
+		if err == nil {
+			err = d.deleteUser(ctx, cfg, m.ID, known)
+		}
+		errs = append(errs, err)
 	}
 	for _, dir := range []string{ws, home} {
 		if dir != "" {

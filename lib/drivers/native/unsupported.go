@@ -57,3 +57,5 @@ func (d *Driver) createUser(context.Context, Config, string, string) (passwdEntr
 }
 
 func (d *Driver) deleteUser(context.Context, Config, string, bool) error { return errNotLinux }
+
+func (d *Driver) sweepUID(int) error { return errNotLinux }
