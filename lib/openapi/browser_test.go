@@ -282,6 +282,9 @@ func TestStreamResumesThroughAnotherNode(t *testing.T) {
 	r := n1.do("GET", path(types.KindMachineTemplate)+"?watch=true", adminTok, nil, "Last-Event-ID", "12@")
 	assert.Equal(t, http.StatusBadRequest, r.code)
 	assert.Equal(t, "Last-Event-ID", r.errBody(t).Field)
+	r = n1.do("GET", path(types.KindMachineTemplate)+"?watch=true", adminTok, nil, "Last-Event-ID", "twelve")
+	assert.Equal(t, http.StatusBadRequest, r.code)
+	assert.Equal(t, `want a version hlc@node (an event's id) or a sequence number, got "twelve"`, r.errBody(t).Message, "both forms are named")
 }
 
 func TestStreamAsksForRetry(t *testing.T) {

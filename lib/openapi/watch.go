@@ -112,6 +112,9 @@ func watchFrom(c *gin.Context) (resumePoint, error) {
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil {
+		if field == "Last-Event-ID" {
+			return resumePoint{}, badRequest(field, "want a version hlc@node (an event's id) or a sequence number, got %q", v)
+		}
 		return resumePoint{}, badRequest(field, "want a sequence number, got %q", v)
 	}
 	return resumePoint{seq: n}, nil

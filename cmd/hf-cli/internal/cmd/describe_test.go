@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +127,11 @@ func TestLogin(t *testing.T) {
 	assert.Equal(t, ExitAuth, r.code, r.err)
 	r = c.run("whoami")
 	assert.NotEqual(t, 0, r.code, "nothing was saved")
+
+	r = c.run("login", c.srv.URL)
+	assert.Equal(t, ExitUsage, r.code, r.err)
+	assert.Contains(t, r.err, filepath.Join(localDataDir(), "admin.token"), "says where it looked for a local node's token")
+	assert.Contains(t, r.err, "HF_DATA_DIR")
 
 	c.stdin = clienttest.Token + "\n"
 	r = c.run("login", c.srv.URL, "--name", "lab")

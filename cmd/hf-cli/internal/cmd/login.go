@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -54,7 +55,8 @@ func runLogin(ctx context.Context, opts *loginOptions, endpoint string) error {
 		fmt.Fprint(f.Err, "token: ")
 		line, err := bufio.NewReader(f.In).ReadString('\n')
 		if strings.TrimSpace(line) == "" {
-			return usageErrorf("login needs a token (--token, HF_TOKEN or typed in): %v", err)
+			return usageErrorf("login needs a token: --token, HF_TOKEN, typed in, or for an endpoint on this host its node's admin token, which is not in %s (HF_DATA_DIR names a node's other data dir): %v",
+				filepath.Join(localDataDir(), "admin.token"), err)
 		}
 		f.token = strings.TrimSpace(line)
 	}
