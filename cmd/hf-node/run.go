@@ -134,18 +134,22 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 	if err != nil {
 		return err
 	}
+	// The API's port first: a node that cannot have it stops before its
+	// drivers make anything (a docker network, the native driver's dirs).
+	ln, err := net.Listen("tcp", cfg.API.Address)
+	if err != nil {
+		return fmt.Errorf("api listen: %w", err)
+	}
 	instances, err := prepareDrivers(ctx, cfg, name, log)
 	if err != nil {
+		ln.Close()
 		return err
 	}
 
 	admin, err := openapi.LoadOrCreateAdminToken(st, cfg.DataDir, cfg.API.AdminToken, len(cfg.Cluster.Join) > 0)
 	if err != nil {
+		ln.Close()
 		return err
-	}
-	ln, err := net.Listen("tcp", cfg.API.Address)
-	if err != nil {
-		return fmt.Errorf("api listen: %w", err)
 	}
 	apiAddr := ln.Addr().String()
 	scheme := "http"

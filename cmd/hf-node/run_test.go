@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/buildinfo"
 	"github.com/hf-fleet/hf/lib/cluster"
 	"github.com/hf-fleet/hf/lib/config"
 	"github.com/hf-fleet/hf/lib/openapi"
@@ -58,4 +62,24 @@ func TestAPIError(t *testing.T) {
 	other := errors.New("disk full")
 	assert.Equal(t, other, apiError(other))
 	assert.NoError(t, apiError(nil))
+}
+
+// A node whose API port is taken stops before its drivers make anything:
+// it prepared them (the native driver's dirs, a docker network) first.
+func TestPortInUseStopsBeforeTheDrivers(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	dir := t.TempDir()
+	ws := filepath.Join(dir, "native")
+	cfg := config.Default()
+	cfg.DataDir = filepath.Join(dir, "data")
+	cfg.API.Address = taken.Addr().String()
+	cfg.Cluster.Bind = "127.0.0.1:0"
+	cfg.Drivers = []config.DriverConfig{{Name: "native", Config: map[string]any{"unprivileged": true,
+		"workspace_path": filepath.Join(ws, "ws"), "images_path": filepath.Join(ws, "img"), "home_path": filepath.Join(ws, "home")}}}
+	err = serve(context.Background(), cfg, buildinfo.Info{}, io.Discard, io.Discard)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "api listen")
+	assert.NoDirExists(t, ws, "the native driver was not prepared")
 }
