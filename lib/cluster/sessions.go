@@ -34,14 +34,24 @@ func (d *duties) reconcileSession(name string) time.Duration {
 		return 0
 	}
 	timeout := s.EffectiveTimeout()
-	idleAt := s.LastSeen().Add(timeout)
-	idle := !now.Before(idleAt)
 	gate := d.sessionGate(now, s, s.Status.MachineClaim != "")
+	seen := s.LastSeen()
+	if start := d.sessionEventStart(s); start.After(seen) {
+		// Waiting for its event to open is not being idle: the user has
+		// nothing to keep alive yet. The timeout counts from the start.
+		seen = start
+	}
+	idleAt := seen.Add(timeout)
+	idle := !now.Before(idleAt)
 	switch {
 	case s.Status.Phase == types.SessionPhaseEnded:
 		return 0
 	case gate.Over:
 		d.endSession(s, gate.Message, gateCondition(gate))
+		return 0
+	case s.Status.MachineClaim != "" && !d.claimExists(s.Status.MachineClaim):
+		d.endSession(s, "its claim was deleted", &types.Condition{Type: types.ConditionClaimed, Status: types.ConditionFalse,
+			Reason: "ClaimDeleted", Message: "its claim " + s.Status.MachineClaim + " was deleted, so the session ended: create a new session for a new machine"})
 		return 0
 	case s.Status.Phase == types.SessionPhasePaused:
 		if !idle { // a keepalive came: the user is back
@@ -54,7 +64,8 @@ func (d *duties) reconcileSession(name string) time.Duration {
 		n.log.Info("session paused", "session", name, "reason", "no keepalive for "+timeout.String())
 		return 0
 	case idle:
-		d.endSession(s, "no keepalive for "+timeout.String(), nil)
+		d.endSession(s, "no keepalive for "+timeout.String(), &types.Condition{Type: types.ConditionClaimed, Status: types.ConditionFalse,
+			Reason: "Idle", Message: "no keepalive for " + timeout.String() + ", so the session ended"})
 		return 0
 	case s.Status.MachineClaim != "" && s.Spec.Scenario != s.Status.Scenario:
 		d.moveSession(s)
@@ -68,6 +79,25 @@ func (d *duties) reconcileSession(name string) time.Duration {
 		wait = next
 	}
 	return wait
+}
+
+// sessionEventStart is the start of s's scheduled event (zero without one).
+func (d *duties) sessionEventStart(s *types.Session) time.Time {
+	if s.Spec.ScheduledEvent == "" {
+		return time.Time{}
+	}
+	ev, ok := cache.Typed[types.ScheduledEvent](d.n.cache, types.KindScheduledEvent, s.Spec.ScheduledEvent)
+	if !ok {
+		return time.Time{}
+	}
+	return ev.Spec.StartTime
+}
+
+// claimExists reports whether the store holds claim name (the store, not
+// the cache: a claim just made may not have reached the cache yet).
+func (d *duties) claimExists(name string) bool {
+	_, err := d.n.st.Get(types.KindMachineClaim, name)
+	return !isNotFound(err)
 }
 
 // sessionGate is what s's scheduled event lets it do at now

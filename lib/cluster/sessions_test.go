@@ -179,3 +179,74 @@ func TestSessionClaimNameUnpredictable(t *testing.T) {
 	assert.NotEqual(t, sessionClaimName(a, "x"), sessionClaimName(b, "x"))
 	assert.NotEqual(t, sessionClaimName(a, "x"), sessionClaimName(a, "y"))
 }
+
+// A session waiting for its event to open is not idle: its timeout counts
+// from the event's start. It ended at its timeout before the start (a
+// session made more than an hour early never got its machine) and kept a
+// condition saying it would get one; an idle session now says why it ended.
+func TestSessionWaitingForItsEventIsNotIdle(t *testing.T) {
+	t0 := time.Now().UTC().Truncate(time.Second) // see TestSessionWaitsForItsEventWindow
+	clk := testclock.New(t0)
+	tn := &testNode{t: t, name: "n1", dir: t.TempDir(), driver: `{"cpus": 4, "ram_gb": 8}`, now: clk.Now}
+	tn.start()
+	t.Cleanup(tn.stop)
+	tn.put(template("small", 1, 1, `{}`))
+	start := t0.Add(3 * time.Hour)
+	tn.put(&types.ScheduledEvent{TypeMeta: types.TypeMeta{Kind: types.KindScheduledEvent}, Metadata: types.ObjectMeta{Name: "lab"},
+		Spec: types.ScheduledEventSpec{StartTime: start, EndTime: start.Add(5 * time.Hour),
+			RequiredMachines: []types.RequiredMachines{{MachineTemplate: "small", Count: 1, MachineType: types.MachineTypeUser}}}})
+	tn.put(&types.Session{TypeMeta: types.TypeMeta{Kind: types.KindSession}, Metadata: types.ObjectMeta{Name: "early", CreatedAt: t0},
+		Spec: types.SessionSpec{User: "alice", ScheduledEvent: "lab", Timeout: types.D(time.Hour)}})
+	get := func() *types.Session {
+		s, err := store.Get[types.Session](tn.st, types.KindSession, "early")
+		require.NoError(t, err)
+		return s
+	}
+	require.Eventually(t, func() bool { return get().Status.Conditions.Get(types.ConditionClaimed) != nil }, 10*time.Second, 5*time.Millisecond)
+
+	clk.Set(t0.Add(2 * time.Hour)) // its timeout passed, the event has not opened
+	assert.Equal(t, time.Hour, tn.node.duties.reconcileSession("early"), "it runs again at the start")
+	s := get()
+	assert.NotEqual(t, types.SessionPhaseEnded, s.Status.Phase)
+	assert.Equal(t, scheduler.SessionEventNotOpen, s.Status.Conditions.Get(types.ConditionClaimed).Reason)
+
+	clk.Set(start)
+	tn.node.duties.q.Add(dutySession + "early") // as the work queue's AddAfter would
+	require.Eventually(t, func() bool { return get().Status.MachineClaim != "" }, 10*time.Second, 5*time.Millisecond)
+	tn.waitPhase(get().Status.MachineClaim, types.ClaimBound)
+
+	clk.Set(start.Add(time.Hour)) // an hour after the start without a keepalive
+	tn.node.duties.reconcileSession("early")
+	s = get()
+	assert.Equal(t, types.SessionPhaseEnded, s.Status.Phase)
+	if cond := s.Status.Conditions.Get(types.ConditionClaimed); assert.NotNil(t, cond) {
+		assert.Equal(t, "Idle", cond.Reason)
+		assert.Equal(t, "no keepalive for 1h0m0s, so the session ended", cond.Message)
+	}
+}
+
+// A session whose claim is deleted (its user may delete it) ends, saying
+// so: it stayed Active with no machine for good, and keepalives succeeded.
+func TestSessionEndsWithItsClaim(t *testing.T) {
+	tn := newTestNode(t, "n1", `{"cpus": 4, "ram_gb": 8}`)
+	tn.put(template("small", 1, 1, `{}`))
+	tn.put(&types.Session{TypeMeta: types.TypeMeta{Kind: types.KindSession}, Metadata: types.ObjectMeta{Name: "s1"},
+		Spec: types.SessionSpec{User: "alice", MachineTemplate: "small", Timeout: types.D(time.Hour)}})
+	var claim string
+	require.Eventually(t, func() bool {
+		s, err := store.Get[types.Session](tn.st, types.KindSession, "s1")
+		claim = s.Status.MachineClaim
+		return err == nil && claim != ""
+	}, 10*time.Second, 5*time.Millisecond)
+	tn.waitPhase(claim, types.ClaimBound)
+	_, err := tn.st.Delete(types.KindMachineClaim, claim, types.Version{})
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		s, err := store.Get[types.Session](tn.st, types.KindSession, "s1")
+		require.NoError(c, err)
+		assert.Equal(c, types.SessionPhaseEnded, s.Status.Phase)
+		if cond := s.Status.Conditions.Get(types.ConditionClaimed); assert.NotNil(c, cond) {
+			assert.Equal(c, "ClaimDeleted", cond.Reason)
+		}
+	}, 10*time.Second, 5*time.Millisecond)
+}
