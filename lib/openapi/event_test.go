@@ -152,4 +152,20 @@ func TestEventSetIsTheEvents(t *testing.T) {
 	r = scale("pool", 3)
 	require.Equal(t, http.StatusOK, r.code, "%s", r.body)
 	assert.EqualValues(t, 3, r.obj(t)["spec"].(map[string]any)["minAvailable"])
+
+	// Nor can the set be relabelled away from its event first (the label
+	// is how the API finds the event): that let the next PUT change it.
+	for _, label := range []any{"zzz", nil} {
+		o := e.do(http.MethodGet, path(types.KindMachineSet, "ws-0"), adminTok, nil).obj(t)
+		labels := o["metadata"].(map[string]any)["labels"].(map[string]any)
+		if label == nil {
+			delete(labels, scheduler.LabelScheduledEvent)
+		} else {
+			labels[scheduler.LabelScheduledEvent] = label
+		}
+		r = e.do(http.MethodPut, path(types.KindMachineSet, "ws-0"), adminTok, o)
+		require.Equal(t, http.StatusConflict, r.code, "%v: %s", label, r.body)
+		assert.Equal(t, "metadata.labels."+scheduler.LabelScheduledEvent, r.errBody(t).Field)
+	}
+	assert.Equal(t, http.StatusConflict, scale("ws-0", 1).code, "still the event's")
 }

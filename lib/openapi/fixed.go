@@ -179,6 +179,12 @@ func (s *Server) checkEventSet(o, stored types.Object) error {
 	if err != nil {
 		return err
 	}
+	if _, owned := scheduler.EventSetSpec(s.cfg.Now(), *ev, *have); owned && set.Metadata.Labels[scheduler.LabelScheduledEvent] != name {
+		// The label is how the API knows the set's event: relabelled,
+		// the set's spec could be changed behind the event's back.
+		return newErr(http.StatusConflict, CodeConflict, "metadata.labels."+scheduler.LabelScheduledEvent,
+			"machine set %s is kept by scheduled event %s, which this label names: it cannot change", set.Metadata.Name, name)
+	}
 	want, owned := scheduler.EventSetSpec(s.cfg.Now(), *ev, *set)
 	if !owned {
 		return nil
