@@ -2,6 +2,8 @@ package native
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -154,4 +156,25 @@ func TestOwnID(t *testing.T) {
 	assert.False(t, validID("../etc"))
 	assert.False(t, validID(""))
 	assert.False(t, validID(strings.Repeat("a", 33)))
+}
+
+// Images and workspaces side by side under a new directory, as
+// config.example.yml has them: the shared parent stays searchable, so the
+// machine users reach their workspaces. Made images first, it was private
+// and the node refused to start as root.
+func TestMakeDirsSideBySide(t *testing.T) {
+	top := filepath.Join(t.TempDir(), "native")
+	yes := false
+	cfg := Config{ImagesPath: filepath.Join(top, "images"), WorkspacePath: filepath.Join(top, "workspace"),
+		HomePath: filepath.Join(top, "home"), Unprivileged: &yes}
+	for d := filepath.Dir(top); d != os.TempDir() && d != "/"; d = filepath.Dir(d) { // t.TempDir's are 0700
+		require.NoError(t, os.Chmod(d, 0o755))
+	}
+	require.NoError(t, makeDirs(cfg))
+	st, err := os.Stat(top)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o755), st.Mode().Perm())
+	st, err = os.Stat(cfg.ImagesPath)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), st.Mode().Perm(), "the images stay private")
 }

@@ -217,10 +217,10 @@ func (d *Driver) Prepare(ctx context.Context, raw []byte) error {
 // makeDirs creates the cache and workspace directories. In privileged mode the
 // machine users must reach their workspace and home, so every directory above
 // them has to be searchable by others.
+// The workspace and home come first: the images' directory is private, and
+// made first it made a parent the three share private too (images_path and
+// workspace_path side by side, as config.example.yml has them).
 func makeDirs(cfg Config) error {
-	if err := os.MkdirAll(cfg.ImagesPath, 0o700); err != nil {
-		return fmt.Errorf("images_path: %w", err)
-	}
 	wsMode := os.FileMode(0o700)
 	if cfg.Privileged() {
 		wsMode = 0o755
@@ -228,11 +228,16 @@ func makeDirs(cfg Config) error {
 	if err := os.MkdirAll(cfg.WorkspacePath, wsMode); err != nil {
 		return fmt.Errorf("workspace_path: %w", err)
 	}
+	if cfg.Privileged() {
+		if err := os.MkdirAll(cfg.HomePath, 0o755); err != nil {
+			return fmt.Errorf("home_path: %w", err)
+		}
+	}
+	if err := os.MkdirAll(cfg.ImagesPath, 0o700); err != nil {
+		return fmt.Errorf("images_path: %w", err)
+	}
 	if !cfg.Privileged() {
 		return nil
-	}
-	if err := os.MkdirAll(cfg.HomePath, 0o755); err != nil {
-		return fmt.Errorf("home_path: %w", err)
 	}
 	for _, p := range []struct{ key, dir string }{{"workspace_path", cfg.WorkspacePath}, {"home_path", cfg.HomePath}} {
 		if err := searchable(p.dir); err != nil {
