@@ -104,9 +104,9 @@ func TestMachineShell(t *testing.T) {
 	}
 	put(&types.Node{TypeMeta: types.TypeMeta{Kind: types.KindNode}, Metadata: types.ObjectMeta{Name: "n2"},
 		Spec: types.NodeSpec{APIAddress: strings.TrimPrefix(far.http.URL, "http://")}, Status: types.NodeStatus{Phase: types.NodeUp}})
-	for _, m := range []struct{ name, node string }{{"m-here", "n1"}, {"m-far", "n2"}, {"m-noshell", "n1"}} {
+	for _, m := range []struct{ name, node string }{{"m-here", "n1"}, {"m-far", "n2"}, {"m-noshell", "n1"}, {"m-paused", "n2"}} {
 		put(&types.Machine{TypeMeta: types.TypeMeta{Kind: types.KindMachine}, Metadata: types.ObjectMeta{Name: m.name},
-			Spec: types.MachineSpec{Node: m.node, Driver: "test"}})
+			Spec: types.MachineSpec{Node: m.node, Driver: "test"}, Status: types.MachineStatus{Paused: m.name == "m-paused"}})
 	}
 	cl, err := client.New(e.http.URL, adminTok, client.WithHTTPClient(e.http.Client()))
 	require.NoError(t, err)
@@ -150,6 +150,11 @@ func TestMachineShell(t *testing.T) {
 	assert.Error(t, err, "a read after the context ended")
 	_, err = cl.MachineShell(t.Context(), "m-noshell", false, 0, 0)
 	assert.True(t, client.IsConflict(err), "%v", err)
+	// A paused machine's shell is refused before the upgrade, saying why:
+	// it was an empty session that exited 0.
+	_, err = cl.MachineShell(t.Context(), "m-paused", false, 0, 0)
+	assert.True(t, client.IsConflict(err), "%v", err)
+	assert.ErrorContains(t, err, "machine m-paused is paused")
 	r := e.do("GET", "/api/v1/machines/m-here/shell", adminTok, nil)
 	assert.Equal(t, http.StatusBadRequest, r.code, "no upgrade asked")
 	assert.Equal(t, "Upgrade", r.errBody(t).Field)

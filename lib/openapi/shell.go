@@ -63,6 +63,12 @@ func (s *Server) machineShell(c *gin.Context) {
 			*q.to = uint16(n)
 		}
 	}
+	if m.Status.Paused {
+		// Its processes are stopped: a shell would hang (native) or fail
+		// after the upgrade, where only an empty session tells.
+		s.writeErr(c, newErr(http.StatusConflict, CodeConflict, "", "machine %s is paused (its session ended with onEnd Pause): a keepalive of the session resumes it", m.Metadata.Name))
+		return
+	}
 	if m.Spec.Node != s.cfg.NodeName && c.GetHeader(proxiedHeader) == "" {
 		s.proxyShell(c, m)
 		return
