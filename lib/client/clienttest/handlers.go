@@ -192,6 +192,14 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 	if hook != nil {
 		go hook(stored)
 	}
+	if kind == types.KindToken {
+		// Like the real server: the bearer is shown once, with the token.
+		var o map[string]any
+		if json.Unmarshal(out, &o) == nil {
+			o["token"] = "bearer-of-" + name
+			out, _ = json.Marshal(o)
+		}
+	}
 	writeRaw(w, http.StatusCreated, out)
 }
 

@@ -162,3 +162,16 @@ func TestLoginTakesLocalNodeOverProfile(t *testing.T) {
 	r = c.run("whoami")
 	assert.Equal(t, 0, r.code, "the saved profile holds the node's token: %s", r.err)
 }
+
+// token create -o json leaves out expiresAt for a token that never expires,
+// as the API does: it printed "0001-01-01T00:00:00Z".
+func TestTokenCreateJSONNeverExpires(t *testing.T) {
+	c := newCLI(t)
+	r := c.run("token", "create", "ci", "--user", "admin", "--role", "admin", "-o", "json")
+	require.Equal(t, 0, r.code, r.err)
+	assert.NotContains(t, r.out, "expiresAt")
+	assert.NotContains(t, r.out, "0001-01-01")
+	r = c.run("token", "create", "ci2", "--user", "admin", "--role", "admin", "--expires-in", "1h", "-o", "json")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Contains(t, r.out, `"expiresAt"`)
+}

@@ -120,8 +120,11 @@ func runTokenCreate(ctx context.Context, opts *tokenCreateOptions, name string) 
 		return err
 	}
 	if p := f.printer(); p.structured() {
-		return p.encode(map[string]any{"name": created.Metadata.Name, "user": created.Spec.User,
-			"role": created.Spec.Role, "expiresAt": created.Spec.ExpiresAt, "token": bearer})
+		out := map[string]any{"name": created.Metadata.Name, "user": created.Spec.User, "role": created.Spec.Role, "token": bearer}
+		if !created.Spec.ExpiresAt.IsZero() { // left out when it never expires, as the API does
+			out["expiresAt"] = created.Spec.ExpiresAt
+		}
+		return p.encode(out)
 	}
 	expires := "never expires"
 	if !created.Spec.ExpiresAt.IsZero() {
