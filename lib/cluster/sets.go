@@ -44,6 +44,19 @@ func (d *duties) reconcileSet(name string) time.Duration {
 		}
 		return 0
 	}
+	// A provisioning claim still waiting for a machine of what the set no
+	// longer wants (its template or environment changed) goes: it would
+	// make an outdated machine, or wait for good on an environment the set
+	// left.
+	provisioning = slices.DeleteFunc(provisioning, func(c *types.MachineClaim) bool {
+		if c.Status.Phase != types.ClaimRequested || (c.Spec.MachineTemplate == s.Spec.MachineTemplate && c.Spec.Environment == s.Spec.Environment) {
+			return false
+		}
+		if _, err := n.st.Delete(types.KindMachineClaim, c.Metadata.Name, c.Metadata.Version); err != nil && !isNotFound(err) && !errors.Is(err, store.ErrConflict) {
+			n.log.Warn("delete outdated provisioning claim", "claim", c.Metadata.Name, "err", err)
+		}
+		return true
+	})
 	machines := cache.TypedIndex[types.Machine](n.cache, idxMachineSet, name)
 	mVals := make([]types.Machine, 0, len(machines))
 	var cVals []types.MachineClaim

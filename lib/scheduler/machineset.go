@@ -214,6 +214,9 @@ func judge(now time.Time, set types.MachineSet, m types.Machine, claim *types.Ma
 		if m.Spec.MachineTemplate != set.Spec.MachineTemplate {
 			return del(ReasonOutdated, "", "machine %s is of template %s, the set now wants %s", name, m.Spec.MachineTemplate, set.Spec.MachineTemplate)
 		}
+		if m.Spec.Environment != set.Spec.Environment {
+			return del(ReasonOutdated, "", "machine %s is of environment %q, the set now wants %q", name, m.Spec.Environment, set.Spec.Environment)
+		}
 		created := createdAt(m)
 		if created.IsZero() {
 			return nil, time.Time{}

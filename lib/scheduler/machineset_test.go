@@ -168,6 +168,8 @@ func TestPlanMachineSetReaping(t *testing.T) {
 	rounded.Spec.Round = 3
 	otherTpl := mach("m", "s", run, "", ago(time.Minute))
 	otherTpl.Spec.MachineTemplate = "old-tpl"
+	otherEnv := mach("m", "s", run, "", ago(time.Minute))
+	otherEnv.Spec.Environment = "lab"
 	noTimes := mach("m", "s", run, "c", time.Time{})
 	noTimes.Status.PhaseTimes = types.MakePhaseTimes(types.PhaseTime{Phase: string(types.MachinePending), At: ago(9 * time.Hour)})
 	lost := mach("m", "s", types.MachineLost, "c", ago(time.Hour))
@@ -191,6 +193,7 @@ func TestPlanMachineSetReaping(t *testing.T) {
 		{name: "stuck provisioning goes stale too", set: set, m: mach("m", "s", types.MachineProvisioning, "", ago(30*time.Hour)), want: []string{"m Stale "}},
 		{name: "unknown creation time is never stale", set: set, m: mach("m", "s", run, "", time.Time{}), avl: 1},
 		{name: "outdated template", set: set, m: otherTpl, want: []string{"m Outdated "}},
+		{name: "outdated environment", set: set, m: otherEnv, want: []string{"m Outdated "}},
 		{name: "claim terminated", set: set, m: mach("m", "s", run, "c", ago(time.Hour)),
 			claims: []types.MachineClaim{claimIn(types.ClaimTerminated, boundClaim("c", "m", ago(time.Minute)))}, want: []string{"m ClaimEnded "}},
 		{name: "claim failed", set: set, m: mach("m", "s", run, "c", ago(time.Hour)),

@@ -586,3 +586,34 @@ func TestPoolMakesOnlyWhatItLacks(t *testing.T) {
 		}, 20*time.Second, 20*time.Millisecond)
 	}
 }
+
+// A set whose environment changes drops the provisioning claims still
+// waiting for the old one: a set moved off an environment that does not
+// exist kept its claims waiting on it until their bind timeout, and its
+// pool empty.
+func TestSetEnvironmentChangeRetiresItsWaitingClaims(t *testing.T) {
+	f := Start(t, 1, Options{Driver: `{"cpus": 8, "ram_gb": 8}`})
+	f.Put(0, Template("small", 1, 1))
+	set := machineSet("pool", "small", 1, 0)
+	set.Spec.Environment = "ghost"
+	f.Put(0, set)
+	waiting := func() (names []string) {
+		for name, c := range f.Hosts[0].Claims() {
+			if c.Metadata.Labels[cluster.LabelProvisionFor] == "pool" && c.Spec.Environment == "ghost" {
+				names = append(names, name)
+			}
+		}
+		return names
+	}
+	require.Eventually(t, func() bool { return len(waiting()) == 1 }, 10*time.Second, 10*time.Millisecond, "a claim waits for environment ghost")
+	_, err := store.Update(f.Hosts[0].Store, types.KindMachineSet, "pool", func(o *types.MachineSet) error {
+		o.Spec.Environment = ""
+		return nil
+	})
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Empty(c, waiting(), "the claim for ghost is gone")
+		_, avail := poolCounts(f.Hosts[0], "pool")
+		assert.Equal(c, 1, avail, "the pool filled without it")
+	}, 20*time.Second, 20*time.Millisecond)
+}
