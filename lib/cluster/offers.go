@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"sync"
 
@@ -249,6 +250,22 @@ func (a *acceptor) handleTake(m Message) {
 	a.reply(reply)
 }
 
+// setClaimLabel labels m with the claim it serves, so a selector on
+// hf/claim finds a pool machine by its user's claim, not by the claim that
+// made it warm. The label map is copied: m may share it with the cache.
+func setClaimLabel(m *types.Machine, claim string) {
+	labels := maps.Clone(m.Metadata.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	if claim == "" {
+		delete(labels, types.LabelClaim)
+	} else {
+		labels[types.LabelClaim] = claim
+	}
+	m.Metadata.Labels = labels
+}
+
 // take gives warm machine m.Machine to m.Claim, or says why not.
 func (a *acceptor) take(m Message) error {
 	self := a.n.cfg.Name
@@ -269,7 +286,9 @@ func (a *acceptor) take(m Message) error {
 	if !ok || e.Claim != "" || e.Phase != types.MachineRunning || e.Busy {
 		return fmt.Errorf("machine %s is not a warm machine here", m.Machine)
 	}
+	var warmLabel string // the claim that made it warm, for a give-back
 	mach, err := store.UpdateFacet(a.n.st, types.KindMachine, m.Machine, types.FacetOwner, func(mm *types.Machine) error {
+		warmLabel = mm.Metadata.Labels[types.LabelClaim]
 		if mm.Spec.Claim != "" {
 			return fmt.Errorf("machine %s is bound to %s", m.Machine, mm.Spec.Claim)
 		}
@@ -277,6 +296,7 @@ func (a *acceptor) take(m Message) error {
 			return fmt.Errorf("machine %s is being reaped", m.Machine)
 		}
 		mm.Spec.Claim, mm.Spec.Round = m.Claim, m.Round
+		setClaimLabel(mm, m.Claim)
 		return nil
 	})
 	if err != nil {
@@ -291,6 +311,7 @@ func (a *acceptor) take(m Message) error {
 		// Give the machine back to the pool.
 		if _, uerr := store.UpdateFacet(a.n.st, types.KindMachine, m.Machine, types.FacetOwner, func(mm *types.Machine) error {
 			mm.Spec.Claim, mm.Spec.Round = "", mach.Spec.Round
+			setClaimLabel(mm, warmLabel)
 			return nil
 		}); uerr != nil {
 			a.n.log.Warn("return machine to pool", "machine", m.Machine, "err", uerr)

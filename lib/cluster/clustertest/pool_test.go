@@ -111,6 +111,7 @@ func TestWarmPoolBindsAtOnceAndRefills(t *testing.T) {
 			}
 			assert.Equal(ct, "pool", m.Spec.MachineSet, "claim %s bound to a pool machine", name)
 			assert.Equal(ct, name, m.Spec.Claim)
+			assert.Equal(ct, name, m.Metadata.Labels[types.LabelClaim], "a selector on hf/claim finds it by its user's claim")
 		}, 10*time.Second, 10*time.Millisecond)
 	}
 	slices.Sort(lat)
