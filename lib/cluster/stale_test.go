@@ -35,6 +35,15 @@ func (tn *testNode) applyRemote(obj types.Object, facet, from string) {
 	tn.t.Fatalf("%s has no facet %s", obj.GetKind(), facet)
 }
 
+// lostVerdict stores a lost verdict on m as n9, a majority's member that
+// could not see this node, would pass it.
+func (tn *testNode) lostVerdict(m *types.Machine) {
+	tn.t.Helper()
+	verdict := *m
+	verdict.Status.Lost = &types.MachineVerdict{Reason: "node n1 is gone for 30s", By: "n9", Owner: m.Metadata.Facets.Get(types.FacetOwner), Was: m.Status.Phase}
+	tn.applyRemote(&verdict, types.FacetLost, "n9")
+}
+
 // A lost verdict on a machine of this node (passed by a majority that could
 // not see this node) re-binds its claim elsewhere in a later round; the
 // machine the verdict was about is released, and nothing leaks.
@@ -46,9 +55,7 @@ func TestLostVerdictRebindsAndLeaksNothing(t *testing.T) {
 	m, err := store.Get[types.Machine](tn.st, types.KindMachine, c.Status.Machine)
 	require.NoError(t, err)
 
-	verdict := *m
-	verdict.Status.Lost = &types.MachineVerdict{Reason: "node n1 is gone for 30s", By: "n9", Owner: m.Metadata.Facets.Get(types.FacetOwner), Was: m.Status.Phase}
-	tn.applyRemote(&verdict, types.FacetLost, "n9")
+	tn.lostVerdict(m)
 
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		got, err := store.Get[types.MachineClaim](tn.st, types.KindMachineClaim, "c1")
@@ -84,9 +91,7 @@ func TestLostLongBoundClaimRebinds(t *testing.T) {
 	require.NoError(t, err)
 
 	skew.Store(int64(time.Hour)) // the claim has been bound for an hour
-	verdict := *m
-	verdict.Status.Lost = &types.MachineVerdict{Reason: "node n1 is gone for 30s", By: "n9", Owner: m.Metadata.Facets.Get(types.FacetOwner), Was: m.Status.Phase}
-	tn.applyRemote(&verdict, types.FacetLost, "n9")
+	tn.lostVerdict(m)
 
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		got, err := store.Get[types.MachineClaim](tn.st, types.KindMachineClaim, "c1")

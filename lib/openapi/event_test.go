@@ -51,18 +51,30 @@ func TestClaimsOnlyInsideTheirEventWindow(t *testing.T) {
 	r := e.do(http.MethodPost, "/api/v1/machineclaims", aliceTok, noCode)
 	require.Equal(t, http.StatusForbidden, r.code, string(r.body))
 	assert.Equal(t, "spec.accessCode", r.errBody(t).Field)
-	for _, tc := range []struct {
-		event string
-		code  int
-		says  string
-	}{
+	postUnderEvents(t, e, "/api/v1/machineclaims", "c-", []eventCase{
 		{"open", http.StatusCreated, ""},
 		{"later", http.StatusForbidden, "opens at"},
 		{"over", http.StatusForbidden, "ended at"},
 		{"nope", http.StatusBadRequest, "does not exist"},
-	} {
+	})
+}
+
+// eventCase is what a POST of an object under event answers.
+type eventCase struct {
+	event string
+	code  int
+	says  string // part of the message on spec.scheduledEvent
+}
+
+// postUnderEvents posts a claim or session (of alice's, template t, code
+// all-the-events) named prefix+event under each case's event.
+func postUnderEvents(t *testing.T, e *testEnv, path, prefix string, cases []eventCase) {
+	t.Helper()
+	kind := map[string]string{"/api/v1/machineclaims": "MachineClaim", "/api/v1/sessions": "Session"}[path]
+	for _, tc := range cases {
 		t.Run(tc.event, func(t *testing.T) {
-			r := e.do(http.MethodPost, "/api/v1/machineclaims", aliceTok, claim("c-"+tc.event, tc.event))
+			r := e.do(http.MethodPost, path, aliceTok, map[string]any{"kind": kind, "metadata": map[string]any{"name": prefix + tc.event},
+				"spec": map[string]any{"machineTemplate": "t", "scheduledEvent": tc.event, "accessCode": "all-the-events"}})
 			require.Equal(t, tc.code, r.code, string(r.body))
 			if tc.says != "" {
 				b := r.errBody(t)
@@ -79,28 +91,12 @@ func TestClaimsOnlyInsideTheirEventWindow(t *testing.T) {
 // (lib/cluster TestSessionWaitsForItsEventWindow).
 func TestSessionsRefusedOnceTheirEventIsOver(t *testing.T) {
 	e := eventWindowEnv(t)
-	for _, tc := range []struct {
-		event string
-		code  int
-		says  string
-	}{
+	postUnderEvents(t, e, "/api/v1/sessions", "s-", []eventCase{
 		{"open", http.StatusCreated, ""},
 		{"later", http.StatusCreated, ""},
 		{"nope", http.StatusCreated, ""},
 		{"over", http.StatusForbidden, "scheduled event over ended at 2026-11-30T11:00:00Z"},
-	} {
-		t.Run(tc.event, func(t *testing.T) {
-			r := e.do(http.MethodPost, "/api/v1/sessions", aliceTok, map[string]any{"kind": "Session",
-				"metadata": map[string]any{"name": "s-" + tc.event},
-				"spec":     map[string]any{"machineTemplate": "t", "scheduledEvent": tc.event, "accessCode": "all-the-events"}})
-			require.Equal(t, tc.code, r.code, string(r.body))
-			if tc.says != "" {
-				b := r.errBody(t)
-				assert.Equal(t, "spec.scheduledEvent", b.Field)
-				assert.Equal(t, tc.says, b.Message)
-			}
-		})
-	}
+	})
 }
 
 // A set a scheduled event created is the event's to size: a PUT that

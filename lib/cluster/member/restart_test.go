@@ -42,29 +42,30 @@ func TestRestartCatchesUp(t *testing.T) {
 	assert.True(t, ok)
 }
 
-func TestKilledMemberRestartsAndCatchesUp(t *testing.T) {
-	c := membertest.Start(t, 3, membertest.Options{})
-	c.Kill(1)
-	put(t, c.Nodes[0].Store, "after-kill", "alice")
-	c.Restart(1)
-	c.WaitMembers(10 * time.Second)
-	d := c.WaitConverged(5 * time.Second)
-	assert.Equal(t, 1, d.Records)
-}
-
-// A member stopped gracefully (it left) and started again without an
-// address to join, as hf-node under its service, is taken back by the
-// others: they rejoin members that left as they do dead ones. It stayed
-// alone, and both sides reported a healthy cluster.
-func TestLeftMemberRestartedAloneIsRejoined(t *testing.T) {
-	c := membertest.Start(t, 3, membertest.Options{})
-	c.Stop(2)
-	c.WaitMembers(10 * time.Second)
-	put(t, c.Nodes[0].Store, "while-away", "alice")
-	c.RestartAlone(2)
-	c.WaitMembers(10 * time.Second)
-	d := c.WaitConverged(10 * time.Second)
-	assert.Equal(t, 1, d.Records)
+// A member that went away comes back and catches up: killed and restarted
+// with a member to join; or stopped gracefully (it left) and started again
+// without an address to join, as hf-node under its service, when the others
+// take it back: they rejoin members that left as they do dead ones (it
+// stayed alone, and both sides reported a healthy cluster).
+func TestMemberComesBackAndCatchesUp(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		away, back func(c *membertest.Cluster)
+	}{
+		{"killed, restarted joining", func(c *membertest.Cluster) { c.Kill(2) }, func(c *membertest.Cluster) { c.Restart(2) }},
+		{"left, restarted alone", func(c *membertest.Cluster) { c.Stop(2) }, func(c *membertest.Cluster) { c.RestartAlone(2) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := membertest.Start(t, 3, membertest.Options{})
+			tc.away(c)
+			c.WaitMembers(10 * time.Second)
+			put(t, c.Nodes[0].Store, "while-away", "alice")
+			tc.back(c)
+			c.WaitMembers(10 * time.Second)
+			d := c.WaitConverged(10 * time.Second)
+			assert.Equal(t, 1, d.Records)
+		})
+	}
 }
 
 // A member started without an address to join finds the cluster through
