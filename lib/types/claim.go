@@ -226,12 +226,18 @@ func (o *MachineClaim) Derive() {
 	s.Round = e.Round
 	var bound, ended, failed time.Time
 	current := b != nil && b.Round >= e.Round
-	if current {
+	switch {
+	case current:
 		s.Round = b.Round
 		if b.Phase == BindingBound || b.Phase == BindingEnded {
 			s.Machine, s.Node, s.Driver = b.Machine, b.Node, b.Driver
 			bound = b.At
 		}
+	case b != nil && (b.Phase == BindingBound || b.Phase == BindingLost || b.Phase == BindingEnded):
+		// An older round's binding: the claim was Bound then (Since is when
+		// that round's binding began), and its history keeps it after a
+		// hand-back or a failure.
+		bound = b.Since
 	}
 	switch {
 	case s.End != nil:
