@@ -34,12 +34,13 @@ func (d *duties) reconcileSession(name string) time.Duration {
 		return 0
 	}
 	timeout := s.EffectiveTimeout()
-	gate := d.sessionGate(now, s, s.Status.MachineClaim != "")
+	ev, _ := d.sessionEvent(s)
+	gate := sessionGate(now, ev, s.Status.MachineClaim != "")
 	seen := s.LastSeen()
-	if start := d.sessionEventStart(s); start.After(seen) {
+	if ev != nil && ev.Spec.StartTime.After(seen) {
 		// Waiting for its event to open is not being idle: the user has
 		// nothing to keep alive yet. The timeout counts from the start.
-		seen = start
+		seen = ev.Spec.StartTime
 	}
 	idleAt := seen.Add(timeout)
 	idle := !now.Before(idleAt)
@@ -49,7 +50,7 @@ func (d *duties) reconcileSession(name string) time.Duration {
 	case gate.Over:
 		d.endSession(s, gate.Message, gateCondition(gate))
 		return 0
-	case s.Status.MachineClaim != "" && !d.claimExists(s.Status.MachineClaim):
+	case s.Status.MachineClaim != "" && d.claimDeleted(s.Status.MachineClaim):
 		d.endSession(s, "its claim was deleted", &types.Condition{Type: types.ConditionClaimed, Status: types.ConditionFalse,
 			Reason: "ClaimDeleted", Message: "its claim " + s.Status.MachineClaim + " was deleted, so the session ended: create a new session for a new machine"})
 		return 0
@@ -81,34 +82,31 @@ func (d *duties) reconcileSession(name string) time.Duration {
 	return wait
 }
 
-// sessionEventStart is the start of s's scheduled event (zero without one).
-func (d *duties) sessionEventStart(s *types.Session) time.Time {
+// sessionEvent is s's scheduled event (nil, false without one, or while it
+// does not exist).
+func (d *duties) sessionEvent(s *types.Session) (*types.ScheduledEvent, bool) {
 	if s.Spec.ScheduledEvent == "" {
-		return time.Time{}
+		return nil, false
 	}
-	ev, ok := cache.Typed[types.ScheduledEvent](d.n.cache, types.KindScheduledEvent, s.Spec.ScheduledEvent)
-	if !ok {
-		return time.Time{}
-	}
-	return ev.Spec.StartTime
+	return cache.Typed[types.ScheduledEvent](d.n.cache, types.KindScheduledEvent, s.Spec.ScheduledEvent)
 }
 
-// claimExists reports whether the store holds claim name (the store, not
-// the cache: a claim just made may not have reached the cache yet).
-func (d *duties) claimExists(name string) bool {
-	_, err := d.n.st.Get(types.KindMachineClaim, name)
-	return !isNotFound(err)
+// claimDeleted reports whether claim name was deleted: its tombstone is in
+// the store. A claim this node has not seen yet (a replica behind, after the
+// session's owner moved here) is not: the session keeps it.
+func (d *duties) claimDeleted(name string) bool {
+	gone, err := d.n.st.Deleted(types.KindMachineClaim, name)
+	if err != nil {
+		d.n.log.Warn("session claim", "claim", name, "err", err)
+	}
+	return gone
 }
 
-// sessionGate is what s's scheduled event lets it do at now
-// (scheduler.SessionUnderEvent); open when it names none, or one that does
-// not exist (sessionTemplate says so when the session needs its template).
-func (d *duties) sessionGate(now time.Time, s *types.Session, holdsClaim bool) scheduler.SessionGate {
-	if s.Spec.ScheduledEvent == "" {
-		return scheduler.SessionGate{Open: true}
-	}
-	ev, ok := cache.Typed[types.ScheduledEvent](d.n.cache, types.KindScheduledEvent, s.Spec.ScheduledEvent)
-	if !ok {
+// sessionGate is what event ev lets a session do at now
+// (scheduler.SessionUnderEvent); open without one, or while it does not
+// exist (sessionTemplate says so when the session needs its template).
+func sessionGate(now time.Time, ev *types.ScheduledEvent, holdsClaim bool) scheduler.SessionGate {
+	if ev == nil {
 		return scheduler.SessionGate{Open: true}
 	}
 	return scheduler.SessionUnderEvent(now, *ev, holdsClaim)
@@ -131,7 +129,7 @@ func (d *duties) sessionTemplate(s *types.Session) (tmpl, why string) {
 	if s.Spec.ScheduledEvent == "" {
 		return "", "the session names neither a machineTemplate nor a scheduledEvent, so it has no machine: set spec.machineTemplate"
 	}
-	ev, ok := cache.Typed[types.ScheduledEvent](d.n.cache, types.KindScheduledEvent, s.Spec.ScheduledEvent)
+	ev, ok := d.sessionEvent(s)
 	if !ok {
 		return "", "scheduled event " + s.Spec.ScheduledEvent + " does not exist: the session waits for it, or for spec.machineTemplate"
 	}
@@ -210,7 +208,8 @@ func (d *duties) startSession(s *types.Session) {
 		return
 	}
 	// As a session without a claim: a NewPerScenario move has released it.
-	switch gate := d.sessionGate(n.cfg.Now(), s, false); {
+	ev, _ := d.sessionEvent(s)
+	switch gate := sessionGate(n.cfg.Now(), ev, false); {
 	case gate.Over:
 		d.endSession(s, gate.Message, gateCondition(gate))
 		return
@@ -236,11 +235,9 @@ func (d *duties) startSession(s *types.Session) {
 	if code := s.Metadata.Labels[types.LabelAccessCode]; code != "" {
 		c.Metadata.Labels[types.LabelAccessCode] = code // checked by the API on the session
 	}
-	if s.Spec.ScheduledEvent != "" {
-		if ev, ok := cache.Typed[types.ScheduledEvent](n.cache, types.KindScheduledEvent, s.Spec.ScheduledEvent); ok {
-			if under, ok := scheduler.ClaimUnderEvent(*c, *ev); ok {
-				c.Spec = under.Spec
-			}
+	if ev != nil {
+		if under, ok := scheduler.ClaimUnderEvent(*c, *ev); ok {
+			c.Spec = under.Spec
 		}
 	}
 	if _, err := n.st.Put(c, store.PutOptions{Create: true}); err != nil {

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/cluster/cache"
 	"github.com/hf-fleet/hf/lib/internal/testclock"
 	"github.com/hf-fleet/hf/lib/scheduler"
 	"github.com/hf-fleet/hf/lib/store"
@@ -249,4 +250,25 @@ func TestSessionEndsWithItsClaim(t *testing.T) {
 			assert.Equal(c, "ClaimDeleted", cond.Reason)
 		}
 	}, 10*time.Second, 5*time.Millisecond)
+}
+
+// A session naming a claim this node has never seen (a replica behind, after
+// the session's owner moved here) keeps it: only a claim's tombstone ends
+// the session, never its absence.
+func TestSessionKeepsAClaimNotSeenYet(t *testing.T) {
+	tn := newTestNode(t, "n1", `{"cpus": 4, "ram_gb": 8}`)
+	tn.put(template("small", 1, 1, `{}`))
+	s := &types.Session{TypeMeta: types.TypeMeta{Kind: types.KindSession}, Metadata: types.ObjectMeta{Name: "s1"},
+		Spec:   types.SessionSpec{User: "alice", MachineTemplate: "small", Timeout: types.D(time.Hour)},
+		Status: types.SessionStatus{Phase: types.SessionPhaseActive, MachineClaim: "s1-not-here-yet"}}
+	tn.put(s)
+	require.Eventually(t, func() bool {
+		_, ok := cache.Typed[types.Session](tn.node.cache, types.KindSession, "s1")
+		return ok
+	}, 10*time.Second, 5*time.Millisecond)
+	tn.node.duties.reconcileSession("s1")
+	got, err := store.Get[types.Session](tn.st, types.KindSession, "s1")
+	require.NoError(t, err)
+	assert.Equal(t, types.SessionPhaseActive, got.Status.Phase)
+	assert.Equal(t, "s1-not-here-yet", got.Status.MachineClaim)
 }

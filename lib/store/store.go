@@ -445,18 +445,7 @@ func (s *Store) Get(kind, name string) (Record, error) {
 // get is Get; with data false the record's object JSON is not assembled
 // (for callers that decode its facets).
 func (s *Store) get(kind, name string, data bool) (Record, error) {
-	if err := s.enter(); err != nil {
-		return Record{}, err
-	}
-	defer s.leave()
-	rec, ok := s.hot.get(kind, name)
-	var err error
-	if !ok {
-		err = s.db.View(func(txn *badger.Txn) error {
-			rec, ok, err = getRecord(txn, kind, name)
-			return err
-		})
-	}
+	rec, ok, err := s.lookup(kind, name)
 	switch {
 	case err != nil:
 	case !ok || rec.Deleted:
@@ -468,6 +457,30 @@ func (s *Store) get(kind, name string, data bool) (Record, error) {
 		return Record{}, fmt.Errorf("get %s/%s: %w", kind, name, err)
 	}
 	return rec, nil
+}
+
+// Deleted reports whether the store holds kind/name's tombstone: it was
+// deleted (and its tombstone not yet collected). A record never seen is not
+// deleted: a replica may not have it yet.
+func (s *Store) Deleted(kind, name string) (bool, error) {
+	rec, ok, err := s.lookup(kind, name)
+	return ok && rec.Deleted, err
+}
+
+// lookup reads kind/name's record, live or a tombstone (ok false: none).
+func (s *Store) lookup(kind, name string) (rec Record, ok bool, err error) {
+	if err := s.enter(); err != nil {
+		return Record{}, false, err
+	}
+	defer s.leave()
+	if rec, ok = s.hot.get(kind, name); ok {
+		return rec, true, nil
+	}
+	err = s.db.View(func(txn *badger.Txn) error {
+		rec, ok, err = getRecord(txn, kind, name)
+		return err
+	})
+	return rec, ok, err
 }
 
 // List returns the live records of kind, sorted by name.

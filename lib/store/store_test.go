@@ -523,3 +523,21 @@ func TestWritesPerKind(t *testing.T) {
 	assert.Zero(t, s.Writes(types.KindToken))
 	assert.Zero(t, s.Writes("NoSuchKind"))
 }
+
+// Deleted tells a deleted record (its tombstone is here) from one never
+// seen, which Get answers alike.
+func TestDeletedTellsTombstoneFromUnseen(t *testing.T) {
+	s, _ := newMemStore(t)
+	putClaim(t, s, "c1")
+	gone, err := s.Deleted(types.KindMachineClaim, "c1")
+	require.NoError(t, err)
+	assert.False(t, gone, "live")
+	_, err = s.Delete(types.KindMachineClaim, "c1", types.Version{})
+	require.NoError(t, err)
+	gone, err = s.Deleted(types.KindMachineClaim, "c1")
+	require.NoError(t, err)
+	assert.True(t, gone, "its tombstone")
+	gone, err = s.Deleted(types.KindMachineClaim, "never")
+	require.NoError(t, err)
+	assert.False(t, gone, "never seen")
+}
