@@ -277,6 +277,35 @@ func TestDeleteWaitsForClaimAndMachine(t *testing.T) {
 	assert.Equal(t, "machineclaim/c1 deleted\n", run.out.String())
 }
 
+// A machine whose node is gone is Lost, not released: the wait ends (there
+// is nothing reachable to wait for) and says where the machine still is.
+func TestDeleteWaitSaysAMachineIsLost(t *testing.T) {
+	c := newCLI(t)
+	c.srv.Put(bound(newClaim("c1", "small", "", nil), "n2", "m-1", time.Millisecond))
+	machine := &types.Machine{
+		TypeMeta: types.TypeMeta{Kind: types.KindMachine}, Metadata: types.ObjectMeta{Name: "m-1"},
+		Spec:   types.MachineSpec{Claim: "c1", MachineTemplate: "small", Node: "n2", Driver: "test"},
+		Status: types.MachineStatus{Phase: types.MachineRunning},
+	}
+	c.srv.Put(machine)
+
+	run := startWaitingDelete(t, c, "c1", "the machine still runs")
+	machine.Status.Phase = types.MachineLost
+	c.srv.Put(machine)
+	require.Equal(t, 0, run.wait(t), run.err.String())
+	assert.Contains(t, run.err.String(), "machine/m-1 is Lost: node n2 is unreachable and still holds what its driver made for it")
+
+	// A machine that was released says nothing of the kind.
+	c.srv.Put(bound(newClaim("c2", "small", "", nil), "n1", "m-2", time.Millisecond))
+	other := *machine
+	other.Metadata.Name, other.Spec.Claim, other.Spec.Node, other.Status.Phase = "m-2", "c2", "n1", types.MachineRunning
+	c.srv.Put(&other)
+	run = startWaitingDelete(t, c, "c2", "the machine still runs")
+	c.srv.Remove(types.KindMachine, "m-2")
+	require.Equal(t, 0, run.wait(t), run.err.String())
+	assert.NotContains(t, run.err.String(), "Lost")
+}
+
 // A claim deleted while its machine is being made names no machine yet:
 // --wait also waits for the machines labelled with the claim.
 func TestDeleteWaitsForAMachineBeingMade(t *testing.T) {

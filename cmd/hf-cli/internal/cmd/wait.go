@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -226,6 +228,16 @@ func waitGone(ctx context.Context, f *Factory, c *client.Client, kind, name, mac
 	}
 	listed := !claim // the labelled machines were looked for
 	holds := func(m *types.Machine) bool { return m.Live() && m.Spec.Claim == name }
+	// A machine that went because it is Lost is not released: its node is
+	// unreachable and still holds whatever its driver made. The wait ends
+	// (nothing reachable is left to wait for), but says so.
+	lost := map[string]string{} // machine -> its node
+	gone := func(m *types.Machine) {
+		delete(pending, m.Metadata.Name)
+		if m.Status.Phase == types.MachineLost && m.Spec.Claim == name {
+			lost[m.Metadata.Name] = m.Spec.Node
+		}
+	}
 	err := waitLoop(wctx, c, client.WatchOptions{Kinds: kinds},
 		func(ev client.WatchEvent) bool {
 			if ev.Kind == kind && ev.Name == name {
@@ -261,8 +273,11 @@ func waitGone(ctx context.Context, f *Factory, c *client.Client, kind, name, mac
 				case err == nil:
 					listed = true
 					for _, o := range ms {
-						if m := o.(*types.Machine); holds(m) {
+						switch m := o.(*types.Machine); {
+						case holds(m):
 							pending[m.Metadata.Name] = true
+						case !pending[m.Metadata.Name] && m.Spec.Claim == name:
+							gone(m)
 						}
 					}
 				case !retryable(err):
@@ -277,8 +292,8 @@ func waitGone(ctx context.Context, f *Factory, c *client.Client, kind, name, mac
 				case err != nil && !retryable(err):
 					return false, err
 				case err == nil:
-					if !holds(o.(*types.Machine)) {
-						delete(pending, mn)
+					if m := o.(*types.Machine); !holds(m) {
+						gone(m)
 					}
 				}
 			}
@@ -294,6 +309,12 @@ func waitGone(ctx context.Context, f *Factory, c *client.Client, kind, name, mac
 			}
 		}
 		return fmt.Errorf("%w after %s waiting for %s to go away", errTimeout, timeout, what)
+	}
+	if err == nil {
+		for _, mn := range slices.Sorted(maps.Keys(lost)) {
+			fmt.Fprintf(f.Err, "%s is Lost: node %s is unreachable and still holds what its driver made for it; "+
+				"the node releases it when it comes back (hf-cli node get %s)\n", ref(types.KindMachine, mn), lost[mn], lost[mn])
+		}
 	}
 	return err
 }
