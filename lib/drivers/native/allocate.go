@@ -163,7 +163,14 @@ func (d *Driver) build(ctx context.Context, cfg Config, cg cgroupSetup, m *machi
 		// earlier owner left in /tmp and the like would be this machine's
 		// to read. Release sweeps too, but not for a user deleted some
 		// other way (by hand, by a driver older than the sweep). Nothing
-		// runs as the new user yet.
+		// runs as the new user yet, so any process of its uid is such an
+		// owner's, left running: it would read and signal this machine's
+		// things as its user. It is killed at once, before the sweep.
+		now := cfg
+		now.StopGrace.Duration = 0
+		if err := d.killAll(ctx, now, procMatch{id: m.ID, uid: pw.UID}); err != nil {
+			return fmt.Errorf("user %s: processes an earlier owner of uid %d left: %w", m.ID, pw.UID, err)
+		}
 		if err := d.sweepUID(pw.UID); err != nil {
 			return fmt.Errorf("user %s: %w", m.ID, err)
 		}

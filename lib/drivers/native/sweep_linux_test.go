@@ -255,6 +255,13 @@ func TestNewUserSweptBeforeUse(t *testing.T) {
 		_, err = unix.SysvShmCtl(seg, unix.IPC_SET, &desc)
 		require.NoError(t, err)
 		require.Contains(t, sysvOf(t, "shm", uid), seg)
+		// A process the earlier owner left running.
+		left := exec.Command("sleep", "600")
+		left.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+		require.NoError(t, left.Start())
+		leftDone := make(chan error, 1)
+		go func() { leftDone <- left.Wait() }()
+		t.Cleanup(func() { _ = left.Process.Kill(); <-leftDone })
 
 		r := allocateEntry(t, d, "reuses", `cat `+stale+` `+shm+` > $HOME/seen 2>&1 || true; touch $HOME/ready; exec sleep 600`)
 		m := machineOf(t, *r)
@@ -266,6 +273,13 @@ func TestNewUserSweptBeforeUse(t *testing.T) {
 		gone(t, stale)
 		gone(t, shm)
 		assert.NotContains(t, sysvOf(t, "shm", uid), seg, "the segment is removed")
+		select {
+		case err := <-leftDone:
+			leftDone <- err // for the cleanup
+			assert.ErrorContains(t, err, "signal: killed", "the earlier owner's process")
+		case <-time.After(10 * time.Second):
+			assert.Fail(t, "the earlier owner's process still runs as the new machine's user")
+		}
 		waitFile(t, filepath.Join(m.Home, "ready"))
 		seen, err := os.ReadFile(filepath.Join(m.Home, "seen"))
 		require.NoError(t, err)
