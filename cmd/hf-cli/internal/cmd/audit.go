@@ -81,8 +81,12 @@ func runAudit(ctx context.Context, opts *auditOptions) error {
 	defer cancel()
 	clients := []*client.Client{cl}
 	if !opts.local {
-		if clients, err = f.nodeClients(ctx, cl); err != nil {
+		var down []string
+		if clients, down, err = f.nodeClients(ctx, cl); err != nil {
 			return err
+		}
+		for _, n := range down {
+			fmt.Fprintf(f.Err, "warning: node %s is not asked: its records are not in this list\n", n)
 		}
 	}
 	recs, err := auditNodes(ctx, f, clients, q)
@@ -138,28 +142,36 @@ func auditNodes(ctx context.Context, f *Factory, clients []*client.Client, q url
 	return recs, nil
 }
 
-// nodeClients returns a client of every Up node's API, with the token and
-// scheme of cl (cl itself for the node it talks to).
-func (f *Factory) nodeClients(ctx context.Context, cl *client.Client) ([]*client.Client, error) {
+// nodeClients returns a client of the API of every node that is not Down
+// (a drained node runs and answers), with the token and scheme of cl (cl
+// itself for the node it talks to), and the nodes it cannot ask (Down, or
+// with no API address), each with why, for the caller to say what it left
+// out.
+func (f *Factory) nodeClients(ctx context.Context, cl *client.Client) (clients []*client.Client, down []string, err error) {
 	nodes, err := cl.List(ctx, types.KindNode, nil)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	base, err := url.Parse(cl.Endpoint())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	out := []*client.Client{cl}
+	clients = []*client.Client{cl}
 	for _, o := range nodes {
 		n := o.(*types.Node)
-		if n.Status.Phase != types.NodeUp || n.Spec.APIAddress == "" || n.Spec.APIAddress == base.Host {
-			continue
+		switch {
+		case n.Spec.APIAddress == base.Host:
+		case n.Status.Phase == types.NodeDown:
+			down = append(down, n.Metadata.Name+" (Down)")
+		case n.Spec.APIAddress == "":
+			down = append(down, n.Metadata.Name+" (no API address)")
+		default:
+			c, err := f.clientFor(base.Scheme + "://" + n.Spec.APIAddress)
+			if err != nil {
+				return nil, nil, err
+			}
+			clients = append(clients, c)
 		}
-		c, err := f.clientFor(base.Scheme + "://" + n.Spec.APIAddress)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
 	}
-	return out, nil
+	return clients, down, nil
 }

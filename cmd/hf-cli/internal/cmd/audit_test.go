@@ -90,3 +90,37 @@ func TestAuditFailsWhenEveryNodeFails(t *testing.T) {
 		})
 	}
 }
+
+// A drained node runs and answers: audit asks it like any other. A node that
+// is Down is not asked, and audit says its records are missing; rotate-key
+// refuses while one is Down (it could not take the new key), naming it.
+func TestAuditAsksDrainedNodesAndNamesDownOnes(t *testing.T) {
+	at := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	recordsOf := func(node string) func() *http.Response {
+		return auditAnswer(http.StatusOK, map[string]any{"items": []types.AuditRecord{
+			{Time: at, Node: node, User: "alice", Role: "admin", Method: http.MethodPost, Path: "/api/v1/machineclaims", Status: 201}}})
+	}
+	c := newCLI(t)
+	self, err := url.Parse(c.srv.URL)
+	require.NoError(t, err)
+	for _, n := range []struct {
+		name, addr string
+		phase      types.NodePhase
+	}{{"n1", self.Host, types.NodeUp}, {"n2", "n2.test:7700", types.NodeDraining}, {"n3", "n3.test:7700", types.NodeDown}} {
+		c.srv.Put(&types.Node{TypeMeta: types.TypeMeta{Kind: types.KindNode}, Metadata: types.ObjectMeta{Name: n.name},
+			Spec: types.NodeSpec{APIAddress: n.addr}, Status: types.NodeStatus{Phase: n.phase}})
+	}
+	c.transport = fakeAuditNodes{self.Host: recordsOf("n1"), "n2.test:7700": recordsOf("n2"), "n3.test:7700": recordsOf("n3")}
+	r := c.run("audit")
+	require.Equal(t, ExitOK, r.code, r.err)
+	rows := lines(r.out)
+	require.Len(t, rows, 3, r.out)
+	assert.Contains(t, rows[1]+rows[2], "\tn2\t", "the drained node is asked")
+	assert.NotContains(t, r.out, "\tn3\t")
+	assert.Equal(t, []string{"warning: node n3 (Down) is not asked: its records are not in this list"}, lines(r.err))
+
+	r = c.run("cluster", "rotate-key")
+	assert.Equal(t, ExitError, r.code, r.err)
+	assert.Contains(t, r.err, "cannot reach node n3 (Down) to give it the new key")
+	assert.NotContains(t, r.err, "n2", "a drained node is no reason to refuse")
+}

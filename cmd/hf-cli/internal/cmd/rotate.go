@@ -9,7 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/hf-fleet/hf/lib/pki"
-	"github.com/hf-fleet/hf/lib/types"
 )
 
 func newRotateKeyCmd(f *Factory) *cobra.Command {
@@ -42,25 +41,15 @@ func runRotateKey(ctx context.Context, f *Factory, key string) error {
 	}
 	ctx, cancel := f.requestContext(ctx)
 	defer cancel()
-	nodes, err := cl.List(ctx, types.KindNode, nil)
+	// A drained node runs and gossips: it takes the key as any other. One
+	// that is Down cannot, and would not get into the cluster again with
+	// the old key once it is retired.
+	clients, down, err := f.nodeClients(ctx, cl)
 	if err != nil {
 		return err
-	}
-	var down []string
-	for _, o := range nodes {
-		if n := o.(*types.Node); n.Status.Phase != types.NodeUp {
-			down = append(down, n.Metadata.Name+" ("+string(n.Status.Phase)+")")
-		}
 	}
 	if len(down) > 0 {
-		return fmt.Errorf("not every node is Up: %s; bring them back (or delete them) first", strings.Join(down, ", "))
-	}
-	clients, err := f.nodeClients(ctx, cl)
-	if err != nil {
-		return err
-	}
-	if len(clients) != len(nodes) {
-		return fmt.Errorf("found the API of %d of %d nodes", len(clients), len(nodes))
+		return fmt.Errorf("cannot reach node %s to give it the new key: start it again, or delete a node gone for good (hf-cli node delete NAME), first", strings.Join(down, ", "))
 	}
 	before, err := clients[0].GossipKeys(ctx)
 	if err != nil {
