@@ -23,12 +23,15 @@ func newClusterCmd(f *Factory) *cobra.Command {
 	c.AddCommand(
 		&cobra.Command{
 			Use:   "keygen",
-			Short: "Print a new random cluster key (base64 of 32 bytes)",
+			Short: "Print a new random cluster key (base64 of 32 bytes; -o json|yaml: as {key: ...})",
 			Args:  noArgs,
 			RunE: func(*cobra.Command, []string) error {
 				key, err := newKey(f.Rand)
 				if err != nil {
 					return err
+				}
+				if p := f.printer(); p.structured() {
+					return p.encode(map[string]string{"key": key})
 				}
 				_, err = fmt.Fprintln(f.Out, key)
 				return err

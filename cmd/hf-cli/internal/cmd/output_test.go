@@ -130,6 +130,15 @@ func TestKeygen(t *testing.T) {
 
 	r2 := c.run("cluster", "keygen")
 	assert.NotEqual(t, r.out, r2.out, "keys are random")
+
+	// -o json is JSON, as for every other command.
+	r = c.run("cluster", "keygen", "-o", "json")
+	require.Equal(t, 0, r.code, r.err)
+	var got struct{ Key string }
+	require.NoError(t, json.Unmarshal([]byte(r.out), &got), r.out)
+	key, err = base64.StdEncoding.DecodeString(got.Key)
+	require.NoError(t, err)
+	assert.Len(t, key, 32)
 }
 
 func TestVersionHealthWhoAmI(t *testing.T) {
