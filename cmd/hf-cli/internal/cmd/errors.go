@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -59,10 +60,17 @@ func ExitCode(err error) int {
 		return ExitNotFound
 	case client.IsConflict(err):
 		return ExitConflict
-	case errors.Is(err, errTimeout), errors.Is(err, errClaimFailed), errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, errTimeout), errors.Is(err, errClaimFailed), errors.Is(err, context.DeadlineExceeded), isNetTimeout(err):
 		return ExitTimeout
 	}
 	return ExitError
+}
+
+// isNetTimeout reports whether err is a network timeout (a connection or TLS
+// handshake that never finished), which is a timeout as --timeout's is.
+func isNetTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // printError writes err as "hf-cli: message", one line per joined error.

@@ -319,7 +319,7 @@ func runWatch(ctx context.Context, opts *watchOptions) error {
 		// cannot tell whether a deleted object matched), it starts from now.
 		watch.LabelSelector = sel.String()
 	}
-	events, err := c.WatchWith(ctx, watch)
+	events, err := opts.f.openWatch(ctx, c, watch)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package cmd
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"regexp"
 	"strings"
 	"testing"
@@ -499,4 +500,39 @@ func TestHelpExitsZero(t *testing.T) {
 		assert.Equal(t, 0, r.code, "%v: %s", args, r.err)
 		assert.Contains(t, r.out, "Usage:")
 	}
+}
+
+// A watch whose endpoint accepts the connection and never answers gives up
+// after --timeout with the timeout's exit code, as every other request does;
+// a stream that is open runs past it.
+func TestWatchOpeningIsBoundedByTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = conn.Close() }) // held open, never answered
+		}
+	}()
+	c := newCLI(t)
+	start := time.Now()
+	r := c.run("--endpoint", "http://"+ln.Addr().String(), "--timeout", "300ms", "claim", "watch")
+	assert.Equal(t, ExitTimeout, r.code, r.err)
+	assert.Contains(t, r.err, "no answer within 300ms to open the watch stream")
+	assert.Less(t, time.Since(start), 5*time.Second)
+
+	// An open stream outlives --timeout.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	run := c.start(ctx, "--timeout", "100ms", "claim", "watch")
+	require.Eventually(t, func() bool { return c.srv.Watchers() == 1 }, 5*time.Second, 5*time.Millisecond)
+	time.Sleep(300 * time.Millisecond)
+	c.srv.Put(newClaim("c1", "small", "", nil))
+	require.Eventually(t, func() bool { return strings.Contains(run.out.String(), "c1") }, 5*time.Second, 5*time.Millisecond)
+	cancel()
+	require.Equal(t, 0, run.wait(t), run.err.String())
 }

@@ -146,7 +146,7 @@ func NewRootCmd(env Env) *cobra.Command {
 	pf.StringVar(&f.profile, "profile", "", "profile to use (default: HF_PROFILE, else the current profile)")
 	pf.StringVarP(&f.output, "output", "o", "", "output format: table, json or yaml (default: HF_OUTPUT, else table)")
 	pf.StringVar(&f.caFile, "ca-file", "", "CA certificate the endpoint's TLS certificate is checked against (default: HF_CA_FILE, else the profile's and, for an endpoint on this host, its node's, else the system's)")
-	pf.DurationVar(&f.timeout, "timeout", 30*time.Second, "time limit of each API request (0: none)")
+	pf.DurationVar(&f.timeout, "timeout", 30*time.Second, "time limit of each API request, and of opening a watch stream (0: none)")
 
 	root.AddCommand(
 		newProfileCmd(f),
@@ -296,6 +296,24 @@ func (f *Factory) requestContext(ctx context.Context) (context.Context, context.
 		return context.WithCancel(ctx)
 	}
 	return context.WithTimeout(ctx, f.timeout)
+}
+
+// openWatch opens a watch stream whose opening (connecting, TLS, the
+// answer's headers) --timeout bounds as it does any request; the stream
+// then runs until ctx ends.
+func (f *Factory) openWatch(ctx context.Context, c *client.Client, opts client.WatchOptions) (<-chan client.WatchEvent, error) {
+	if f.timeout <= 0 {
+		return c.WatchWith(ctx, opts)
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	timer := time.AfterFunc(f.timeout, func() {
+		cancel(fmt.Errorf("%w: no answer within %s to open the watch stream", context.DeadlineExceeded, f.timeout))
+	})
+	events, err := c.WatchWith(wctx, opts)
+	if !timer.Stop() {
+		return nil, context.Cause(wctx)
+	}
+	return events, err
 }
 
 // printer returns the output printer for the resolved format.
