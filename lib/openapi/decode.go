@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
+	"github.com/go-json-experiment/json/jsontext"
 	fastjson "github.com/goccy/go-json"
 
 	"github.com/hf-fleet/hf/lib/types"
@@ -47,7 +48,45 @@ func readBody(w http.ResponseWriter, r *http.Request, timeout time.Duration) ([]
 		}
 		return nil, badRequest("", "read body: %v", err)
 	}
+	if err := uniqueNames(b); err != nil {
+		return nil, err
+	}
 	return b, nil
+}
+
+// uniqueNames refuses a JSON body in which an object names a member twice
+// ({"user": "alice", "user": "bob"}): decoders disagree on which one counts
+// (encoding/json and goccy take the last, others the first), so a check
+// made on one reading could be passed by a value stored from another. The
+// error names the member. A body that is not JSON at all passes: its decoder
+// says what is wrong with it.
+func uniqueNames(body []byte) error {
+	if len(body) == 0 || jsontext.Value(body).IsValid() {
+		return nil // the common case, without an allocation
+	}
+	_, err := jsontext.NewDecoder(bytes.NewReader(body)).ReadValue()
+	var se *jsontext.SyntacticError
+	if !errors.As(err, &se) || !errors.Is(se.Err, jsontext.ErrDuplicateName) {
+		return nil
+	}
+	return badRequest(pointerField(se.JSONPointer), "is given twice in one JSON object")
+}
+
+// pointerField turns a JSON pointer (/metadata/labels/a~1b, /items/0) into
+// the field notation of the API's errors (metadata.labels.a/b, items[0]).
+func pointerField(p jsontext.Pointer) string {
+	var b strings.Builder
+	for tok := range p.Tokens() {
+		if _, err := strconv.ParseUint(tok, 10, 64); err == nil && b.Len() > 0 {
+			b.WriteString("[" + tok + "]")
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(tok)
+	}
+	return b.String()
 }
 
 // bodyDeadline gives a request's body BodyTimeout from its headers to

@@ -52,6 +52,7 @@ func FuzzDecodeObject(f *testing.F) {
 		`{"metadata":{"name":"fuzz"},"spec":{"providerConfiguration":{"":[[[[[[]]]]]]}}}`,
 		`{"metadata":{"name":"fuzz","annotations":{"a":"<<<<>>>>&&&&\u2028"}},"spec":{"code":"abcd"}}`,
 		`{"metadata":{"name":"fuzz"}} trailing`,
+		`{"metadata":{"name":"fuzz","name":"fuzz2"},"spec":{"a":[{"b":1,"\u0062":2}]}}`,
 		"{\"metadata\":{\"name\":\"fuzz\xff\"}}",
 	} {
 		for i := range kinds {
