@@ -116,10 +116,16 @@ func toAPIError(err error) *apiError {
 	return newErr(http.StatusInternalServerError, CodeInternal, "", "internal error")
 }
 
-// writeErr renders err; internal errors are logged with the request, never shown.
+// writeErr renders err; internal errors are logged with the request, never
+// shown. A 503 is logged as a warning: it is a state (a node that cannot be
+// reached, one not ready yet) any caller may ask about as often as it likes,
+// not a fault of this node's.
 func (s *Server) writeErr(c *gin.Context, err error) {
 	ae := toAPIError(err)
-	if ae.status >= http.StatusInternalServerError {
+	switch {
+	case ae.status == http.StatusServiceUnavailable:
+		s.log.Warn("request failed", "method", c.Request.Method, "path", c.Request.URL.Path, "err", err)
+	case ae.status >= http.StatusInternalServerError:
 		s.log.Error("request failed", "method", c.Request.Method, "path", c.Request.URL.Path, "err", err)
 	}
 	if ae.status == http.StatusUnauthorized {

@@ -41,6 +41,8 @@ func TestSystemEndpoints(t *testing.T) {
 		eb := r.errBody(t)
 		assert.Equal(t, CodeUnavailable, eb.Code)
 		assert.Contains(t, eb.Message, "joining the cluster")
+		assert.Contains(t, e.logs.String(), `level=WARN msg="request failed"`)
+		assert.NotContains(t, e.logs.String(), "level=ERROR", "an unready node is no error of its own, however often it is asked")
 		notReady.Store(false)
 		assert.Equal(t, 200, e.do("GET", "/readyz", "", nil).code)
 	})
