@@ -110,3 +110,39 @@ func TestNodeKilledClaimsMove(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeAloneShowsPeersUnreachable: of three nodes two are killed with
+// SIGKILL. The one left reaches no majority, so it passes no down verdict
+// and its records keep the other two Up; its node list says it cannot
+// reach them, and a node's get says why.
+func TestNodeAloneShowsPeersUnreachable(t *testing.T) {
+	const cfg = "drivers:\n  - name: test\n    config: {cpus: 2, ram_gb: 4}\n"
+	a := startWithConfig(t, "", cfg)
+	b := startWithConfig(t, "", cfg, "--join", a.Gossip)
+	c := startWithConfig(t, "", cfg, "--join", a.Gossip)
+	waitUp(t, a, b, c)
+
+	b.kill()
+	c.kill()
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		out, err := a.run("node", "list")
+		if !assert.NoError(ct, err) {
+			return
+		}
+		rows := nodeRows(out)
+		assert.Equal(ct, "Up", rows[a.Name], "%v", rows)
+		assert.Equal(ct, "Up,Unreachable", rows[b.Name], "%v", rows)
+		assert.Equal(ct, "Up,Unreachable", rows[c.Name], "%v", rows)
+	}, 20*time.Second, 200*time.Millisecond)
+
+	out, err := a.run("node", "get", b.Name, "-o", "json")
+	require.NoError(t, err)
+	var node types.Node
+	require.NoError(t, json.Unmarshal([]byte(out), &node), out)
+	assert.Equal(t, types.NodeUp, node.Status.Phase, "no verdict without a majority")
+	cond := node.Status.Conditions.Get(types.ConditionReachable)
+	require.NotNil(t, cond, out)
+	assert.Equal(t, types.ConditionFalse, cond.Status)
+	assert.Equal(t, types.ReasonNoQuorum, cond.Reason)
+	assert.Contains(t, cond.Message, "reaches 1 of the 3 members it knows")
+}

@@ -236,6 +236,7 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 		ClaimsOf:     node.ClaimsOf,
 		LiveClaimsOf: node.LiveClaimsOf,
 		SessionsOf:   node.SessionsOf,
+		NodeView:     node.NodeView,
 		MachineLogs:  machineLogs(node),
 		MachineShell: func(ctx context.Context, m string, opts drivers.ShellOptions, open func() (io.ReadWriteCloser, error)) error {
 			return apiError(node.MachineShell(ctx, m, opts, open))

@@ -29,7 +29,10 @@
 // into a facet of its own, and carried out by the owner. Verdicts about a
 // node this node cannot reach need a majority of the known members
 // (view.quorum): a node cut off alone keeps serving what it holds and new
-// claims sent to it, but never takes over the others' machines.
+// claims sent to it, but never takes over the others' machines. Its records
+// then still show the others as they last reported, Up; what it sees of
+// them is its own view, given to the API's answers and never stored
+// (Node.NodeView: the Reachable condition).
 //
 // # The election
 //

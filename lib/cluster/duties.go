@@ -40,6 +40,14 @@ func newDuties(n *Node) *duties {
 	return &duties{n: n, q: workqueue.New(nil), absent: map[string]time.Time{}, made: map[string]map[string]time.Time{}}
 }
 
+// absentSince returns when this node first saw member absent, if it has.
+func (d *duties) absentSince(member string) (time.Time, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	t, ok := d.absent[member]
+	return t, ok
+}
+
 func (d *duties) start() { d.n.spawn(d.workLoop) }
 func (d *duties) stop()  { d.q.ShutDown() }
 

@@ -95,7 +95,7 @@ func (k kindRoutes) list(c *gin.Context) {
 			next = lastName
 			return store.ErrStop
 		}
-		data, err := present(p, rec, obj)
+		data, err := s.presentView(p, rec, obj)
 		if err != nil {
 			return err
 		}
@@ -175,12 +175,17 @@ func (k kindRoutes) get(c *gin.Context) {
 		s.writeErr(c, forbidden("", "role %s may not read %s", p.Role, types.Plural(k.kind)))
 		return
 	}
-	rec, _, err := k.load(p, c.Param("name"))
+	rec, obj, err := k.load(p, c.Param("name"))
 	if err != nil {
 		s.writeErr(c, err)
 		return
 	}
-	s.writeRecord(c, http.StatusOK, rec)
+	data, err := s.presentView(p, rec, obj)
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	c.Data(http.StatusOK, contentJSON, data)
 }
 
 // writeRecord answers with the object JSON of rec, as the request's

@@ -1,8 +1,12 @@
 package openapi
 
 import (
+	"encoding/json"
 	"net/http"
 
+	fastjson "github.com/goccy/go-json"
+
+	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -15,6 +19,19 @@ import (
 // errNodeCreate answers a POST of a Node.
 var errNodeCreate = newErr(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "",
 	"nodes are made by the nodes themselves: start hf-node (with --join to add a host to this cluster) and it reports itself")
+
+// presentView is present, with this node's own view added to a Node
+// (Config.NodeView): whether it reaches it. The phase is the cluster's,
+// the same on every node; a node cut off from the others passes no
+// verdict on them and would show them Up. obj must be the caller's own.
+func (s *Server) presentView(p Principal, rec store.Record, obj types.Object) (json.RawMessage, error) {
+	n, ok := obj.(*types.Node)
+	if !ok || s.cfg.NodeView == nil {
+		return present(p, rec, obj)
+	}
+	s.cfg.NodeView(n)
+	return fastjson.Marshal(n)
+}
 
 // checkNodeDown refuses to delete a node that is Up (or Draining): it
 // reports again within a heartbeat and is back at once, with a new

@@ -98,3 +98,57 @@ func TestNodeWrittenFieldsAreRefused(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.code, "%s", r.body)
 	assert.Equal(t, map[string]any{"apiAddress": "127.0.0.1:8080", "maintenance": true}, r.obj(t)["spec"])
 }
+
+// The node list and a node's get carry the answering node's own view
+// (Config.NodeView): a node it cannot reach shows Reachable False beside
+// the phase the cluster gave it, which stays what the record says (a node
+// without a majority passes no down verdict, so that may be Up). The view
+// is the answer's only: the record is unchanged, and a watch sends records.
+func TestNodeListShowsWhatThisNodeReaches(t *testing.T) {
+	e := newTestEnv(t, func(c *Config) {
+		c.NodeView = func(n *types.Node) {
+			cond := types.Condition{Type: types.ConditionReachable, Status: types.ConditionTrue, Reason: types.ReasonMember}
+			if n.Metadata.Name == "b2" {
+				cond.Status, cond.Reason, cond.Message = types.ConditionFalse, types.ReasonNoQuorum, "not a live member as n1 sees it"
+			}
+			n.Status.Conditions = types.Conditions{cond}
+		}
+	})
+	e.reportNode("n1", types.NodeUp)
+	e.reportNode("b2", types.NodeUp)
+
+	reach := func(o map[string]any) (phase, status, reason string) {
+		st := o["status"].(map[string]any)
+		conds, _ := st["conditions"].([]any)
+		require.Len(t, conds, 1, "%v", st)
+		c := conds[0].(map[string]any)
+		assert.Equal(t, types.ConditionReachable, c["type"])
+		return st["phase"].(string), c["status"].(string), c["reason"].(string)
+	}
+	r := e.do("GET", path(types.KindNode), adminTok, nil)
+	require.Equal(t, http.StatusOK, r.code, "%s", r.body)
+	items := r.obj(t)["items"].([]any)
+	require.Len(t, items, 2)
+	got := map[string][3]string{}
+	for _, it := range items {
+		o := it.(map[string]any)
+		phase, status, reason := reach(o)
+		got[o["metadata"].(map[string]any)["name"].(string)] = [3]string{phase, status, reason}
+	}
+	assert.Equal(t, map[string][3]string{
+		"b2": {"Up", "False", types.ReasonNoQuorum},
+		"n1": {"Up", "True", types.ReasonMember},
+	}, got)
+
+	r = e.do("GET", path(types.KindNode, "b2"), adminTok, nil)
+	require.Equal(t, http.StatusOK, r.code, "%s", r.body)
+	phase, status, reason := reach(r.obj(t))
+	assert.Equal(t, [3]string{"Up", "False", types.ReasonNoQuorum}, [3]string{phase, status, reason})
+	r = e.do("GET", path(types.KindNode)+"?fieldSelector=status.phase%3DUp", adminTok, nil)
+	require.Equal(t, http.StatusOK, r.code, "%s", r.body)
+	assert.Len(t, r.obj(t)["items"], 2, "selectors read the record's phase")
+
+	stored, err := store.Get[types.Node](e.st, types.KindNode, "b2")
+	require.NoError(t, err)
+	assert.Empty(t, stored.Status.Conditions, "the view is not stored")
+}

@@ -97,6 +97,10 @@ type Config struct {
 	// the node's indexes, as ClaimsOf holds them, without reading the
 	// claims; nil, or an error, counts what userClaims returns.
 	LiveClaimsOf func(ctx context.Context, user string) (int, error)
+	// NodeView adds to a Node what this node's membership says of it and
+	// no record holds (cluster.Node.NodeView: the Reachable condition);
+	// the node list and a node's get answer with it. nil adds nothing.
+	NodeView func(*types.Node)
 	// SessionsOf returns one user's sessions from the node's index, for the
 	// claim quota (nil, or an error: the API lists every session).
 	SessionsOf func(ctx context.Context, user string) ([]*types.Session, error)

@@ -190,7 +190,7 @@ func fullObjects(t testing.TB) []types.Object {
 				Drivers: []types.NodeDriver{{Name: "test", Driver: "test", Remote: true, Status: "ok",
 					Capacity: types.Capacity{Total: res, Usable: res, Overbook: res, Used: res, Reserved: res, Free: res}}}},
 			Status: types.NodeStatus{Phase: types.NodeUp, StartedAt: ts, Heartbeat: ts, Machines: 3,
-				Down: &types.NodeVerdict{Reason: "gone", At: ts, By: "n2", Report: types.Version{HLC: 1, Node: "n1"}, Was: types.NodeUp}}},
+				Down: &types.NodeVerdict{Reason: "gone", At: ts, By: "n2", Report: types.Version{HLC: 1, Node: "n1"}, Was: types.NodeUp}, Conditions: conds}},
 		&types.Provider{TypeMeta: types.TypeMeta{APIVersion: types.APIVersion, Kind: types.KindProvider}, Metadata: meta("test"),
 			Spec: types.ProviderSpec{Driver: "test", ConfigurationItems: prop, MachineInformation: prop}},
 		&types.Environment{TypeMeta: types.TypeMeta{APIVersion: types.APIVersion, Kind: types.KindEnvironment}, Metadata: meta("lab"),

@@ -216,7 +216,8 @@ type nodeReportJSON struct {
 func (r *nodeReport) MarshalJSON() ([]byte, error) {
 	o := r.o
 	v := nodeReportJSON{Labels: o.Metadata.Labels, CreatedAt: o.Metadata.CreatedAt, Spec: o.Spec, Status: o.Status}
-	v.Spec.Maintenance, v.Status.Down = false, nil
+	// Conditions are the answering node's view, never stored.
+	v.Spec.Maintenance, v.Status.Down, v.Status.Conditions = false, nil, nil
 	switch {
 	case o.DownHolds() && o.Status.Phase == NodeDown:
 		v.Status.Phase = o.Status.Down.Was
@@ -235,7 +236,7 @@ func (r *nodeReport) UnmarshalJSON(b []byte) error {
 	o := r.o
 	keep, down := o.Spec.Maintenance, o.Status.Down
 	o.Metadata.Labels, o.Metadata.CreatedAt, o.Spec, o.Status = v.Labels, v.CreatedAt, v.Spec, v.Status
-	o.Spec.Maintenance, o.Status.Down = keep, down
+	o.Spec.Maintenance, o.Status.Down, o.Status.Conditions = keep, down, nil
 	return nil
 }
 

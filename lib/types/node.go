@@ -75,6 +75,39 @@ type NodeStatus struct {
 	// Heartbeat is the last time the node refreshed its own record.
 	Heartbeat time.Time `json:"heartbeat,omitzero"`
 	Machines  int       `json:"machines"`
+	// Conditions: Reachable, whether the node that answers a request sees
+	// this one as a live member. It is that node's own view, added when it
+	// answers and never stored: the phase is the cluster's word (the
+	// node's report, or the verdict of a node that reaches a majority),
+	// the same on every node, while a node cut off from the others can
+	// pass no verdict and would show them Up.
+	Conditions Conditions `json:"conditions,omitempty"`
+}
+
+// ConditionReachable is a Node's condition: whether the node answering sees
+// it as a live member (see NodeStatus.Conditions).
+const ConditionReachable = "Reachable"
+
+// Reasons of the Reachable condition.
+const (
+	// ReasonMember: a live member of the answering node's membership
+	// (or the answering node itself).
+	ReasonMember = "Member"
+	// ReasonUnreachable: not a live member as the answering node sees
+	// it, which reaches a majority of the members it knows: its verdict
+	// is the cluster's, and the node reads Down once it is passed.
+	ReasonUnreachable = "Unreachable"
+	// ReasonNoQuorum: not a live member as the answering node sees it,
+	// which reaches no majority of the members it knows: it passes no
+	// verdict, so the phase is whatever the cluster last told it.
+	ReasonNoQuorum = "NoQuorum"
+)
+
+// Unreachable reports whether the answering node said it cannot reach this
+// one while its phase is not Down: the case the phase alone hides.
+func (o *Node) Unreachable() bool {
+	c := o.Status.Conditions.Get(ConditionReachable)
+	return c != nil && c.Status == ConditionFalse && o.Status.Phase != NodeDown
 }
 
 // NodeVerdict says a node is gone.

@@ -39,7 +39,13 @@ func allResources() []*resource {
 					}
 					drivers = append(drivers, fmt.Sprintf("%s(%s/%sG%s)", d.Name, num(d.Capacity.Free.CPU), num(d.Capacity.Free.RAMGB), fake))
 				}
-				return []string{string(n.Status.Phase), n.Spec.APIAddress, strings.Join(drivers, ","),
+				phase := string(n.Status.Phase)
+				if n.Unreachable() {
+					// The node answering cannot reach it, and no verdict
+					// says Down (it may have no majority to pass one).
+					phase += ",Unreachable"
+				}
+				return []string{phase, n.Spec.APIAddress, strings.Join(drivers, ","),
 					strconv.Itoa(n.Status.Machines), yesNo(n.Spec.Maintenance)}
 			},
 		},

@@ -144,6 +144,35 @@ func TestGet(t *testing.T) {
 	assert.Len(t, lines(r.out), 3)
 }
 
+// A node the answering node cannot reach shows it beside its phase, unless
+// that is Down already; describe gives the reason.
+func TestNodeTableShowsUnreachable(t *testing.T) {
+	c := newCLI(t)
+	for _, n := range []struct {
+		name  string
+		phase types.NodePhase
+		reach types.ConditionStatus
+	}{{"n1", types.NodeUp, types.ConditionTrue}, {"n2", types.NodeUp, types.ConditionFalse}, {"n3", types.NodeDraining, types.ConditionFalse}, {"n4", types.NodeDown, types.ConditionFalse}} {
+		c.srv.Put(&types.Node{
+			TypeMeta: types.TypeMeta{Kind: types.KindNode}, Metadata: types.ObjectMeta{Name: n.name},
+			Status: types.NodeStatus{Phase: n.phase, Conditions: types.Conditions{{Type: types.ConditionReachable, Status: n.reach,
+				Reason: types.ReasonNoQuorum, Message: "not a live member as n1 sees it"}}},
+		})
+	}
+	r := c.run("node", "list")
+	require.Equal(t, 0, r.code, r.err)
+	phases := map[string]string{}
+	for _, l := range lines(r.out)[1:] {
+		f := strings.Split(l, "\t")
+		phases[f[0]] = f[1]
+	}
+	assert.Equal(t, map[string]string{"n1": "Up", "n2": "Up,Unreachable", "n3": "Draining,Unreachable", "n4": "Down"}, phases)
+
+	r = c.run("describe", "node", "n2")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Regexp(t, `Reachable +False +NoQuorum +not a live member as n1 sees it`, r.out)
+}
+
 func TestTablesOfEveryKind(t *testing.T) {
 	c := newCLI(t)
 	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
