@@ -32,7 +32,11 @@
 // claims sent to it, but never takes over the others' machines. Its records
 // then still show the others as they last reported, Up; what it sees of
 // them is its own view, given to the API's answers and never stored
-// (Node.NodeView: the Reachable condition).
+// (Node.NodeView: the Reachable condition). A node that finds the down
+// verdict on itself while it runs answers with a report at once, which
+// ends the verdict; at most once per ReportInterval (reporter.answer), as
+// a majority that cannot reach it but gets its reports passes a new
+// verdict on each.
 //
 // # The election
 //
@@ -59,6 +63,7 @@
 //
 //	node X gone (memberlist):  owner of node/X, with a majority:
 //	  after DownAfter : liveness {down, report version seen}
+//	  X, running, sees it: report at once (once per ReportInterval)
 //	  after LostGrace : lost {verdict, owner version seen} on X's machines
 //	  E sees its bound claim's machine lost -> election {r+1} (Rebind) or
 //	  {r+1, failed} (onNodeLoss Fail); X, if it comes back, finds its claims

@@ -339,6 +339,9 @@ func (n *Node) onChange(kind, name string, old, obj types.Object) {
 			n.view.nodesChanged()
 		}
 		n.el.refresh()
+		if self, ok := obj.(*types.Node); ok && name == n.cfg.Name && self.DownHolds() {
+			n.rep.answer()
+		}
 	}
 }
 

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"sync"
 	"time"
 
 	"github.com/hf-fleet/hf/lib/store"
@@ -13,10 +14,16 @@ import (
 const reportMinGap = 100 * time.Millisecond
 
 // reporter keeps this node's Node object (its report facet) fresh: soon
-// after every capacity change, coalesced, and on a heartbeat interval.
+// after every capacity change and membership change (a (re)join among
+// them), coalesced, on a heartbeat interval, and at once when a down
+// verdict on this node, which runs, holds (see answer).
 type reporter struct {
 	n  *Node
 	ch chan struct{}
+
+	mu sync.Mutex
+	// answered is when a verdict was last answered (see answer).
+	answered time.Time
 }
 
 func newReporter(n *Node) *reporter { return &reporter{n: n, ch: make(chan struct{}, 1)} }
@@ -27,6 +34,37 @@ func (r *reporter) kick() {
 	case r.ch <- struct{}{}:
 	default:
 	}
+}
+
+// answer is told that the down verdict on this node holds while it runs: a
+// member wrongly found it gone (it was slow to answer probes, or its
+// report crossed the verdict as it came back), and it would read Down
+// everywhere until its next heartbeat. It asks for a report at once, which
+// ends the verdict, at most once per ReportInterval (see answerDue). It
+// never blocks.
+func (r *reporter) answer() {
+	now := r.n.cfg.Now()
+	r.mu.Lock()
+	due := answerDue(now, r.answered, r.n.cfg.ReportInterval)
+	if due {
+		r.answered = now
+	}
+	r.mu.Unlock()
+	if due {
+		r.kick()
+	}
+}
+
+// answerDue says whether a down verdict seen at now is answered at once,
+// the last one having been answered at last. The verdict is passed on what
+// membership says, and answering every one could loop: a majority that
+// cannot reach this node but gets its reports (a link that works one way,
+// or through a third node) passes a new verdict on each report. Then the
+// node answers the first at once and the others with its heartbeat, so
+// such a node costs at most twice its heartbeat's writes, and reads Down
+// between them, as the majority sees it.
+func answerDue(now, last time.Time, gap time.Duration) bool {
+	return last.IsZero() || now.Sub(last) >= gap || now.Before(last)
 }
 
 func (r *reporter) start() { r.n.spawn(r.loop) }

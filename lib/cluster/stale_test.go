@@ -106,38 +106,6 @@ func TestLostLongBoundClaimRebinds(t *testing.T) {
 	}, 5*time.Second, 5*time.Millisecond)
 }
 
-// A down verdict on this node (from a member that wrongly thought it dead)
-// touches only the liveness facet: the node's report, capacity and all,
-// stays its own, and its next report ends the verdict.
-func TestDownVerdictKeepsTheReport(t *testing.T) {
-	tn := newTestNode(t, "n1", `{"cpus": 4, "ram_gb": 8}`)
-	tn.put(template("small", 1, 1, `{}`))
-	tn.put(claim("c1", "small", time.Minute))
-	tn.waitPhase("c1", types.ClaimBound)
-	var fresh *types.Node
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		var err error
-		fresh, err = store.Get[types.Node](tn.st, types.KindNode, "n1")
-		require.NoError(c, err)
-		assert.Equal(c, 1.0, fresh.Spec.Drivers[0].Capacity.Used.CPU)
-	}, 5*time.Second, 5*time.Millisecond)
-
-	verdict := *fresh
-	verdict.Status.Down = &types.NodeVerdict{Reason: "gone for 2s", By: "n9", Report: fresh.Metadata.Facets.Get(types.FacetReport), Was: types.NodeUp}
-	tn.applyRemote(&verdict, types.FacetLiveness, "n9")
-	got, err := store.Get[types.Node](tn.st, types.KindNode, "n1")
-	require.NoError(t, err)
-	assert.Equal(t, types.NodeDown, got.Status.Phase, "the verdict shows while it holds")
-	assert.Equal(t, 1.0, got.Spec.Drivers[0].Capacity.Used.CPU, "the report is untouched")
-
-	tn.node.rep.kick()
-	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		got, err := store.Get[types.Node](tn.st, types.KindNode, "n1")
-		require.NoError(c, err)
-		assert.Equal(c, types.NodeUp, got.Status.Phase, "the next report overrides the verdict")
-	}, 5*time.Second, 5*time.Millisecond)
-}
-
 // An update of a bound claim's labels written elsewhere from a copy older
 // than the binding changes the spec facet only: the binding stays.
 func TestSpecWriteFromAnOlderCopyKeepsTheBinding(t *testing.T) {

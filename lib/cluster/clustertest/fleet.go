@@ -216,6 +216,14 @@ func (f *Fleet) Kill(i int) {
 	h.up = false
 }
 
+// Restart starts host i again, after Kill, on its data dir and gossip
+// address, joining the running hosts.
+func (f *Fleet) Restart(i int) {
+	f.T.Helper()
+	require.False(f.T, f.Hosts[i].up, "host %s is running", f.Hosts[i].Name)
+	f.start(i)
+}
+
 // Partition cuts every link between the groups (host indexes).
 func (f *Fleet) Partition(groups ...[]int) {
 	var names [][]string

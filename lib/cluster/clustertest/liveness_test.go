@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/cluster"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -33,6 +34,22 @@ func reachable(c *assert.CollectT, h *Host, name string, phase types.NodePhase, 
 	assert.Equal(c, phase, node.Status.Phase, "phase of %s as %s sees it", name, h.Name)
 	assert.Equal(c, status, cond.Status, "%s reachable from %s: %s", name, h.Name, cond.Message)
 	assert.Equal(c, reason, cond.Reason, "%s reachable from %s: %s", name, h.Name, cond.Message)
+}
+
+// waitNodesUp waits until every running host has every running host's
+// Node object, Up.
+func waitNodesUp(t *testing.T, f *Fleet) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, h := range f.Up() {
+			for _, name := range f.UpNames() {
+				node, ok := nodeOf(h, name)
+				if assert.True(c, ok, "node %s on %s", name, h.Name) {
+					assert.Equal(c, types.NodeUp, node.Status.Phase, "node %s on %s", name, h.Name)
+				}
+			}
+		}
+	}, 10*time.Second, 10*time.Millisecond)
 }
 
 // A node cut off alone passes no verdict on the others, so its store keeps
@@ -75,4 +92,69 @@ func TestCutOffNodeShowsPeersUnreachable(t *testing.T) {
 			}
 		}
 	}, 10*time.Second, 10*time.Millisecond)
+}
+
+// A down verdict on a node that runs (its report crossed the verdict as it
+// came back: the owner of node/n2 got the report before membership said
+// n2 was back) is answered by n2 at once: everyone reads it Up again well
+// before its next heartbeat (an hour here).
+func TestDownVerdictOnALiveNodeIsAnswered(t *testing.T) {
+	f := Start(t, 3, Options{Node: func(_ int, c *cluster.Config) { c.ReportInterval = time.Hour }})
+	waitNodesUp(t, f)
+	_, err := store.UpdateFacet(f.Hosts[0].Store, types.KindNode, "n2", types.FacetLiveness, func(o *types.Node) error {
+		o.Status.Down = &types.NodeVerdict{Reason: "gone for 1s", At: time.Now(), By: "n0",
+			Report: o.Metadata.Facets.Get(types.FacetReport), Was: o.Status.Phase}
+		return nil
+	})
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, h := range f.Up() {
+			node, ok := nodeOf(h, "n2")
+			if assert.True(c, ok) {
+				assert.Equal(c, types.NodeUp, node.Status.Phase, "n2 as %s sees it", h.Name)
+				assert.NotNil(c, node.Status.Down, "the verdict reached %s", h.Name)
+			}
+		}
+	}, 5*time.Second, 10*time.Millisecond)
+}
+
+// A node that comes back after the others passed the down verdict on it
+// (killed and restarted, or cut off and healed) reads Up everywhere as soon
+// as its report replicates, not at its next heartbeat (an hour here). Its
+// report at start and on a membership change (its rejoin) end the verdict;
+// so does its answer to the verdict: the healed partition reads Down for
+// the hour only when neither is there. The verdict that crosses the report
+// is TestDownVerdictOnALiveNodeIsAnswered's.
+func TestRejoinedNodeReadsUpAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		away, back func(f *Fleet)
+	}{
+		{"killed, restarted", func(f *Fleet) { f.Kill(2) }, func(f *Fleet) { f.Restart(2) }},
+		{"cut off, healed", func(f *Fleet) { f.Partition([]int{0, 1}, []int{2}) }, func(f *Fleet) { f.Heal() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := Start(t, 3, Options{Node: func(_ int, c *cluster.Config) { c.ReportInterval = time.Hour }})
+			waitNodesUp(t, f)
+			tc.away(f)
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				node, ok := nodeOf(f.Hosts[0], "n2")
+				if assert.True(c, ok) {
+					assert.Equal(c, types.NodeDown, node.Status.Phase)
+				}
+			}, 15*time.Second, 10*time.Millisecond, "the majority passes the verdict")
+			tc.back(f)
+			back := time.Now()
+			f.WaitMembers(20 * time.Second)
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				for _, h := range f.Up() {
+					node, ok := nodeOf(h, "n2")
+					if assert.True(c, ok) {
+						assert.Equal(c, types.NodeUp, node.Status.Phase, "n2 as %s sees it", h.Name)
+					}
+				}
+			}, 10*time.Second, 10*time.Millisecond)
+			t.Logf("n2 read Up everywhere %s after it came back", time.Since(back).Round(time.Millisecond))
+		})
+	}
 }
