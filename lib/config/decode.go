@@ -20,6 +20,9 @@ type sources struct {
 	file  string
 	lines map[string]int    // key path -> line in file
 	set   map[string]string // key path -> "HF_X" or "--flag", for keys env or flags set
+	// overridden holds the keys whose value is checked although a later layer
+	// overrides it: key path -> "HF_X" or "--flag".
+	overridden map[string]string
 }
 
 // fileAt returns "file line N" for a key path of the file, or "".
@@ -39,10 +42,10 @@ func (s *sources) from(key string) string {
 	}
 	for k := key; k != ""; {
 		if src, ok := s.set[k]; ok {
-			return "from " + src
+			return s.overriddenBy(k, "from "+src)
 		}
 		if at := s.fileAt(k); at != "" {
-			return at
+			return s.overriddenBy(k, at)
 		}
 		switch i := strings.LastIndexByte(k, '['); {
 		case i >= 0 && strings.HasSuffix(k, "]"):
@@ -59,6 +62,21 @@ func (s *sources) from(key string) string {
 		}
 	}
 	return ""
+}
+
+// overriddenBy adds to at the layer that overrides key (or the list that
+// key is an element of: "cluster.join[1]"), if one does.
+func (s *sources) overriddenBy(key, at string) string {
+	for k := key; ; {
+		if by, ok := s.overridden[k]; ok {
+			return at + ", overridden by " + by
+		}
+		i := strings.LastIndexByte(k, '[')
+		if i < 0 || !strings.HasSuffix(k, "]") {
+			return at
+		}
+		k = k[:i]
+	}
 }
 
 // wrap formats a field error as "config: field: message (source)".
@@ -125,7 +143,7 @@ func splitList(s string) []string {
 }
 
 // decode turns the merged settings into a Config.
-func decode(settings map[string]any, src *sources) (Config, error) {
+func decode(settings map[string]any, src *sources) (Config, []error) {
 	var cfg Config
 	md := &mapstructure.Metadata{}
 	dec, err := mapstructure.NewDecoder(&mapstructure.DecoderConfig{
@@ -136,7 +154,7 @@ func decode(settings map[string]any, src *sources) (Config, error) {
 		DecodeHook:       mapstructure.ComposeDecodeHookFunc(durationHook, listHook),
 	})
 	if err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
+		return Config{}, []error{fmt.Errorf("config: %w", err)}
 	}
 	if err := dec.Decode(settings); err != nil {
 		return Config{}, decodeErrors(err, src)
@@ -148,17 +166,17 @@ func decode(settings map[string]any, src *sources) (Config, error) {
 		for _, k := range md.Unused {
 			errs = append(errs, &unknownKeyError{key: k, at: src.fileAt(k)})
 		}
-		return Config{}, errors.Join(errs...)
+		return Config{}, errs
 	}
 	return cfg, nil
 }
 
 // decodeErrors rewrites mapstructure's errors as "config: key: message".
-func decodeErrors(err error, src *sources) error {
+func decodeErrors(err error, src *sources) []error {
 	var leaves []*mapstructure.DecodeError
 	collectDecodeErrors(err, &leaves)
 	if len(leaves) == 0 {
-		return fmt.Errorf("config: %w", err)
+		return []error{fmt.Errorf("config: %w", err)}
 	}
 	sort.SliceStable(leaves, func(i, j int) bool { return leaves[i].Name() < leaves[j].Name() })
 	errs := make([]error, 0, len(leaves))
@@ -166,7 +184,7 @@ func decodeErrors(err error, src *sources) error {
 		key := keyPath(de.Name())
 		errs = append(errs, fieldErr(key, src.from(key), "%s", describeDecodeError(de.Unwrap())))
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 func collectDecodeErrors(err error, out *[]*mapstructure.DecodeError) {

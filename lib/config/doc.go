@@ -12,6 +12,12 @@
 // across the layers (a --label zone=b on top of a file's {rack: r1, zone: a} gives
 // {rack: r1, zone: b}); every other key, lists included, is replaced whole.
 //
+// An override does not hide a bad value: Load also checks the file with the
+// environment and flags applied only to keys the file leaves out, and the
+// environment with the flags applied only to keys it leaves out, so a file
+// that a node refuses is refused with --api too ("config: api.address: ...
+// (hf.yml line 3, overridden by --api)").
+//
 // # Keys
 //
 // Every key is snake_case and case-sensitive, including driver configuration keys

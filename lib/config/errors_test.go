@@ -125,6 +125,23 @@ func TestLoadErrors(t *testing.T) {
 		{name: "all problems at once", content: "log: {level: loud, format: xml}\n",
 			want: []string{"config: log.level:", "\nconfig: log.format:"}},
 
+		// a value a later layer overrides is checked all the same
+		{name: "file type under a flag", content: "api: {address: [1, 2]}\n", args: []string{"--api", "127.0.0.1:0"},
+			want: []string{"config: api.address: must be a string, got a list (", "hf.yml line 1, overridden by --api)"}},
+		{name: "file type under env", content: "cluster:\n  suspicion_mult: lots\n", env: []string{"HF_CLUSTER_SUSPICION_MULT=4"},
+			want: []string{`config: cluster.suspicion_mult: must be a whole number, got "lots" (`, "hf.yml line 2, overridden by HF_CLUSTER_SUSPICION_MULT)"}},
+		{name: "file value under env and a flag", content: "api: {address: localhost}\n",
+			env: []string{"HF_API_ADDRESS=127.0.0.1:0"}, args: []string{"--api", "127.0.0.1:0"},
+			want: []string{`config: api.address: must be host:port, got "localhost" (`, "hf.yml line 1, overridden by --api)"}},
+		{name: "env value under a flag", env: []string{"HF_LOG_LEVEL=loud"}, args: []string{"--log-level", "debug"},
+			want: []string{`config: log.level: must be one of debug, info, warn, error, got "loud" (from HF_LOG_LEVEL, overridden by --log-level)`}},
+		{name: "file list entry under a flag", content: "cluster:\n  join: ['x:99999']\n", args: []string{"--join", "10.0.0.1"},
+			want: []string{"config: cluster.join[0]: port must be a number from 1 to 65535", "hf.yml line 2, overridden by --join)"}},
+		{name: "file label under a flag", content: "labels: {zone: a b}\n", args: []string{"--label", "zone=b"},
+			want: []string{`config: labels.zone: bad label value "a b"`, "hf.yml line 1, overridden by --label)"}},
+		{name: "env label under a flag", env: []string{"HF_LABELS=zone=a b"}, args: []string{"--label", "zone=b"},
+			want: []string{`config: labels.zone: bad label value "a b"`, "(from HF_LABELS, overridden by --label)"}},
+
 		// the file itself
 		{name: "YAML syntax error names the file", content: "cluster:\n  join: [a\n", want: []string{"config: parse ", "hf.yml", "yaml:"}, is: errNoSentinel},
 		{name: "duplicate key", content: "name: a\nname: b\n", want: []string{"hf.yml: line 2: key \"name\" is already defined at line 1"}, is: errNoSentinel},

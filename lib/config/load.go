@@ -46,6 +46,11 @@ func EnvName(key string) string {
 // variables, then the flags that were given, each layer overriding the one
 // before key by key. It fills cluster timings from the profile and validates the
 // result; every error names the key and where its value came from.
+//
+// A value that a later layer overrides is checked too, so that an override
+// never hides a bad value: the file, with the environment and flags applied
+// only to keys the file does not set, must load and validate, and so must the
+// environment under the flags.
 func Load(opts LoadOptions) (Config, error) {
 	envList := opts.Env
 	if envList == nil {
@@ -64,66 +69,172 @@ func Load(opts LoadOptions) (Config, error) {
 	if err != nil {
 		return Config{}, err
 	}
-	src := &sources{file: file, lines: doc.lines, set: map[string]string{}}
 
 	sch := configSchema()
-	if errs := sch.checkKeys("", doc.root, src.fileAt); len(errs) > 0 {
+	in := &input{
+		file:    file,
+		lines:   doc.lines,
+		leaves:  sch.leaves(""),
+		dataDir: DefaultDataDir(os.Geteuid(), func(k string) string { return env[k] }),
+	}
+	if errs := sch.checkKeys("", doc.root, in.sources().fileAt); len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}
 
 	// viper layers the fixed-schema keys; labels and drivers bypass it (see doc.go).
+	in.fixed = pruneNulls(doc.root)
+	delete(in.fixed, "labels")
+	delete(in.fixed, "drivers")
+	in.drivers, in.hasDrivers = doc.root["drivers"]
+	fileLabels, _ := doc.root["labels"].(map[string]any)
+	envL, err := envLayer(env, in.leaves)
+	if err != nil {
+		return Config{}, err
+	}
+	flagL, err := flagLayer(opts.Flags)
+	if err != nil {
+		return Config{}, err
+	}
+	in.layers = []*layer{fileLayer(in.fixed, fileLabels, in.leaves), envL, flagL}
+
+	cfg, errs := in.build(-1)
+	seen := map[string]bool{}
+	for _, e := range errs {
+		seen[e.Error()] = true
+	}
+	for i := range in.layers {
+		if !in.overridden(i) {
+			continue
+		}
+		_, more := in.build(i)
+		for _, e := range more {
+			if !seen[e.Error()] {
+				seen[e.Error()] = true
+				errs = append(errs, e)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	return cfg, nil
+}
+
+// input is what Load has read, ready to be merged.
+type input struct {
+	file    string
+	lines   map[string]int // key path -> line in file
+	leaves  []leaf
+	dataDir string // the default data dir
+	// fixed is the file without nulls, labels and drivers: viper merges it.
+	fixed      map[string]any
+	drivers    any
+	hasDrivers bool
+	// layers are the file, the environment and the flags, in that order.
+	layers []*layer
+}
+
+// layer is one source of values above the defaults: the file, the
+// environment or the flags.
+type layer struct {
+	// values are the leaf keys ("api.address") the layer sets, for viper's
+	// Set; nil for the file, which viper merges whole.
+	values map[string]any
+	// labels are the labels the layer sets; they merge key by key.
+	labels map[string]any
+	// from says where each key the layer sets ("api.address", "labels.zone")
+	// came from: "HF_API_ADDRESS", "--api"; "" for the file, whose lines
+	// sources knows.
+	from map[string]string
+}
+
+func newLayer() *layer {
+	return &layer{values: map[string]any{}, labels: map[string]any{}, from: map[string]string{}}
+}
+
+func (in *input) sources() *sources {
+	return &sources{file: in.file, lines: in.lines, set: map[string]string{}, overridden: map[string]string{}}
+}
+
+// overridden says whether a later layer sets a key that layer i sets.
+func (in *input) overridden(i int) bool {
+	for key := range in.layers[i].from {
+		for _, l := range in.layers[i+1:] {
+			if _, ok := l.from[key]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// build merges the layers over the defaults into a Config and validates it.
+// keep < 0 merges them as they are; keep >= 0 keeps layer keep's value of
+// every key it sets, whatever later layers set it to, so that those values
+// are checked as if nothing overrode them.
+func (in *input) build(keep int) (Config, []error) {
 	v := viper.New()
-	leaves := sch.leaves("")
-	dataDir := DefaultDataDir(os.Geteuid(), func(k string) string { return env[k] })
-	def := reflect.ValueOf(defaults(dataDir))
-	for _, l := range leaves {
+	def := reflect.ValueOf(defaults(in.dataDir))
+	for _, l := range in.leaves {
 		v.SetDefault(l.key, def.FieldByIndex(l.index).Interface())
 	}
-	fixed := pruneNulls(doc.root)
-	delete(fixed, "labels")
-	delete(fixed, "drivers")
-	if err := v.MergeConfigMap(fixed); err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
+	if err := v.MergeConfigMap(in.fixed); err != nil {
+		return Config{}, []error{fmt.Errorf("config: %w", err)}
 	}
-
+	src := in.sources()
 	labels := map[string]any{}
-	if m, ok := doc.root["labels"].(map[string]any); ok {
-		maps.Copy(labels, m)
-	}
-	if err := applyEnv(v, env, leaves, labels, src); err != nil {
-		return Config{}, err
-	}
-	if err := applyFlags(v, opts.Flags, labels, src); err != nil {
-		return Config{}, err
+	for i, l := range in.layers {
+		kept := func(key string) bool {
+			if keep < 0 || keep >= i {
+				return false
+			}
+			_, ok := in.layers[keep].from[key]
+			return ok
+		}
+		for _, key := range sortedKeys(l.values) {
+			if kept(key) {
+				src.overridden[key] = l.from[key]
+				continue
+			}
+			v.Set(key, l.values[key])
+			src.set[key] = l.from[key]
+		}
+		for k, val := range l.labels {
+			key := joinKey("labels", k)
+			if kept(key) {
+				src.overridden[key] = l.from[key]
+				continue
+			}
+			labels[k] = val
+			if from := l.from[key]; from != "" {
+				src.set[key] = from
+			}
+		}
 	}
 
 	settings := v.AllSettings()
 	if len(labels) > 0 {
 		settings["labels"] = labels
 	}
-	if d, ok := doc.root["drivers"]; ok {
-		settings["drivers"] = d
+	if in.hasDrivers {
+		settings["drivers"] = in.drivers
 	}
-	cfg, err := decode(settings, src)
-	if err != nil {
-		return Config{}, err
+	cfg, errs := decode(settings, src)
+	if len(errs) > 0 {
+		return Config{}, errs
 	}
 	if cfg.DataDir == "" { // data_dir: "" means the default, like name: ""
-		cfg.DataDir = dataDir
+		cfg.DataDir = in.dataDir
 	}
 	if len(cfg.Drivers) == 0 {
 		cfg.Drivers = defaultDrivers()
 		cfg.DefaultDrivers = true
 	}
 	cfg.Cluster.ApplyProfile()
-	if errs := cfg.validate(); len(errs) > 0 {
-		out := make([]error, 0, len(errs))
-		for _, fe := range errs {
-			out = append(out, src.wrap(fe))
-		}
-		return Config{}, errors.Join(out...)
+	for _, fe := range cfg.validate() {
+		errs = append(errs, src.wrap(fe))
 	}
-	return cfg, nil
+	return cfg, errs
 }
 
 // readFile reads and parses the config file; no file is an empty document.
@@ -149,64 +260,97 @@ func envMap(lines []string) map[string]string {
 	return m
 }
 
-// applyEnv sets every key whose HF_ variable is set and not empty. viper's own
-// env support reads only the process environment and, with AutomaticEnv, misses
-// keys it does not know at Unmarshal; setting each known leaf explicitly avoids
-// both. Set is viper's top layer, so applyFlags runs after this and wins.
-func applyEnv(v *viper.Viper, env map[string]string, leaves []leaf, labels map[string]any, src *sources) error {
+// fileLayer notes which keys the file sets; their values reach viper with
+// the rest of fixed.
+func fileLayer(fixed, labels map[string]any, leaves []leaf) *layer {
+	l := newLayer()
+	for _, lf := range leaves {
+		if _, ok := lookupKey(fixed, lf.key); ok {
+			l.from[lf.key] = ""
+		}
+	}
+	maps.Copy(l.labels, labels)
+	for k := range labels {
+		l.from[joinKey("labels", k)] = ""
+	}
+	return l
+}
+
+// lookupKey finds a dotted key path in nested mappings.
+func lookupKey(m map[string]any, key string) (any, bool) {
+	head, rest, nested := strings.Cut(key, ".")
+	v, ok := m[head]
+	if !ok || !nested {
+		return v, ok
+	}
+	sub, ok := v.(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	return lookupKey(sub, rest)
+}
+
+// envLayer reads every key whose HF_ variable is set and not empty. viper's
+// own env support reads only the process environment and, with AutomaticEnv,
+// misses keys it does not know at Unmarshal; reading each known leaf
+// explicitly avoids both.
+func envLayer(env map[string]string, leaves []leaf) (*layer, error) {
+	l := newLayer()
 	listType := reflect.TypeFor[[]string]()
-	for _, l := range leaves {
-		name := EnvName(l.key)
+	for _, lf := range leaves {
+		name := EnvName(lf.key)
 		val := env[name]
-		if val == "" && l.key == "api.admin_token" {
+		if val == "" && lf.key == "api.admin_token" {
 			name, val = EnvAdminToken, env[EnvAdminToken]
 		}
 		if val == "" {
 			continue
 		}
-		if reflect.TypeFor[Config]().FieldByIndex(l.index).Type == listType {
-			v.Set(l.key, splitList(val))
+		if reflect.TypeFor[Config]().FieldByIndex(lf.index).Type == listType {
+			l.values[lf.key] = splitList(val)
 		} else {
-			v.Set(l.key, val)
+			l.values[lf.key] = val
 		}
-		src.set[l.key] = name
+		l.from[lf.key] = name
 	}
 	if val := env[EnvLabels]; val != "" {
-		return mergeLabels(labels, splitList(val), EnvLabels, src)
+		return l, l.addLabels(splitList(val), EnvLabels)
 	}
-	return nil
+	return l, nil
 }
 
-// applyFlags sets the keys of the flags that were given.
-func applyFlags(v *viper.Viper, fs *pflag.FlagSet, labels map[string]any, src *sources) error {
+// flagLayer reads the keys of the flags that were given.
+func flagLayer(fs *pflag.FlagSet) (*layer, error) {
+	l := newLayer()
 	for _, fk := range flagKeys() {
 		f := changedFlag(fs, fk.flag)
 		if f == nil {
 			continue
 		}
 		if fk.key == "cluster.join" {
-			v.Set(fk.key, flagValues(f))
+			l.values[fk.key] = flagValues(f)
 		} else {
-			v.Set(fk.key, f.Value.String())
+			l.values[fk.key] = f.Value.String()
 		}
-		src.set[fk.key] = "--" + fk.flag
+		l.from[fk.key] = "--" + fk.flag
 	}
 	if f := changedFlag(fs, FlagLabel); f != nil {
-		return mergeLabels(labels, flagValues(f), "--"+FlagLabel, src)
+		return l, l.addLabels(flagValues(f), "--"+FlagLabel)
 	}
-	return nil
+	return l, nil
 }
 
-// mergeLabels adds key=value pairs to labels, overriding keys already there.
-func mergeLabels(labels map[string]any, pairs []string, from string, src *sources) error {
+// addLabels adds key=value pairs to the layer's labels, a later pair
+// overriding an earlier one.
+func (l *layer) addLabels(pairs []string, from string) error {
 	for _, p := range pairs {
 		k, val, ok := strings.Cut(p, "=")
 		k = strings.TrimSpace(k)
 		if !ok || k == "" {
 			return fieldErr("labels", "from "+from, "want key=value, got %q", p)
 		}
-		labels[k] = strings.TrimSpace(val)
-		src.set[joinKey("labels", k)] = from
+		l.labels[k] = strings.TrimSpace(val)
+		l.from[joinKey("labels", k)] = from
 	}
 	return nil
 }

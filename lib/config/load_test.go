@@ -374,6 +374,17 @@ drivers:
 			},
 		},
 		{
+			// The file's values are checked with the environment filling in
+			// what the file leaves out, not with the defaults alone.
+			name:    "file values checked with the layers that complete them",
+			content: "cluster: {probe_interval: 5s, probe_timeout: 3s}\nstore: {tombstone_ttl: 2m}\n",
+			env:     []string{"HF_STORE_TOMBSTONE_MIN_AGE=1m", "HF_CLUSTER_PROBE_INTERVAL=2s", "HF_CLUSTER_PROBE_TIMEOUT=1s"},
+			check: func(t *testing.T, c config.Config) {
+				assert.Equal(t, 2*time.Minute, c.Store.TombstoneTTL)
+				assert.Equal(t, time.Second, c.Cluster.ProbeTimeout)
+			},
+		},
+		{
 			name: "data_dir default follows XDG_DATA_HOME for non-root", env: []string{"XDG_DATA_HOME=/xdg"},
 			check: func(t *testing.T, c config.Config) {
 				assert.Equal(t, config.DefaultDataDir(os.Geteuid(), lookup(append(testEnv, "XDG_DATA_HOME=/xdg"))), c.DataDir)
