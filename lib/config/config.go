@@ -109,7 +109,8 @@ type APIConfig struct {
 	// cluster CA).
 	PlainHTTP bool `mapstructure:"plain_http" yaml:"plain_http"`
 	// TLSHosts are further names and addresses for the node's API
-	// certificate (a load balancer's, say). Default: none.
+	// certificate (a load balancer's, say): DNS names, "*.example.com"
+	// included, or IP addresses. Default: none.
 	TLSHosts []string `mapstructure:"tls_hosts" yaml:"tls_hosts"`
 	// CORSOrigins are the origins (scheme://host[:port]) whose pages may
 	// call the API from a browser; "*" allows any. The dashboard a node

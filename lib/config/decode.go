@@ -120,17 +120,6 @@ func durationHook(_ reflect.Type, to reflect.Type, data any) (any, error) {
 	return nil, fmt.Errorf("invalid duration: got %s", describeValue(data))
 }
 
-var stringsType = reflect.TypeFor[[]string]()
-
-// listHook splits a comma-separated string into a list ("a:1, b:2"), dropping
-// blanks, for lists given as one string in the file or the environment.
-func listHook(_ reflect.Type, to reflect.Type, data any) (any, error) {
-	if s, ok := data.(string); ok && to == stringsType {
-		return splitList(s), nil
-	}
-	return data, nil
-}
-
 // splitList splits on commas, trims spaces and drops empty entries.
 func splitList(s string) []string {
 	out := []string{}
@@ -151,7 +140,7 @@ func decode(settings map[string]any, src *sources) (Config, []error) {
 		TagName:          "mapstructure",
 		WeaklyTypedInput: true,
 		Metadata:         md,
-		DecodeHook:       mapstructure.ComposeDecodeHookFunc(durationHook, listHook),
+		DecodeHook:       durationHook,
 	})
 	if err != nil {
 		return Config{}, []error{fmt.Errorf("config: %w", err)}

@@ -24,6 +24,7 @@
 // (cpu_alter, images_path). A key the file has and Config does not is an error that
 // names it ("config: unknown key \"cluster.jion\" ..."); so is a value of the wrong
 // type or out of range, and the error names the key and where the value came from.
+// A list in the file is a YAML list; only the environment's are comma-separated.
 // Free-form maps (labels, drivers[].config) are passed through as written: their
 // keys keep their case and may contain dots.
 //

@@ -144,7 +144,7 @@ func TestLoadFileRoundTrip(t *testing.T) {
 			},
 			MaxClaimsPerUser:   5,
 			MaxStreamsPerToken: 3,
-			TLSHosts:           []string{"hf.example.com"},
+			TLSHosts:           []string{"hf.example.com", "*.lb.example.com", "192.0.2.10", "2001:db8::1"},
 			CORSOrigins:        []string{"https://fleet.example.com"},
 			ResumeWindow:       5 * time.Minute,
 		},
@@ -310,13 +310,6 @@ labels:
 			args: []string{"--join", "10.0.0.1", "--join", "10.0.0.2:7701,10.0.0.3"},
 			check: func(t *testing.T, c config.Config) {
 				assert.Equal(t, []string{"10.0.0.1", "10.0.0.2:7701", "10.0.0.3"}, c.Cluster.Join)
-			},
-		},
-		{
-			name:    "join as one string in the file",
-			content: "cluster: {join: 'a.example.com, b.example.com:7701'}",
-			check: func(t *testing.T, c config.Config) {
-				assert.Equal(t, []string{"a.example.com", "b.example.com:7701"}, c.Cluster.Join)
 			},
 		},
 		{

@@ -151,6 +151,12 @@ func (s *schema) checkKeys(path string, v any, at func(string) string) []error {
 		if _, ok := v.(map[string]any); !ok {
 			return []error{fieldErr(path, at(path), "must be a mapping, got %s", describeValue(v))}
 		}
+	case shapeLeaf:
+		// A list in the file is a YAML list: a string is not split on commas
+		// (the environment's lists are) nor taken as a list of one.
+		if _, ok := v.([]any); s.typ.Kind() == reflect.Slice && !ok {
+			return []error{fieldErr(path, at(path), "must be a list, got %s", describeValue(v))}
+		}
 	}
 	return nil
 }

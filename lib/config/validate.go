@@ -119,6 +119,11 @@ func (a *APIConfig) validate(p *problems) {
 		p.addf("api.max_streams_per_token", "must be at least 1, got %d", a.MaxStreamsPerToken)
 	}
 	positive(p, "api.resume_window", a.ResumeWindow)
+	for i, h := range a.TLSHosts {
+		if !validCertHost(h) {
+			p.addf(fmt.Sprintf("api.tls_hosts[%d]", i), "want a DNS name (its first label may be *) or an IP address, got %q", h)
+		}
+	}
 	for i, o := range a.CORSOrigins {
 		if o == "*" {
 			continue
@@ -302,6 +307,17 @@ func checkJoin(p *problems, field, addr string) {
 	if !validHost(addr) {
 		p.addf(field, "must be host or host:port, got %q", addr)
 	}
+}
+
+// validCertHost says whether h can be a name of a certificate: an IP address
+// without a zone, or a DNS name, "*.example.com" included, without the
+// trailing dot that no client's name would match.
+func validCertHost(h string) bool {
+	if ip, err := netip.ParseAddr(h); err == nil {
+		return ip.Zone() == ""
+	}
+	name := strings.TrimPrefix(h, "*.")
+	return !strings.HasSuffix(name, ".") && len(name) <= 253 && hostnameRe.MatchString(name)
 }
 
 func validHost(h string) bool {
