@@ -34,8 +34,8 @@
 // data_dir is HF_DATA_DIR, cluster.join is HF_CLUSTER_JOIN (comma-separated),
 // api.admin_token is HF_API_ADMIN_TOKEN or its alias HF_ADMIN_TOKEN (the former
 // wins when both are set), labels is HF_LABELS ("k=v,k2=v2"). Lists of objects
-// (api.tokens, drivers) can only be set in the file. An empty variable counts as
-// unset. HF_ variables that are not config keys are ignored, not errors, because
+// (api.tokens, drivers) can only be set in the file: HF_API_TOKENS and
+// HF_DRIVERS are errors. An empty variable counts as unset. HF_ variables that are not config keys are ignored, not errors, because
 // other tools (hf-cli, Hugging Face's HF_TOKEN, HF_HOME) use the same prefix.
 //
 // # Why the layering is done by hand around viper

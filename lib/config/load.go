@@ -87,7 +87,7 @@ func Load(opts LoadOptions) (Config, error) {
 	delete(in.fixed, "drivers")
 	in.drivers, in.hasDrivers = doc.root["drivers"]
 	fileLabels, _ := doc.root["labels"].(map[string]any)
-	envL, err := envLayer(env, in.leaves)
+	envL, err := envLayer(env, in.leaves, sch.objectLists(""))
 	if err != nil {
 		return Config{}, err
 	}
@@ -293,8 +293,9 @@ func lookupKey(m map[string]any, key string) (any, bool) {
 // envLayer reads every key whose HF_ variable is set and not empty. viper's
 // own env support reads only the process environment and, with AutomaticEnv,
 // misses keys it does not know at Unmarshal; reading each known leaf
-// explicitly avoids both.
-func envLayer(env map[string]string, leaves []leaf) (*layer, error) {
+// explicitly avoids both. The variable of a key the environment cannot set
+// (a list of mappings: HF_DRIVERS, HF_API_TOKENS) is an error, not ignored.
+func envLayer(env map[string]string, leaves []leaf, fileOnly []string) (*layer, error) {
 	l := newLayer()
 	listType := reflect.TypeFor[[]string]()
 	for _, lf := range leaves {
@@ -312,6 +313,15 @@ func envLayer(env map[string]string, leaves []leaf) (*layer, error) {
 			l.values[lf.key] = val
 		}
 		l.from[lf.key] = name
+	}
+	var errs []error
+	for _, key := range fileOnly {
+		if name := EnvName(key); env[name] != "" {
+			errs = append(errs, fieldErr(key, "from "+name, "is a list of mappings, which only the config file can set"))
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	if val := env[EnvLabels]; val != "" {
 		return l, l.addLabels(splitList(val), EnvLabels)

@@ -83,6 +83,23 @@ func (s *schema) leaves(prefix string) []leaf {
 	return out
 }
 
+// objectLists returns every key below s that holds a list of mappings
+// (api.tokens, drivers): only the file can set those.
+func (s *schema) objectLists(prefix string) []string {
+	var out []string
+	for _, name := range sortedKeys(s.fields) {
+		f := s.fields[name]
+		key := joinKey(prefix, name)
+		switch f.shape {
+		case shapeList:
+			out = append(out, key)
+		case shapeStruct:
+			out = append(out, f.objectLists(key)...)
+		}
+	}
+	return out
+}
+
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
