@@ -43,11 +43,12 @@ type Config struct {
 	Store StoreConfig `mapstructure:"store" yaml:"store"`
 	// Debug configures what helps to find out why a node is slow.
 	Debug DebugConfig `mapstructure:"debug" yaml:"debug"`
-	// Drivers are the driver instances this node runs. Default: [{name: test}].
+	// Drivers are the driver instances this node runs. None configured (no
+	// key, or an empty list) loads as [{name: test}] with DefaultDrivers set.
 	Drivers []DriverConfig `mapstructure:"drivers" yaml:"drivers"`
 	// DefaultDrivers is true when no drivers were configured, so the node may
-	// add what the host offers (native unprivileged, docker if an engine
-	// answers). Not a config key.
+	// add what the host offers (native, docker if an engine answers). Not a
+	// config key.
 	DefaultDrivers bool `mapstructure:"-" yaml:"-"`
 }
 
