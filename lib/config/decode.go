@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"sort"
 	"strconv"
@@ -131,6 +132,44 @@ func splitList(s string) []string {
 	return out
 }
 
+// kindHook stops mapstructure's weak typing, which the strings of the
+// environment and the flags need, from bending the file's typed values: a
+// YAML bool where text is wanted is "true" or "false" (weakly "1" or "0"),
+// and a number where a bool is wanted, a bool where a number is, or a
+// fraction where a whole number is, is an error instead of true, 1 or a
+// truncated number.
+func kindHook(_ reflect.Type, to reflect.Type, data any) (any, error) {
+	if to == durationType { // durationHook's
+		return data, nil
+	}
+	switch to.Kind() {
+	case reflect.String:
+		if b, ok := data.(bool); ok {
+			return strconv.FormatBool(b), nil
+		}
+	case reflect.Bool:
+		switch data.(type) {
+		case int, int64, uint64, float64:
+			return nil, fmt.Errorf("must be true or false, got %s", describeValue(data))
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		switch x := data.(type) {
+		case bool:
+			return nil, fmt.Errorf("must be a whole number, got %t", x)
+		case float64:
+			if x != math.Trunc(x) || math.Abs(x) >= 1<<63 {
+				return nil, fmt.Errorf("must be a whole number, got %s", describeValue(x))
+			}
+		}
+	case reflect.Float32, reflect.Float64:
+		if b, ok := data.(bool); ok {
+			return nil, fmt.Errorf("must be a number, got %t", b)
+		}
+	}
+	return data, nil
+}
+
 // decode turns the merged settings into a Config.
 func decode(settings map[string]any, src *sources) (Config, []error) {
 	var cfg Config
@@ -140,7 +179,7 @@ func decode(settings map[string]any, src *sources) (Config, []error) {
 		TagName:          "mapstructure",
 		WeaklyTypedInput: true,
 		Metadata:         md,
-		DecodeHook:       durationHook,
+		DecodeHook:       mapstructure.ComposeDecodeHookFunc(durationHook, kindHook),
 	})
 	if err != nil {
 		return Config{}, []error{fmt.Errorf("config: %w", err)}

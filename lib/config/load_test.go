@@ -328,6 +328,14 @@ labels:
 			},
 		},
 		{
+			name:    "a bool is text as written, a whole number in any notation a number",
+			content: "labels: {gpu: true, ssd: false}\nmemory_limit_mb: 1e3\n",
+			check: func(t *testing.T, c config.Config) {
+				assert.Equal(t, map[string]string{"gpu": "true", "ssd": "false"}, c.Labels)
+				assert.Equal(t, 1000, c.MemoryLimitMB)
+			},
+		},
+		{
 			name:    "label value that looks like a date stays as written",
 			content: "labels: {since: 2024-01-01}",
 			check: func(t *testing.T, c config.Config) {
