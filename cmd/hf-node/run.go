@@ -238,8 +238,9 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, 
 		SessionsOf:   node.SessionsOf,
 		NodeView:     node.NodeView,
 		MachineLogs:  machineLogs(node),
-		MachineShell: func(ctx context.Context, m string, opts drivers.ShellOptions, open func() (io.ReadWriteCloser, error)) error {
-			return apiError(node.MachineShell(ctx, m, opts, open))
+		MachineShell: func(ctx context.Context, m string, opts drivers.ShellOptions, open func() (io.ReadWriter, error)) (drivers.ShellExit, error) {
+			exit, err := node.MachineShell(ctx, m, opts, open)
+			return exit, apiError(err)
 		},
 		PeerClient: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: sec.CA.Pool(), MinVersion: tls.VersionTLS12}}},
 		PeerScheme: scheme,

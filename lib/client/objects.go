@@ -14,7 +14,6 @@ import (
 
 	fastjson "github.com/goccy/go-json"
 
-	"github.com/hf-fleet/hf/lib/internal/upgrade"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -342,52 +341,4 @@ func (c *Client) MachineLogs(ctx context.Context, machine string, tail int, foll
 		return nil
 	}
 	return err
-}
-
-// ShellProtocol is the Upgrade token of a machine shell.
-const ShellProtocol = "hf-shell"
-
-// ShellStream is a machine shell's connection: the shell's input and
-// output as raw bytes, until the shell exits.
-type ShellStream interface {
-	io.ReadWriteCloser
-	// CloseWrite ends the shell's input (a shell reading commands from a
-	// pipe then runs the last and exits) while its output can still be
-	// read. errors.ErrUnsupported through an HTTP proxy.
-	CloseWrite() error
-}
-
-// MachineShell opens a shell in machine (GET /api/v1/machines/{name}/shell
-// with Upgrade: hf-shell): the returned stream carries the shell's input
-// and output until the shell exits, or until ctx ends. tty asks for a
-// terminal of rows x cols.
-func (c *Client) MachineShell(ctx context.Context, machine string, tty bool, rows, cols int) (ShellStream, error) {
-	q := url.Values{}
-	if tty {
-		q.Set("tty", "true")
-		if rows > 0 && cols > 0 {
-			q.Set("rows", strconv.Itoa(rows))
-			q.Set("cols", strconv.Itoa(cols))
-		}
-	}
-	u := *c.base
-	u.Path += item(types.KindMachine, machine) + "/shell"
-	u.RawQuery = q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("User-Agent", c.userAgent)
-	req.Header.Set("Connection", "Upgrade")
-	req.Header.Set("Upgrade", ShellProtocol)
-	stream, resp, err := upgrade.Do(c.http, req)
-	if err != nil {
-		return nil, fmt.Errorf("shell %s: %w", machine, err)
-	}
-	if stream == nil {
-		defer resp.Body.Close()
-		return nil, readAPIError(resp)
-	}
-	return stream, nil
 }

@@ -42,26 +42,26 @@ var ErrNoShell = errors.New("the machine's driver runs no shells")
 
 // MachineShell runs a shell in machine, one of this node's: once the
 // driver is known to run shells, open gives the client's stream (the
-// caller answers the upgrade there), and the shell runs on it until it
-// exits or ctx ends.
-func (n *Node) MachineShell(ctx context.Context, machine string, opts drivers.ShellOptions, open func() (io.ReadWriteCloser, error)) error {
+// caller answers the upgrade there, and closes the stream after
+// MachineShell returned), and the shell runs on it until it exits or ctx
+// ends. It returns how the shell ended (see drivers.Sheller).
+func (n *Node) MachineShell(ctx context.Context, machine string, opts drivers.ShellOptions, open func() (io.ReadWriter, error)) (drivers.ShellExit, error) {
 	e, ok := n.acc.get(machine)
 	if !ok || e.Resource == nil || e.Phase != types.MachineRunning {
-		return fmt.Errorf("%s: %w", machine, ErrNotHere)
+		return drivers.ShellExit{}, fmt.Errorf("%s: %w", machine, ErrNotHere)
 	}
 	in, ok := n.instances[e.Driver]
 	if !ok {
-		return fmt.Errorf("%s: %w", machine, ErrNotHere)
+		return drivers.ShellExit{}, fmt.Errorf("%s: %w", machine, ErrNotHere)
 	}
 	sh, ok := in.Driver.(drivers.Sheller)
 	if !ok {
-		return fmt.Errorf("%s (driver %s): %w", machine, e.Driver, ErrNoShell)
+		return drivers.ShellExit{}, fmt.Errorf("%s (driver %s): %w", machine, e.Driver, ErrNoShell)
 	}
 	stream, err := open()
 	if err != nil {
-		return err
+		return drivers.ShellExit{}, err
 	}
-	defer stream.Close()
 	n.log.Info("machine shell", "machine", machine, "driver", e.Driver, "tty", opts.TTY)
 	return sh.Shell(ctx, e.Resource, opts, stream)
 }

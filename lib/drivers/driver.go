@@ -118,12 +118,27 @@ type ShellOptions struct {
 	Rows, Cols uint16
 }
 
+// ShellExit is how a shell ended.
+type ShellExit struct {
+	// Code is the shell's exit status, 0 to 255; for a shell killed by a
+	// signal, 128 plus the signal's number, as shells report it.
+	Code int
+	// Signal names the signal that killed the shell ("SIGKILL"): empty
+	// when the shell exited, or when the driver cannot tell (docker's exec
+	// reports only the code).
+	Signal string
+}
+
 // Sheller is implemented by drivers that can run an interactive shell in
 // a machine, as the machine's own user (never root on the host): its input
 // is read from stream and its output written to it until it exits or ctx
-// ends.
+// ends. Shell returns how the shell ended once its output is written (a
+// process the shell left holding its terminal may write on for a while:
+// the caller refuses what comes after), or an error when the shell has no
+// exit status (it could not start, or ctx ended before the driver learnt
+// it). Shell does not close stream.
 type Sheller interface {
-	Shell(ctx context.Context, r *types.Resource, opts ShellOptions, stream io.ReadWriter) error
+	Shell(ctx context.Context, r *types.Resource, opts ShellOptions, stream io.ReadWriter) (ShellExit, error)
 }
 
 // Env is what a driver instance gets from the node that runs it.

@@ -108,9 +108,10 @@ type Config struct {
 	// (ErrLogsNotHere, ErrNoLogs); nil serves none.
 	MachineLogs func(ctx context.Context, machine string, opts drivers.LogOptions, w io.Writer) error
 	// MachineShell runs a shell in one of this node's machines on the
-	// stream open returns (which answers the upgrade), ErrLogsNotHere,
-	// ErrNoShell; nil runs none.
-	MachineShell func(ctx context.Context, machine string, opts drivers.ShellOptions, open func() (io.ReadWriteCloser, error)) error
+	// stream open returns (which answers the upgrade; the server closes it
+	// after MachineShell returned) and returns how the shell ended;
+	// ErrLogsNotHere, ErrNoShell. Nil runs none.
+	MachineShell func(ctx context.Context, machine string, opts drivers.ShellOptions, open func() (io.ReadWriter, error)) (drivers.ShellExit, error)
 	// PeerClient reaches the other nodes' APIs (trusting the cluster CA),
 	// with PeerScheme ("https"), for what another node must answer.
 	PeerClient *http.Client

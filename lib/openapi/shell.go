@@ -7,27 +7,35 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/internal/shellframe"
 	"github.com/hf-fleet/hf/lib/internal/upgrade"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
-// ShellProtocol is the Upgrade token of a machine shell: after the 101
-// answer the connection carries the shell's input and output as raw bytes.
-const ShellProtocol = "hf-shell"
+// Upgrade tokens of a machine shell. After the 101 answer the connection
+// carries the shell's input as raw bytes (a half-close ends it) and its
+// output: under ShellProtocol in frames that end with the shell's exit
+// status (see lib/internal/shellframe), under RawShellProtocol as raw bytes
+// with no status, for clients from before ShellProtocol.
+const (
+	ShellProtocol    = "hf-shell.v2"
+	RawShellProtocol = "hf-shell"
+)
 
 // ErrNoShell is what Config.MachineShell returns when the machine's driver
 // runs no shells.
 var ErrNoShell = errors.New("the machine's driver runs no shells")
 
 // machineShell answers GET /api/v1/machines/{name}/shell with "Upgrade:
-// hf-shell" (?tty=true&rows=&cols=): a shell in the machine as its own
-// user, over the upgraded connection, from the node that holds it (another
-// node splices the connection through). Only an admin or a user the
-// machine is bound to for may open one.
+// hf-shell.v2" or "Upgrade: hf-shell" (?tty=true&rows=&cols=): a shell in
+// the machine as its own user, over the upgraded connection, from the node
+// that holds it (another node splices the connection through). Only an
+// admin or a user the machine is bound to for may open one.
 func (s *Server) machineShell(c *gin.Context) {
 	p := principal(c)
 	if p.Role == RoleOperator {
@@ -38,8 +46,9 @@ func (s *Server) machineShell(c *gin.Context) {
 	if !ok {
 		return
 	}
-	if c.GetHeader("Upgrade") != ShellProtocol {
-		s.writeErr(c, badRequest("Upgrade", "a shell needs the headers Connection: Upgrade and Upgrade: %s (hf-cli machine shell)", ShellProtocol))
+	proto := c.GetHeader("Upgrade")
+	if proto != ShellProtocol && proto != RawShellProtocol {
+		s.writeErr(c, badRequest("Upgrade", "a shell needs the headers Connection: Upgrade and Upgrade: %s (or %s, without the exit status) (hf-cli machine shell)", ShellProtocol, RawShellProtocol))
 		return
 	}
 	var opts drivers.ShellOptions
@@ -70,25 +79,40 @@ func (s *Server) machineShell(c *gin.Context) {
 		return
 	}
 	if m.Spec.Node != s.cfg.NodeName && c.GetHeader(proxiedHeader) == "" {
-		s.proxyShell(c, m)
+		s.proxyShell(c, m, proto)
 		return
 	}
 	if s.cfg.MachineShell == nil {
 		s.writeErr(c, newErr(http.StatusServiceUnavailable, CodeUnavailable, "", "this node runs no machine shells"))
 		return
 	}
-	upgraded := false
-	err = s.cfg.MachineShell(c.Request.Context(), m.Metadata.Name, opts, func() (io.ReadWriteCloser, error) {
-		rw, err := hijack(c)
-		if err != nil {
+	var conn upgrade.Stream
+	var framed *shellframe.Writer
+	exit, err := s.cfg.MachineShell(c.Request.Context(), m.Metadata.Name, opts, func() (io.ReadWriter, error) {
+		var err error
+		if conn, err = hijack(c, proto); err != nil {
 			return nil, err
 		}
-		upgraded = true
-		return rw, nil
+		if proto == RawShellProtocol {
+			return conn, nil
+		}
+		framed = shellframe.NewWriter(conn)
+		return struct {
+			io.Reader
+			io.Writer
+		}{conn, framed}, nil
 	})
-	s.log.Info("machine shell ended", "machine", m.Metadata.Name, "user", p.User, "token", p.Name, "err", err)
+	log := []any{"machine", m.Metadata.Name, "user", p.User, "token", p.Name, "protocol", proto}
+	if conn != nil && err == nil {
+		log = append(log, "exit", exit.Code)
+		if exit.Signal != "" {
+			log = append(log, "signal", exit.Signal)
+		}
+	}
+	s.log.Info("machine shell ended", append(log, "err", err)...)
 	switch {
-	case upgraded:
+	case conn != nil:
+		endShell(conn, framed, exit, err)
 	case errors.Is(err, ErrNoShell):
 		s.writeErr(c, newErr(http.StatusConflict, CodeConflict, "", "%v", err))
 	case errors.Is(err, ErrLogsNotHere), errors.Is(err, drivers.ErrNotFound):
@@ -98,25 +122,44 @@ func (s *Server) machineShell(c *gin.Context) {
 	}
 }
 
-// hijack answers 101 and returns the upgraded connection.
-func hijack(c *gin.Context) (upgrade.Stream, error) {
+// endShell ends a shell's upgraded connection: with its final frame under
+// ShellProtocol (framed is set), the exit, or err when the shell has none.
+func endShell(conn upgrade.Stream, framed *shellframe.Writer, exit drivers.ShellExit, err error) {
+	if framed != nil {
+		if err != nil {
+			_ = framed.Fail(err.Error())
+		} else if ferr := framed.Exit(shellframe.Exit{Code: exit.Code, Signal: exit.Signal}); ferr != nil {
+			_ = framed.Fail(ferr.Error())
+		}
+	}
+	_ = conn.Close()
+}
+
+// hijack answers 101 with proto and returns the upgraded connection.
+func hijack(c *gin.Context, proto string) (upgrade.Stream, error) {
 	conn, buf, err := c.Writer.Hijack()
 	if err != nil {
 		return nil, fmt.Errorf("upgrade: %w", err)
 	}
-	return upgrade.Accept(conn, buf, ShellProtocol)
+	return upgrade.Accept(conn, buf, proto)
 }
 
-// proxyShell opens the shell on the machine's node and splices the two
-// connections; the end of the client's input reaches the shell.
-func (s *Server) proxyShell(c *gin.Context, m *types.Machine) {
-	req, ok := s.machineNodeRequest(c, m, context.WithoutCancel(c.Request.Context()), "Connection", "Upgrade", "Upgrade", ShellProtocol)
+// proxyShell opens the shell on the machine's node, with the client's
+// Upgrade token proto, and splices the two connections: the end of the
+// client's input reaches the shell, and the shell's frames the client.
+func (s *Server) proxyShell(c *gin.Context, m *types.Machine, proto string) {
+	req, ok := s.machineNodeRequest(c, m, context.WithoutCancel(c.Request.Context()), "Connection", "Upgrade", "Upgrade", proto)
 	if !ok {
 		return
 	}
 	far, res, err := upgrade.Do(s.cfg.PeerClient, req)
 	if err != nil {
 		s.writeErr(c, newErr(http.StatusServiceUnavailable, CodeUnavailable, "", "node %s: %v", m.Spec.Node, err))
+		return
+	}
+	if far != nil && !strings.EqualFold(res.Header.Get("Upgrade"), proto) {
+		_ = far.Close()
+		s.writeErr(c, newErr(http.StatusServiceUnavailable, CodeUnavailable, "", "node %s: upgraded to %q, not %q", m.Spec.Node, res.Header.Get("Upgrade"), proto))
 		return
 	}
 	if far == nil {
@@ -128,7 +171,7 @@ func (s *Server) proxyShell(c *gin.Context, m *types.Machine) {
 		_, _ = io.Copy(c.Writer, io.LimitReader(res.Body, 1<<20))
 		return
 	}
-	near, err := hijack(c)
+	near, err := hijack(c, proto)
 	if err != nil {
 		_ = far.Close()
 		return

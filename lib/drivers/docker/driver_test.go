@@ -165,16 +165,28 @@ func (f *fixture) allocateShell(t *testing.T, d *Driver, name, script string) *t
 }
 
 // A shell in a container runs the commands it is given, inside the
-// container, and ends with them; with a terminal too.
+// container, and ends with them, with its exit status; with a terminal
+// too. A shell killed by a signal exits 128 plus the signal's number.
 func TestShell(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	d := f.driver(t, "node-a", "docker", nil)
 	r := f.allocateShell(t, d, "box", "sleep 300")
 	for _, tty := range []bool{false, true} {
-		s := &drivertest.ShellStream{In: strings.NewReader("echo inside $(hostname); exit 3\n")}
-		require.NoError(t, d.Shell(t.Context(), r, drivers.ShellOptions{TTY: tty, Rows: 24, Cols: 80}, s))
-		assert.Contains(t, s.Out.String(), "inside "+f.inspect(t, r.ID).Config.Hostname, "tty %v", tty)
+		for _, tc := range []struct {
+			script string
+			want   drivers.ShellExit
+		}{
+			{"echo inside $(hostname); exit 3", drivers.ShellExit{Code: 3}},
+			{"echo inside $(hostname); true; exit", drivers.ShellExit{}},
+			{"echo inside $(hostname); kill -KILL $$", drivers.ShellExit{Code: 137}},
+		} {
+			s := &drivertest.ShellStream{In: strings.NewReader(tc.script + "\n")}
+			exit, err := d.Shell(t.Context(), r, drivers.ShellOptions{TTY: tty, Rows: 24, Cols: 80}, s)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, exit, "tty %v: %s", tty, tc.script)
+			assert.Contains(t, s.Out.String(), "inside "+f.inspect(t, r.ID).Config.Hostname, "tty %v", tty)
+		}
 	}
 	require.NoError(t, d.Deallocate(t.Context(), r))
 	f.assertNothingLeft(t)

@@ -841,17 +841,65 @@ func TestShellOutputTail(t *testing.T) {
 	})
 }
 
+// A shell's exit status reaches its caller, with a terminal and without:
+// the status it exits with, the status of its last command at the end of
+// its input, and a signal that killed it (named, and 128 plus its number).
+func TestShellExit(t *testing.T) {
+	inModes(t, func(t *testing.T, h *testHost, extra map[string]any) {
+		d := h.driver(t, t.TempDir(), extra)
+		r := allocateEntry(t, d, "exit", "exec sleep 600")
+		for _, tty := range []bool{false, true} {
+			for _, tc := range []struct {
+				script string
+				want   drivers.ShellExit
+			}{
+				{"exit 3", drivers.ShellExit{Code: 3}},
+				{"true; exit", drivers.ShellExit{}},
+				{"false; exit", drivers.ShellExit{Code: 1}},
+				{"kill -KILL $$", drivers.ShellExit{Code: 137, Signal: "SIGKILL"}},
+				{"kill -HUP $$", drivers.ShellExit{Code: 129, Signal: "SIGHUP"}},
+			} {
+				_, exit := runShellExit(t, d, r, tty, tc.script, 0, false)
+				assert.Equal(t, tc.want, exit, "tty %v: %s", tty, tc.script)
+			}
+			// Without a terminal the end of the input ends the shell,
+			// which exits with its last command's status.
+			if !tty {
+				out, exit := runShellExit(t, d, r, tty, "echo ran; false", 0, true)
+				assert.Equal(t, "ran\n", out)
+				assert.Equal(t, drivers.ShellExit{Code: 1}, exit)
+			}
+		}
+	})
+}
+
 // runShell types script into a shell of r, with a terminal or without, and
 // returns what the client got; the client takes delay over each write. The
-// input stays open until the shell is done: at its end a terminal is hung up.
+// input stays open until the shell is done: at its end a terminal is hung
+// up. The shell must exit 0.
 func runShell(t *testing.T, d *Driver, r *types.Resource, tty bool, script string, delay time.Duration) string {
 	t.Helper()
+	out, exit := runShellExit(t, d, r, tty, script, delay, false)
+	assert.Equal(t, drivers.ShellExit{}, exit, "tty %v: %s", tty, script)
+	return out
+}
+
+// runShellExit is runShell, returning the shell's exit too; with
+// endInput the input ends after script.
+func runShellExit(t *testing.T, d *Driver, r *types.Resource, tty bool, script string, delay time.Duration, endInput bool) (string, drivers.ShellExit) {
+	t.Helper()
 	in, typed := io.Pipe()
-	go func() { _, _ = typed.Write([]byte(script + "\n")) }()
+	go func() {
+		_, _ = typed.Write([]byte(script + "\n"))
+		if endInput {
+			_ = typed.Close()
+		}
+	}()
 	s := &slowClient{ShellStream: drivertest.ShellStream{In: in}, delay: delay}
-	require.NoError(t, d.Shell(t.Context(), r, drivers.ShellOptions{TTY: tty, Rows: 24, Cols: 80}, s))
+	exit, err := d.Shell(t.Context(), r, drivers.ShellOptions{TTY: tty, Rows: 24, Cols: 80}, s)
+	require.NoError(t, err)
 	_ = typed.Close()
-	return s.Out.String()
+	return s.Out.String(), exit
 }
 
 // slowClient is a shell's client that takes delay over each write it gets.

@@ -63,7 +63,7 @@ type Exit struct {
 var (
 	// ErrNoExit: the stream ended, or could not be read, before its final
 	// frame.
-	ErrNoExit = errors.New("the stream ended before the shell's exit status")
+	ErrNoExit = errors.New("no exit status from the shell")
 	// ErrMalformed: a frame breaks the format.
 	ErrMalformed = errors.New("malformed shell frame")
 	// ErrFinished is what Writer returns once it sent its final frame.
@@ -213,7 +213,7 @@ func (r *Reader) Read(p []byte) (int, error) {
 	switch {
 	case err == io.EOF && r.left == 0:
 	case err == io.EOF:
-		r.end = fmt.Errorf("%w: %w", ErrNoExit, io.ErrUnexpectedEOF)
+		r.end = fmt.Errorf("%w: the connection ended in a frame: %w", ErrNoExit, io.ErrUnexpectedEOF)
 	case err != nil:
 		r.end = fmt.Errorf("%w: %w", ErrNoExit, err)
 	}
@@ -227,9 +227,12 @@ func (r *Reader) Read(p []byte) (int, error) {
 // r.left for an output frame, r.end otherwise.
 func (r *Reader) next() {
 	if _, err := io.ReadFull(r.r, r.hdr[:]); err != nil {
-		if err == io.EOF {
-			r.end = ErrNoExit
-		} else {
+		switch err {
+		case io.EOF:
+			r.end = fmt.Errorf("%w: the connection ended before it", ErrNoExit)
+		case io.ErrUnexpectedEOF:
+			r.end = fmt.Errorf("%w: the connection ended in a frame: %w", ErrNoExit, err)
+		default:
 			r.end = fmt.Errorf("%w: %w", ErrNoExit, err)
 		}
 		return
@@ -255,10 +258,11 @@ func (r *Reader) next() {
 	}
 	payload := make([]byte, n)
 	if _, err := io.ReadFull(r.r, payload); err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			r.end = fmt.Errorf("%w: the connection ended in a frame: %w", ErrNoExit, io.ErrUnexpectedEOF)
+		} else {
+			r.end = fmt.Errorf("%w: %w", ErrNoExit, err)
 		}
-		r.end = fmt.Errorf("%w: %w", ErrNoExit, err)
 		return
 	}
 	if typ == TypeError {

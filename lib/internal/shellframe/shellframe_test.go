@@ -290,3 +290,18 @@ func FuzzReader(f *testing.F) {
 		assert.True(t, strings.HasPrefix(re.Message, re2.Message), "a message is at most cut short")
 	})
 }
+
+// The errors of a stream that ends early say how it ended.
+func TestReaderMessages(t *testing.T) {
+	for stream, want := range map[string]string{
+		"":                                "no exit status from the shell: the connection ended before it",
+		frame(TypeOutput, "abc")[:7]:      "no exit status from the shell: the connection ended in a frame: unexpected EOF",
+		frame(TypeOutput, "abc")[:3]:      "no exit status from the shell: the connection ended in a frame: unexpected EOF",
+		frame(TypeExit, "\x01SIG")[:7]:    "no exit status from the shell: the connection ended in a frame: unexpected EOF",
+		frame(7, ""):                      "no exit status from the shell: malformed shell frame: unknown frame type 7",
+		frame(TypeError, "disk full\xff"): "disk full\uFFFD",
+	} {
+		_, err := io.ReadAll(NewReader(strings.NewReader(stream)))
+		assert.EqualError(t, err, want, "%q", stream)
+	}
+}
