@@ -102,7 +102,8 @@ func TestNativeMachineLogs(t *testing.T) {
 
 // TestNativeMachineShell: a shell in a native machine, opened through the
 // other node of the cluster, runs as the machine's own user, never root,
-// and runs the commands piped to it up to their end.
+// and runs the commands piped to it up to their end; hf-cli exits with the
+// shell's exit status.
 func TestNativeMachineShell(t *testing.T) {
 	needRoot(t)
 	prefix := "hfs" + randHex(2) + "-"
@@ -136,6 +137,25 @@ func TestNativeMachineShell(t *testing.T) {
 	assert.NotEqual(t, "0", lines[0], "not root")
 	assert.True(t, strings.HasPrefix(lines[1], prefix), "the machine's own user: %s", lines[1])
 	assert.NotEmpty(t, lines[2])
+	// hf-cli exits with the shell's own status, from the machine's node
+	// and through the other.
+	for _, n := range []*proc{n1, n2} {
+		for _, tc := range []struct {
+			stdin  string
+			code   int
+			stderr string
+		}{
+			{stdin: "echo hi; exit 3\n", code: 3},
+			{stdin: "echo hi; false\n", code: 1},
+			{stdin: "echo hi; true\n", code: 0},
+			{stdin: "echo hi; kill -KILL $$\n", code: 137, stderr: "hf-cli: machine " + m[2] + ": the shell was killed by SIGKILL\n"},
+		} {
+			out, errOut, code = n.cli(ctx, strings.NewReader(tc.stdin), "machine", "shell", m[2])
+			assert.Equal(t, tc.code, code, "%s via %s: %s%s", tc.stdin, n.Name, out, errOut)
+			assert.Equal(t, "hi\n", out, "%s via %s", tc.stdin, n.Name)
+			assert.Equal(t, tc.stderr, errOut, "%s via %s", tc.stdin, n.Name)
+		}
+	}
 	n1.mustCLI("claim", "delete", "c1", "--wait")
 	assert.Empty(t, usersWithPrefix(t, prefix), "the machine's user is gone, shell and all")
 }

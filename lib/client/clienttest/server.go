@@ -2,7 +2,8 @@
 // clients (lib/client, hf-cli): objects of every kind with versions and
 // If-Match, label selectors, the error body, bearer-token auth, server-sent
 // watch events with sequence numbers (a watch without ?since starts with every
-// current object, as lib/openapi's does), node drain and session keepalive.
+// current object, as lib/openapi's does), node drain, session keepalive and
+// machine shells.
 // Like the real server it owns versions, times and status: a created claim is
 // Requested and an update keeps the stored status. Tests drive the "cluster"
 // side through Put, Remove and OnCreate.
@@ -68,6 +69,8 @@ type Server struct {
 	requests      []Request
 	onCreate      func(types.Object)
 	watchDisabled bool
+	onShell       ShellFunc
+	rawShellsOnly bool
 }
 
 // New starts a fake API server and registers its shutdown with t.Cleanup.
@@ -98,6 +101,7 @@ func New(t testing.TB) *Server {
 	api.HandleFunc("DELETE /api/v1/{plural}/{name}", s.delete)
 	api.HandleFunc("POST /api/v1/nodes/{name}/{action}", s.nodeAction)
 	api.HandleFunc("POST /api/v1/sessions/{name}/keepalive", s.keepalive)
+	api.HandleFunc("GET /api/v1/machines/{name}/shell", s.shell)
 	api.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path, "")
 	})

@@ -3,19 +3,15 @@ package cmd
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
-	"net"
-	"os"
 	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 
 	"github.com/hf-fleet/hf/lib/client"
 	"github.com/hf-fleet/hf/lib/types"
@@ -306,58 +302,4 @@ func newMachineLogsCmd(f *Factory, res *resource) *cobra.Command {
 	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new output until the machine ends (Ctrl-C to stop)")
 	c.Flags().IntVar(&tail, "tail", 0, "start with the last N lines (default: all)")
 	return c
-}
-
-func newMachineShellCmd(f *Factory, res *resource) *cobra.Command {
-	return &cobra.Command{
-		Use:   "shell NAME",
-		Short: "Open a shell in a machine, as its own user (the machine's claim user or an admin)",
-		Long: "A login shell as the machine's user for a native machine, /bin/sh inside the\n" +
-			"container for a docker machine, through the API of any node. On a terminal it\n" +
-			"gets a terminal of the same size; otherwise it reads commands from stdin.",
-		Args:              exactArgs(1, "NAME"),
-		ValidArgsFunction: completeNamesOf(f, res),
-		RunE: func(c *cobra.Command, args []string) error {
-			cl, err := f.Client()
-			if err != nil {
-				return err
-			}
-			in, isFile := f.In.(*os.File)
-			tty := isFile && term.IsTerminal(int(in.Fd()))
-			rows, cols := 0, 0
-			if tty {
-				if cols, rows, err = term.GetSize(int(in.Fd())); err != nil {
-					tty = false
-				}
-			}
-			stream, err := cl.MachineShell(c.Context(), args[0], tty, rows, cols)
-			if err != nil {
-				return withNameSuggestion(c.Context(), cl, types.KindMachine, args[0], err)
-			}
-			defer stream.Close()
-			if tty {
-				old, err := term.MakeRaw(int(in.Fd()))
-				if err != nil {
-					return err
-				}
-				defer func() { _ = term.Restore(int(in.Fd()), old) }()
-			}
-			go func() {
-				// The end of a pipe's commands ends the shell's input: it
-				// runs the last and exits. (A terminal's Ctrl-D is a byte
-				// for the shell.)
-				if _, err := io.Copy(stream, f.In); err == nil {
-					_ = stream.CloseWrite()
-				}
-			}()
-			_, err = io.Copy(f.Out, stream)
-			if c.Context().Err() != nil {
-				return c.Context().Err()
-			}
-			if err != nil && !errors.Is(err, net.ErrClosed) {
-				return err
-			}
-			return nil
-		},
-	}
 }

@@ -23,6 +23,9 @@ const (
 	ExitAuth     = 4
 	ExitConflict = 5
 	ExitTimeout  = 6
+	// ExitNoStatus is machine shell's when the shell's own exit status,
+	// which it passes on otherwise, did not come (as ssh's 255).
+	ExitNoStatus = 255
 )
 
 // Sentinel errors the exit code depends on.
@@ -40,6 +43,23 @@ type usageError struct{ err error }
 func (e *usageError) Error() string { return e.err.Error() }
 func (e *usageError) Unwrap() error { return e.err }
 
+// shellExit ends machine shell with code: the shell's own exit status, or
+// ExitNoStatus. err, when set, says what happened; when nil nothing is
+// printed (the shell's status is its own business).
+type shellExit struct {
+	code int
+	err  error
+}
+
+func (e *shellExit) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("the shell exited %d", e.code)
+	}
+	return e.err.Error()
+}
+
+func (e *shellExit) Unwrap() error { return e.err }
+
 // usageErrorf builds a usageError.
 func usageErrorf(format string, args ...any) error {
 	return &usageError{err: fmt.Errorf(format, args...)}
@@ -49,9 +69,12 @@ func usageErrorf(format string, args ...any) error {
 // is the one place that knows the mapping.
 func ExitCode(err error) int {
 	var ue *usageError
+	var se *shellExit
 	switch {
 	case err == nil:
 		return ExitOK
+	case errors.As(err, &se):
+		return se.code
 	case errors.As(err, &ue):
 		return ExitUsage
 	case client.IsUnauthorized(err), client.IsForbidden(err):
@@ -75,6 +98,9 @@ func isNetTimeout(err error) bool {
 
 // printError writes err as "hf-cli: message", one line per joined error.
 func printError(w io.Writer, err error) {
+	if se := (*shellExit)(nil); errors.As(err, &se) && se.err == nil {
+		return
+	}
 	msg := err.Error()
 	switch {
 	case errors.Is(err, context.Canceled):

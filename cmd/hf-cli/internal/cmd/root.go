@@ -128,7 +128,8 @@ func NewRootCmd(env Env) *cobra.Command {
 			"The endpoint and token come from flags, then HF_ENDPOINT / HF_TOKEN, then the\n" +
 			"profile (--profile, HF_PROFILE or the current one; see `hf-cli profile`).\n" +
 			"Exit codes: 1 error, 2 usage, 3 not found, 4 unauthorized/forbidden,\n" +
-			"5 conflict, 6 timeout or claim failed.",
+			"5 conflict, 6 timeout or claim failed; `machine shell` exits with the shell's\n" +
+			"own status once it runs (255: the status did not come).",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(c *cobra.Command, _ []string) error {
