@@ -857,14 +857,18 @@ func TestShellExit(t *testing.T) {
 				{"true; exit", drivers.ShellExit{}},
 				{"false; exit", drivers.ShellExit{Code: 1}},
 				{"kill -KILL $$", drivers.ShellExit{Code: 137, Signal: "SIGKILL"}},
-				{"kill -HUP $$", drivers.ShellExit{Code: 129, Signal: "SIGHUP"}},
 			} {
 				_, exit := runShellExit(t, d, r, tty, tc.script, 0, false)
 				assert.Equal(t, tc.want, exit, "tty %v: %s", tty, tc.script)
 			}
-			// Without a terminal the end of the input ends the shell,
-			// which exits with its last command's status.
 			if !tty {
+				// An interactive shell (one with a terminal) ignores
+				// SIGTERM; SIGHUP and SIGINT may be ignored by whatever
+				// started the test (nohup, a shell's &).
+				_, exit := runShellExit(t, d, r, tty, "kill -TERM $$", 0, false)
+				assert.Equal(t, drivers.ShellExit{Code: 143, Signal: "SIGTERM"}, exit)
+				// The end of the input ends the shell, which exits with
+				// its last command's status.
 				out, exit := runShellExit(t, d, r, tty, "echo ran; false", 0, true)
 				assert.Equal(t, "ran\n", out)
 				assert.Equal(t, drivers.ShellExit{Code: 1}, exit)
