@@ -102,6 +102,9 @@ func (s *Server) machineShell(c *gin.Context) {
 			io.Writer
 		}{conn, framed}, nil
 	})
+	if conn != nil && err == nil {
+		err = shellframe.Exit{Code: exit.Code, Signal: exit.Signal}.Validate()
+	}
 	log := []any{"machine", m.Metadata.Name, "user", p.User, "token", p.Name, "protocol", proto}
 	if conn != nil && err == nil {
 		log = append(log, "exit", exit.Code)
@@ -112,7 +115,14 @@ func (s *Server) machineShell(c *gin.Context) {
 	s.log.Info("machine shell ended", append(log, "err", err)...)
 	switch {
 	case conn != nil:
-		endShell(conn, framed, exit, err)
+		if framed != nil && err != nil {
+			// As for an internal error's answer, the error itself is only
+			// in this node's log.
+			_ = framed.Fail(fmt.Sprintf("the shell failed on node %s, whose log says why", s.cfg.NodeName))
+		} else if framed != nil {
+			_ = framed.Exit(shellframe.Exit{Code: exit.Code, Signal: exit.Signal})
+		}
+		_ = conn.Close()
 	case errors.Is(err, ErrNoShell):
 		s.writeErr(c, newErr(http.StatusConflict, CodeConflict, "", "%v", err))
 	case errors.Is(err, ErrLogsNotHere), errors.Is(err, drivers.ErrNotFound):
@@ -120,19 +130,6 @@ func (s *Server) machineShell(c *gin.Context) {
 	case err != nil:
 		s.writeErr(c, err)
 	}
-}
-
-// endShell ends a shell's upgraded connection: with its final frame under
-// ShellProtocol (framed is set), the exit, or err when the shell has none.
-func endShell(conn upgrade.Stream, framed *shellframe.Writer, exit drivers.ShellExit, err error) {
-	if framed != nil {
-		if err != nil {
-			_ = framed.Fail(err.Error())
-		} else if ferr := framed.Exit(shellframe.Exit{Code: exit.Code, Signal: exit.Signal}); ferr != nil {
-			_ = framed.Fail(ferr.Error())
-		}
-	}
-	_ = conn.Close()
 }
 
 // hijack answers 101 with proto and returns the upgraded connection.

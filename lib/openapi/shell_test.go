@@ -190,7 +190,8 @@ func TestMachineShell(t *testing.T) {
 // output, from this node and through the other: 0, 3, a signal's death, and
 // no status with the node's reason; with a terminal and without.
 func TestMachineShellExit(t *testing.T) {
-	e, _, cl := shellCluster(t)
+	e, far, cl := shellCluster(t)
+	node := map[string]string{"m-here": "n1", "m-far": "n2"}
 	for _, machine := range []string{"m-here", "m-far"} {
 		for _, tty := range []bool{false, true} {
 			for _, tc := range []struct {
@@ -202,7 +203,7 @@ func TestMachineShellExit(t *testing.T) {
 				{cmd: "exit 3", want: client.ShellExit{Code: 3}},
 				{cmd: "exit 255", want: client.ShellExit{Code: 255}},
 				{cmd: "kill -KILL $$", want: client.ShellExit{Code: 137, Signal: "SIGKILL"}},
-				{cmd: "fail", noExit: "no exit status from the shell: its node says: exec inspect: no such exec"},
+				{cmd: "fail", noExit: "no exit status from the shell: its node says: the shell failed on node " + node[machine] + ", whose log says why"},
 			} {
 				name := fmt.Sprintf("%s tty %v %q", machine, tty, tc.cmd)
 				ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -231,8 +232,9 @@ func TestMachineShellExit(t *testing.T) {
 		}
 	}
 	assert.Eventually(t, func() bool {
-		return strings.Contains(e.logs.String(), `msg="machine shell ended" machine=m-here user=admin token=admin protocol=hf-shell.v2 exit=137 signal=SIGKILL`)
-	}, 5*time.Second, 10*time.Millisecond)
+		return strings.Contains(e.logs.String(), `msg="machine shell ended" machine=m-here user=admin token=admin protocol=hf-shell.v2 exit=137 signal=SIGKILL`) &&
+			strings.Contains(far.logs.String(), `msg="machine shell ended" machine=m-far user=admin token=admin protocol=hf-shell.v2 err="exec inspect: no such exec"`)
+	}, 5*time.Second, 10*time.Millisecond, "the node that ran the shell logs its end, with the error when it has no status")
 }
 
 // A shell that exits without reading its input still gets its status to

@@ -123,14 +123,23 @@ func (w *Writer) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// Exit sends the final exit frame of e. A code out of 0-255 or a signal
-// name that is not one (see Exit) is refused before anything is sent.
-func (w *Writer) Exit(e Exit) error {
+// Validate says why an exit frame cannot carry e, if it cannot: a code out
+// of 0-255, or a signal name that is not one.
+func (e Exit) Validate() error {
 	if e.Code < 0 || e.Code > 255 {
 		return fmt.Errorf("exit code: must be 0 to 255, got %d", e.Code)
 	}
 	if e.Signal != "" && !validSignal(e.Signal) {
 		return fmt.Errorf("exit signal: must be 1 to %d letters, digits, '+' or '-', got %q", MaxSignalLen, e.Signal)
+	}
+	return nil
+}
+
+// Exit sends the final exit frame of e. An e that fails Validate is
+// refused before anything is sent.
+func (w *Writer) Exit(e Exit) error {
+	if err := e.Validate(); err != nil {
+		return err
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
