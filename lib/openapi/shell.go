@@ -122,7 +122,7 @@ func (s *Server) machineShell(c *gin.Context) {
 		} else if framed != nil {
 			_ = framed.Exit(shellframe.Exit{Code: exit.Code, Signal: exit.Signal})
 		}
-		_ = conn.Close()
+		upgrade.CloseLingering(conn)
 	case errors.Is(err, ErrNoShell):
 		s.writeErr(c, newErr(http.StatusConflict, CodeConflict, "", "%v", err))
 	case errors.Is(err, ErrLogsNotHere), errors.Is(err, drivers.ErrNotFound):

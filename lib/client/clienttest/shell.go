@@ -71,7 +71,6 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	defer stream.Close()
 	var out io.Writer = stream
 	var frames *shellframe.Writer
 	if proto == shellProtocol {
@@ -79,7 +78,12 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) {
 		out = frames
 	}
 	end := fn(name, r.URL.Query().Get("tty") == "true", stream, out)
-	if frames != nil && !end.Drop {
+	if end.Drop {
+		_ = stream.Close()
+		return
+	}
+	if frames != nil {
 		_ = frames.Exit(shellframe.Exit{Code: end.Code, Signal: end.Signal})
 	}
+	upgrade.CloseLingering(stream)
 }

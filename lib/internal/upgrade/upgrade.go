@@ -15,6 +15,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -128,14 +129,31 @@ func dial(ctx context.Context, t *http.Transport, req *http.Request) (net.Conn, 
 }
 
 // ownConn is an upgraded connection of its own: it reads first what was
-// buffered with the answer.
+// buffered with the exchange. Its reads are safe for concurrent use where
+// the connection's are (Accept's; Do's go through a bufio.Reader).
 type ownConn struct {
 	net.Conn
-	r    io.Reader
+	r    io.Reader   // Do's: the reader of the answer; nil: mu, ahead, then Conn
 	stop func() bool // nil: nothing to stop
+
+	mu    sync.Mutex
+	ahead []byte // Accept's: what the server had read ahead
 }
 
-func (c *ownConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+func (c *ownConn) Read(p []byte) (int, error) {
+	if c.r != nil {
+		return c.r.Read(p)
+	}
+	c.mu.Lock()
+	if len(c.ahead) > 0 {
+		n := copy(p, c.ahead)
+		c.ahead = c.ahead[n:]
+		c.mu.Unlock()
+		return n, nil
+	}
+	c.mu.Unlock()
+	return c.Conn.Read(p)
+}
 
 func (c *ownConn) Close() error {
 	if c.stop != nil {
@@ -164,18 +182,39 @@ func CloseWrite(conn any) error {
 // from the request's handler, and returns the stream. It reads what the
 // server had read ahead, then conn itself: reading on through the server's
 // reader would cancel the request's context at the end of the client's
-// input (its CloseWrite), which is not the end of the exchange.
+// input (its CloseWrite), which is not the end of the exchange. Its reads
+// are safe for concurrent use (see CloseLingering).
 func Accept(conn net.Conn, buf *bufio.ReadWriter, proto string) (Stream, error) {
 	if _, err := io.WriteString(conn, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+proto+"\r\n\r\n"); err != nil {
 		_ = conn.Close()
 		return nil, err
 	}
-	var r io.Reader = conn
+	c := &ownConn{Conn: conn}
 	if n := buf.Reader.Buffered(); n > 0 {
 		ahead, _ := buf.Reader.Peek(n)
-		r = io.MultiReader(bytes.NewReader(bytes.Clone(ahead)), conn)
+		c.ahead = bytes.Clone(ahead)
 	}
-	return &ownConn{Conn: conn, r: r}, nil
+	return c, nil
+}
+
+// Linger is how long CloseLingering and Splice wait for the other side to
+// end its input once this side's output has ended.
+const Linger = 5 * time.Second
+
+// CloseLingering closes s after the end of its output has reached the
+// other side: it ends the output (CloseWrite), then reads and drops what
+// the other side still sends until it ends its input too, for Linger at
+// most, and closes s. Closing a TCP connection with input unread resets
+// it, and a reset throws away what the other side has yet to receive (the
+// end of a shell's output, its exit status). Something else may still be
+// reading s (a copy of the input that has nowhere to go now): s's reads
+// must be safe for concurrent use, as Accept's are.
+func CloseLingering(s Stream) {
+	d, ok := s.(interface{ SetReadDeadline(time.Time) error })
+	if ok && s.CloseWrite() == nil && d.SetReadDeadline(time.Now().Add(Linger)) == nil {
+		_, _ = io.Copy(io.Discard, s)
+	}
+	_ = s.Close()
 }
 
 // closeBoth closes the connection under an answer's body with the body.
@@ -214,9 +253,13 @@ func (s bothWays) CloseWrite() error { return errNoHalfClose }
 
 // Splice copies a and b into each other until b, the side that answers,
 // is done. The end of a's input is passed on to b (CloseWrite), so b can
-// still answer; a's failure ends both.
+// still answer; a's failure ends both. When b is done, so is a's output
+// (CloseWrite), and a has up to Linger to end its input too before both
+// are closed (see CloseLingering).
 func Splice(a, b Stream) {
+	in := make(chan struct{})
 	go func() {
+		defer close(in)
 		_, err := io.Copy(b, a)
 		if err == nil && b.CloseWrite() == nil {
 			return
@@ -224,7 +267,15 @@ func Splice(a, b Stream) {
 		_ = a.Close()
 		_ = b.Close()
 	}()
-	_, _ = io.Copy(a, b)
+	_, err := io.Copy(a, b)
+	if err == nil && a.CloseWrite() == nil {
+		linger := time.NewTimer(Linger)
+		select {
+		case <-in:
+		case <-linger.C:
+		}
+		linger.Stop()
+	}
 	_ = a.Close()
 	_ = b.Close()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -163,4 +164,79 @@ func TestSplice(t *testing.T) {
 	out, err := io.ReadAll(s)
 	require.NoError(t, err)
 	assert.Equal(t, `read "through"`, string(out))
+}
+
+// CloseLingering: an answer larger than the connection's buffers, sent
+// while the client's input goes unread, reaches the client whole; the
+// server is done as soon as the client closes, not after Linger.
+func TestCloseLingering(t *testing.T) {
+	const answer = 4 << 20
+	done := make(chan time.Duration, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, ok := accept(w)
+		if !ok {
+			return
+		}
+		_, _ = s.Write(make([]byte, answer))
+		start := time.Now()
+		CloseLingering(s)
+		done <- time.Since(start)
+	}))
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	s, _, err := Do(srv.Client(), request(t, ctx, srv.URL, true))
+	require.NoError(t, err)
+	_, err = s.Write(make([]byte, 64<<10)) // never read by the server
+	require.NoError(t, err)
+	n, err := io.Copy(io.Discard, s)
+	require.NoError(t, err, "no reset")
+	assert.Equal(t, int64(answer), n)
+	require.NoError(t, s.Close())
+	select {
+	case d := <-done:
+		assert.Less(t, d, Linger, "the server closed once the client had")
+	case <-time.After(2 * Linger):
+		t.Fatal("the server never closed")
+	}
+}
+
+// Accept's stream may be read from two goroutines, what the server read
+// ahead with the request too: between them they read every byte once.
+func TestAcceptConcurrentReads(t *testing.T) {
+	const input = 256 << 10
+	got := make(chan int, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, ok := accept(w)
+		if !ok {
+			return
+		}
+		defer s.Close()
+		counts := make(chan int64, 2)
+		for range 2 {
+			go func() {
+				n, _ := io.Copy(io.Discard, s)
+				counts <- n
+			}()
+		}
+		got <- int(<-counts + <-counts)
+	}))
+	t.Cleanup(srv.Close)
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	require.NoError(t, err)
+	defer conn.Close()
+	// The request and the first input in one write: the server reads some
+	// of the input ahead with the request.
+	req := "GET / HTTP/1.1\r\nHost: test\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n"
+	_, err = conn.Write(append([]byte(req), make([]byte, 1024)...))
+	require.NoError(t, err)
+	_, err = conn.Write(make([]byte, input-1024))
+	require.NoError(t, err)
+	require.NoError(t, CloseWrite(conn))
+	select {
+	case n := <-got:
+		assert.Equal(t, input, n)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server's reads never ended")
+	}
 }
