@@ -19,10 +19,10 @@ import (
 const (
 	// ShellProtocol carries the shell's output in frames that end with its
 	// exit status (see the API's description of the shell).
-	ShellProtocol = "hf-shell.v2"
+	ShellProtocol = shellframe.Protocol
 	// RawShellProtocol carries the shell's output as raw bytes, without
 	// its exit status: all that nodes from before ShellProtocol speak.
-	RawShellProtocol = "hf-shell"
+	RawShellProtocol = shellframe.RawProtocol
 )
 
 // ShellExit is how a machine's shell ended.

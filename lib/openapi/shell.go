@@ -23,8 +23,8 @@ import (
 // status (see lib/internal/shellframe), under RawShellProtocol as raw bytes
 // with no status, for clients from before ShellProtocol.
 const (
-	ShellProtocol    = "hf-shell.v2"
-	RawShellProtocol = "hf-shell"
+	ShellProtocol    = shellframe.Protocol
+	RawShellProtocol = shellframe.RawProtocol
 )
 
 // ErrNoShell is what Config.MachineShell returns when the machine's driver

@@ -31,6 +31,15 @@ import (
 	"unicode/utf8"
 )
 
+// Upgrade tokens of a machine shell.
+const (
+	// Protocol carries the shell's output in this package's frames.
+	Protocol = "hf-shell.v2"
+	// RawProtocol carries the shell's output as raw bytes, with no exit
+	// status: all that nodes and clients from before Protocol speak.
+	RawProtocol = "hf-shell"
+)
+
 // Frame types.
 const (
 	TypeOutput byte = 1

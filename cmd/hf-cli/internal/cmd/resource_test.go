@@ -289,15 +289,22 @@ func startWaitingDelete(t *testing.T, c *cli, name, while string) *running {
 	return run
 }
 
-func TestDeleteWaitsForClaimAndMachine(t *testing.T) {
-	c := newCLI(t)
-	c.srv.Put(bound(newClaim("c1", "small", "", nil), "n1", "m-1", time.Millisecond))
-	machine := &types.Machine{
-		TypeMeta: types.TypeMeta{Kind: types.KindMachine}, Metadata: types.ObjectMeta{Name: "m-1"},
-		Spec:   types.MachineSpec{Claim: "c1", MachineTemplate: "small", Node: "n1", Driver: "test"},
+// boundRunning puts claim, Bound on node to machine, and that machine,
+// Running, and returns the machine.
+func boundRunning(c *cli, claim, node, machine string) *types.Machine {
+	c.srv.Put(bound(newClaim(claim, "small", "", nil), node, machine, time.Millisecond))
+	m := &types.Machine{
+		TypeMeta: types.TypeMeta{Kind: types.KindMachine}, Metadata: types.ObjectMeta{Name: machine},
+		Spec:   types.MachineSpec{Claim: claim, MachineTemplate: "small", Node: node, Driver: "test"},
 		Status: types.MachineStatus{Phase: types.MachineRunning},
 	}
-	c.srv.Put(machine)
+	c.srv.Put(m)
+	return m
+}
+
+func TestDeleteWaitsForClaimAndMachine(t *testing.T) {
+	c := newCLI(t)
+	machine := boundRunning(c, "c1", "n1", "m-1")
 
 	run := startWaitingDelete(t, c, "c1", "the machine still runs")
 	machine.Status.Phase = types.MachineTerminated
@@ -311,13 +318,7 @@ func TestDeleteWaitsForClaimAndMachine(t *testing.T) {
 // is nothing reachable to wait for) and says where the machine still is.
 func TestDeleteWaitSaysAMachineIsLost(t *testing.T) {
 	c := newCLI(t)
-	c.srv.Put(bound(newClaim("c1", "small", "", nil), "n2", "m-1", time.Millisecond))
-	machine := &types.Machine{
-		TypeMeta: types.TypeMeta{Kind: types.KindMachine}, Metadata: types.ObjectMeta{Name: "m-1"},
-		Spec:   types.MachineSpec{Claim: "c1", MachineTemplate: "small", Node: "n2", Driver: "test"},
-		Status: types.MachineStatus{Phase: types.MachineRunning},
-	}
-	c.srv.Put(machine)
+	machine := boundRunning(c, "c1", "n2", "m-1")
 
 	run := startWaitingDelete(t, c, "c1", "the machine still runs")
 	machine.Status.Phase = types.MachineLost
@@ -326,10 +327,7 @@ func TestDeleteWaitSaysAMachineIsLost(t *testing.T) {
 	assert.Contains(t, run.err.String(), "machine/m-1 is Lost: node n2 is unreachable and still holds what its driver made for it")
 
 	// A machine that was released says nothing of the kind.
-	c.srv.Put(bound(newClaim("c2", "small", "", nil), "n1", "m-2", time.Millisecond))
-	other := *machine
-	other.Metadata.Name, other.Spec.Claim, other.Spec.Node, other.Status.Phase = "m-2", "c2", "n1", types.MachineRunning
-	c.srv.Put(&other)
+	boundRunning(c, "c2", "n1", "m-2")
 	run = startWaitingDelete(t, c, "c2", "the machine still runs")
 	c.srv.Remove(types.KindMachine, "m-2")
 	require.Equal(t, 0, run.wait(t), run.err.String())
