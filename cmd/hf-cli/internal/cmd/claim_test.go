@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -123,6 +124,29 @@ func TestClaimCreateWaitTimesOut(t *testing.T) {
 	r := c.run("claim", "create", "c1", "--template", "small", "--wait", "--wait-timeout", "300ms")
 	assert.Equal(t, ExitTimeout, r.code)
 	assert.Contains(t, r.err, `hf-cli: timed out after 300ms waiting for claim "c1" to be bound (phase Requested)`)
+}
+
+// stallGets is a transport that holds every GET of one path until its
+// request ends, and passes the rest on.
+type stallGets string
+
+func (p stallGets) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodGet && req.URL.Path == string(p) {
+		<-req.Context().Done()
+		return nil, req.Context().Err()
+	}
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+// A read cut short by the wait's own end is not "the last error": the
+// message says the wait timed out, not that a read failed.
+func TestClaimCreateWaitTimeoutIsNoReadError(t *testing.T) {
+	c := newCLI(t)
+	c.transport = stallGets("/api/v1/machineclaims/c1")
+	r := c.run("claim", "create", "c1", "--template", "small", "--wait", "--wait-timeout", "300ms")
+	assert.Equal(t, ExitTimeout, r.code)
+	assert.Contains(t, r.err, `hf-cli: timed out after 300ms waiting for claim "c1" to be bound`)
+	assert.NotContains(t, r.err, "last error")
 }
 
 // A wait that times out says what the claim itself says it waits for.

@@ -181,7 +181,9 @@ func waitClaim(ctx context.Context, f *Factory, c *client.Client, name string, t
 			o, err := c.Get(rctx, types.KindMachineClaim, name)
 			if err != nil {
 				if retryable(err) {
-					lastErr = err
+					if ctx.Err() == nil { // a read cut short by the wait's end is no read's trouble
+						lastErr = err
+					}
 					return false, nil
 				}
 				return false, err
