@@ -67,19 +67,27 @@ type leaf struct {
 	index []int  // field index path in Config
 }
 
+// walk calls fn with the key of every field below s that is not a
+// section (a struct of keys), in key order, descending into sections.
+func (s *schema) walk(prefix string, fn func(key string, f *schema)) {
+	for _, name := range sortedKeys(s.fields) {
+		f, key := s.fields[name], joinKey(prefix, name)
+		if f.shape == shapeStruct {
+			f.walk(key, fn)
+			continue
+		}
+		fn(key, f)
+	}
+}
+
 // leaves returns every leaf key below s, sorted.
 func (s *schema) leaves(prefix string) []leaf {
 	var out []leaf
-	for _, name := range sortedKeys(s.fields) {
-		f := s.fields[name]
-		key := joinKey(prefix, name)
-		switch f.shape {
-		case shapeLeaf:
+	s.walk(prefix, func(key string, f *schema) {
+		if f.shape == shapeLeaf {
 			out = append(out, leaf{key: key, index: f.index})
-		case shapeStruct:
-			out = append(out, f.leaves(key)...)
 		}
-	}
+	})
 	return out
 }
 
@@ -87,16 +95,11 @@ func (s *schema) leaves(prefix string) []leaf {
 // (api.tokens, drivers): only the file can set those.
 func (s *schema) objectLists(prefix string) []string {
 	var out []string
-	for _, name := range sortedKeys(s.fields) {
-		f := s.fields[name]
-		key := joinKey(prefix, name)
-		switch f.shape {
-		case shapeList:
+	s.walk(prefix, func(key string, f *schema) {
+		if f.shape == shapeList {
 			out = append(out, key)
-		case shapeStruct:
-			out = append(out, f.objectLists(key)...)
 		}
-	}
+	})
 	return out
 }
 
