@@ -26,14 +26,7 @@ const (
 )
 
 // ShellExit is how a machine's shell ended.
-type ShellExit struct {
-	// Code is the shell's exit status, 0 to 255; for a shell killed by a
-	// signal, 128 plus the signal's number.
-	Code int
-	// Signal names the signal that killed the shell ("SIGKILL"), where
-	// its node can tell (a docker machine's cannot).
-	Signal string
-}
+type ShellExit = shellframe.Exit
 
 // ErrNoExitStatus is wrapped by the error a shell's stream ends with when
 // the shell's exit status did not come: the connection ended or failed
@@ -150,5 +143,5 @@ func (s *shellStream) Exit() (ShellExit, error) {
 		return ShellExit{}, s.end
 	}
 	e, _ := s.frames.Exit()
-	return ShellExit{Code: e.Code, Signal: e.Signal}, nil
+	return e, nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/hf-fleet/hf/lib/internal/shellframe"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -119,15 +120,7 @@ type ShellOptions struct {
 }
 
 // ShellExit is how a shell ended.
-type ShellExit struct {
-	// Code is the shell's exit status, 0 to 255; for a shell killed by a
-	// signal, 128 plus the signal's number, as shells report it.
-	Code int
-	// Signal names the signal that killed the shell ("SIGKILL"): empty
-	// when the shell exited, or when the driver cannot tell (docker's exec
-	// reports only the code).
-	Signal string
-}
+type ShellExit = shellframe.Exit
 
 // Sheller is implemented by drivers that can run an interactive shell in
 // a machine, as the machine's own user (never root on the host): its input

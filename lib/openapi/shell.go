@@ -102,8 +102,16 @@ func (s *Server) machineShell(c *gin.Context) {
 			io.Writer
 		}{conn, framed}, nil
 	})
-	if conn != nil && err == nil {
-		err = shellframe.Exit{Code: exit.Code, Signal: exit.Signal}.Validate()
+	if framed != nil {
+		if err == nil {
+			// The frame refuses an exit it cannot carry before sending it.
+			err = framed.Exit(exit)
+		}
+		if err != nil {
+			// As for an internal error's answer, the error itself is only
+			// in this node's log.
+			_ = framed.Fail(fmt.Sprintf("the shell failed on node %s, whose log says why", s.cfg.NodeName))
+		}
 	}
 	log := []any{"machine", m.Metadata.Name, "user", p.User, "token", p.Name, "protocol", proto}
 	if conn != nil && err == nil {
@@ -115,13 +123,6 @@ func (s *Server) machineShell(c *gin.Context) {
 	s.log.Info("machine shell ended", append(log, "err", err)...)
 	switch {
 	case conn != nil:
-		if framed != nil && err != nil {
-			// As for an internal error's answer, the error itself is only
-			// in this node's log.
-			_ = framed.Fail(fmt.Sprintf("the shell failed on node %s, whose log says why", s.cfg.NodeName))
-		} else if framed != nil {
-			_ = framed.Exit(shellframe.Exit{Code: exit.Code, Signal: exit.Signal})
-		}
 		upgrade.CloseLingering(conn)
 	case errors.Is(err, ErrNoShell):
 		s.writeErr(c, newErr(http.StatusConflict, CodeConflict, "", "%v", err))

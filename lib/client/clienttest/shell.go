@@ -9,12 +9,6 @@ import (
 	"github.com/hf-fleet/hf/lib/types"
 )
 
-// Upgrade tokens of the fake's machine shells, as lib/openapi's.
-const (
-	shellProtocol    = "hf-shell.v2"
-	rawShellProtocol = "hf-shell"
-)
-
 // ShellEnd is how a shell of the fake ends: it exits with Code (killed by
 // Signal, when set), or, with Drop, its connection drops before the exit
 // status.
@@ -55,8 +49,8 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	proto := r.Header.Get("Upgrade")
-	if proto != rawShellProtocol && (proto != shellProtocol || rawOnly) {
-		writeError(w, http.StatusBadRequest, "bad_request", "a shell needs the headers Connection: Upgrade and Upgrade: "+rawShellProtocol, "Upgrade")
+	if proto != shellframe.RawProtocol && (proto != shellframe.Protocol || rawOnly) {
+		writeError(w, http.StatusBadRequest, "bad_request", "a shell needs the headers Connection: Upgrade and Upgrade: "+shellframe.RawProtocol, "Upgrade")
 		return
 	}
 	if fn == nil {
@@ -73,7 +67,7 @@ func (s *Server) shell(w http.ResponseWriter, r *http.Request) {
 	}
 	var out io.Writer = stream
 	var frames *shellframe.Writer
-	if proto == shellProtocol {
+	if proto == shellframe.Protocol {
 		frames = shellframe.NewWriter(stream)
 		out = frames
 	}

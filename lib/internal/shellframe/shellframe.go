@@ -60,10 +60,12 @@ const (
 
 // Exit is how a shell ended.
 type Exit struct {
-	// Code is the shell's exit status, 0 to 255.
+	// Code is the shell's exit status, 0 to 255; for a shell killed by a
+	// signal, 128 plus the signal's number, as shells report it.
 	Code int
 	// Signal names the signal that killed the shell ("SIGKILL"); empty
-	// when the shell exited, or when its node cannot tell.
+	// when the shell exited, or when its node cannot tell (docker's exec
+	// reports only the code).
 	Signal string
 }
 
