@@ -21,7 +21,10 @@ const rollbackTimeout = 2 * time.Minute
 // claimMeta is what a machine learns of its claim: the claim's metadata, under
 // the keys its template declares only, plus HF_* names, passed to the driver
 // (environment variables, user data, labels). The API refuses other metadata;
-// a template changed since the claim was made is checked again here.
+// a template changed since the claim was made is checked again here. A pool
+// machine learns its set, not the set's provisioning claim: that claim is
+// deleted once the machine is warm, and the user's claim that takes it later
+// cannot reach an environment or a label made before.
 func claimMeta(c *types.MachineClaim, t *types.MachineTemplate, machine, node string) (map[string]string, error) {
 	if err := t.CheckClaimMetadata(c.Spec.Metadata); err != nil {
 		return nil, err
@@ -30,7 +33,11 @@ func claimMeta(c *types.MachineClaim, t *types.MachineTemplate, machine, node st
 	if meta == nil {
 		meta = map[string]string{}
 	}
-	meta[types.MetaClaim] = c.Metadata.Name
+	if set := c.Metadata.Labels[LabelProvisionFor]; set != "" {
+		meta[types.MetaMachineSet] = set
+	} else {
+		meta[types.MetaClaim] = c.Metadata.Name
+	}
 	meta[types.MetaMachine] = machine
 	meta[types.MetaNode] = node
 	meta[types.MetaTemplate] = c.Spec.MachineTemplate

@@ -42,10 +42,15 @@ const (
 	MetaNode     = "HF_NODE"
 	MetaTemplate = "HF_TEMPLATE"
 	MetaUser     = "HF_USER"
+	// MetaMachineSet names the set a pool machine was made for, in place of
+	// MetaClaim: the claim that made it is the set's own, gone once the
+	// machine is warm, and a machine's environment cannot change when a
+	// user's claim takes it later (the Machine object names that claim).
+	MetaMachineSet = "HF_MACHINESET"
 )
 
 // systemMetadata are the Meta* keys.
-var systemMetadata = map[string]bool{MetaClaim: true, MetaMachine: true, MetaNode: true, MetaTemplate: true, MetaUser: true}
+var systemMetadata = map[string]bool{MetaClaim: true, MetaMachine: true, MetaNode: true, MetaTemplate: true, MetaUser: true, MetaMachineSet: true}
 
 // MachineMetadata is the part of meta (a claim's metadata plus the node's
 // Meta* keys) that may reach a machine of template o: the Meta* keys, and the

@@ -1,6 +1,7 @@
 package clustertest
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -617,4 +618,38 @@ func TestSetEnvironmentChangeRetiresItsWaitingClaims(t *testing.T) {
 		_, avail := poolCounts(f.Hosts[0], "pool")
 		assert.Equal(c, 1, avail, "the pool filled without it")
 	}, 20*time.Second, 20*time.Millisecond)
+}
+
+// A warm machine is made before anyone claims it, by a claim of the set's own
+// that is deleted once the machine runs; what it was made with (environment,
+// labels, tags) cannot change when a user's claim takes it. So it names its
+// set (HF_MACHINESET), never that provisioning claim, while a machine made
+// for a user's claim names the claim.
+func TestPoolMachineNamesItsSetNotAClaim(t *testing.T) {
+	f := Start(t, 1, Options{Driver: `{"cpus": 10, "ram_gb": 100}`})
+	f.Put(0, Template("one", 1, 1))
+	f.Put(0, machineSet("pool", "one", 1, 1))
+	waitAvailable(t, f.Hosts[0], "pool", 1)
+	f.Put(0, Claim("user", "one", time.Minute))
+	warm := waitClaim(t, f.Hosts[0], "user", types.ClaimBound)
+	f.Put(0, Claim("fresh", "one", time.Minute))
+	fresh := waitClaim(t, f.Hosts[0], "fresh", types.ClaimBound)
+
+	meta := func(machine string) map[string]string {
+		m, ok := f.Hosts[0].Machines()[machine]
+		require.True(t, ok, "machine %s", machine)
+		require.NotNil(t, m.Status.Resource)
+		var data struct {
+			Meta map[string]string `json:"meta"`
+		}
+		require.NoError(t, json.Unmarshal(m.Status.Resource.Data, &data))
+		return data.Meta
+	}
+	got := meta(warm.Status.Machine)
+	assert.Equal(t, "pool", got[types.MetaMachineSet])
+	assert.NotContains(t, got, types.MetaClaim, "the set's provisioning claim is no one's")
+	assert.Equal(t, warm.Status.Machine, got[types.MetaMachine])
+	got = meta(fresh.Status.Machine)
+	assert.Equal(t, "fresh", got[types.MetaClaim])
+	assert.NotContains(t, got, types.MetaMachineSet)
 }

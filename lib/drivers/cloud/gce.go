@@ -132,7 +132,9 @@ func (p *gceProvider) instance(spec createSpec) *compute.Instance {
 		labels = map[string]string{}
 	}
 	for k, v := range spec.Keys {
-		labels[gceLabelPrefix+k] = labelValue(v)
+		if v != "" {
+			labels[gceLabelPrefix+k] = labelValue(v)
+		}
 	}
 	keys, _ := json.Marshal(spec.Keys)
 	res, _ := json.Marshal(spec.Resources)

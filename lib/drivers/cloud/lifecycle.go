@@ -49,7 +49,7 @@ func (d *Driver) Allocate(ctx context.Context, t types.MachineTemplate, meta map
 		Template:  tc,
 		Keys: map[string]string{
 			keyNode: d.env.NodeName, keyInstance: d.env.Instance, keyMachine: meta[types.MetaMachine],
-			keyClaim: meta[types.MetaClaim], keyTemplate: t.Metadata.Name,
+			keyClaim: meta[types.MetaClaim], keyMachineSet: meta[types.MetaMachineSet], keyTemplate: t.Metadata.Name,
 		},
 	}
 	spec.Token = spec.Name

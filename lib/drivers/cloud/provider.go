@@ -15,7 +15,10 @@ const (
 	keyInstance = "instance"
 	keyMachine  = "machine"
 	keyClaim    = "claim"
-	keyTemplate = "template"
+	// keyMachineSet names a pool machine's set, which it carries instead of
+	// a claim (see types.MetaMachineSet).
+	keyMachineSet = "machineset"
+	keyTemplate   = "template"
 	// keyKeyPair names the key pair generated for an aws instance.
 	keyKeyPair = "key_pair"
 )

@@ -24,16 +24,17 @@ const gib = 1 << 30
 
 // Label keys, each prefixed with the label namespace and a dot.
 const (
-	labelNode      = "node"      // the node that owns the container
-	labelInstance  = "instance"  // the driver instance on that node
-	labelMachine   = "machine"   // the Machine (HF_MACHINE in the claim metadata)
-	labelClaim     = "claim"     // the claim (HF_CLAIM)
-	labelTemplate  = "template"  // the machine template's name
-	labelImage     = "image"     // the image as the template names it
-	labelResources = "resources" // the template's resources, JSON
-	labelEndpoints = "endpoints" // the published ports and their protocols, JSON
-	labelNetwork   = "network"   // on networks the driver created, and on containers: the network they joined
-	labelUser      = "user"      // on a user's network (network_per_user): the user
+	labelNode      = "node"       // the node that owns the container
+	labelInstance  = "instance"   // the driver instance on that node
+	labelMachine   = "machine"    // the Machine (HF_MACHINE in the claim metadata)
+	labelClaim     = "claim"      // the claim (HF_CLAIM)
+	labelSet       = "machineset" // a pool machine's set (HF_MACHINESET), in place of the claim
+	labelTemplate  = "template"   // the machine template's name
+	labelImage     = "image"      // the image as the template names it
+	labelResources = "resources"  // the template's resources, JSON
+	labelEndpoints = "endpoints"  // the published ports and their protocols, JSON
+	labelNetwork   = "network"    // on networks the driver created, and on containers: the network they joined
+	labelUser      = "user"       // on a user's network (network_per_user): the user
 )
 
 // labels are the label keys of one namespace and the owner's values.
@@ -127,6 +128,9 @@ func buildSpec(t types.MachineTemplate, tc TemplateConfig, meta map[string]strin
 	}
 	if c := meta[types.MetaClaim]; c != "" {
 		containerLabels[lbl.key(labelClaim)] = c
+	}
+	if s := meta[types.MetaMachineSet]; s != "" {
+		containerLabels[lbl.key(labelSet)] = s
 	}
 	if in.NetworkName != "" {
 		containerLabels[lbl.key(labelNetwork)] = in.NetworkName

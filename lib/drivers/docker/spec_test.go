@@ -116,6 +116,14 @@ func TestBuildSpecMinimal(t *testing.T) {
 	assert.NotContains(t, spec.Config.Labels, "hf.claim")
 	assert.NotContains(t, spec.Config.Labels, "hf.machine")
 
+	// A pool machine names its set in place of a claim.
+	pooled, err := buildSpec(tmpl, TemplateConfig{Image: ImageRef{Tag: "x"}}, map[string]string{"HF_MACHINESET": "pool", "HF_MACHINE": "m-2"},
+		specInput{Labels: testLabels, Network: "lab"})
+	require.NoError(t, err)
+	assert.Equal(t, "pool", pooled.Config.Labels["hf.machineset"])
+	assert.NotContains(t, pooled.Config.Labels, "hf.claim")
+	assert.Contains(t, pooled.Config.Env, "HF_MACHINESET=pool")
+
 	again, err := buildSpec(tmpl, TemplateConfig{Image: ImageRef{Tag: "x"}}, nil, specInput{Labels: testLabels, Network: "lab"})
 	require.NoError(t, err)
 	assert.NotEqual(t, spec.Name, again.Name)
