@@ -29,7 +29,9 @@ type testNode struct {
 	dir    string
 	driver string // test driver config JSON
 	// now is the clock of the node and its store (nil: time.Now).
-	now  func() time.Time
+	now func() time.Time
+	// free is the free space its store sees on its disk (nil: the disk's).
+	free func(dir string) (int64, error)
 	st   *store.Store
 	drv  drivers.Driver
 	node *Node
@@ -54,7 +56,7 @@ func (tn *testNode) start() {
 	t := tn.t
 	t.Helper()
 	log := testLogger()
-	st, err := store.Open(store.Config{Dir: filepath.Join(tn.dir, "store"), NodeID: tn.name, Now: tn.now}, log)
+	st, err := store.Open(store.Config{Dir: filepath.Join(tn.dir, "store"), NodeID: tn.name, Now: tn.now, FreeSpace: tn.free}, log)
 	require.NoError(t, err)
 	drv := testdriver.New(drivers.Env{Instance: "test", DataDir: filepath.Join(tn.dir, "test"), NodeName: tn.name, Log: log})
 	require.NoError(t, drv.Prepare(context.Background(), []byte(tn.driver)))

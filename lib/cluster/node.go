@@ -225,7 +225,8 @@ func (n *Node) Name() string { return n.cfg.Name }
 // Ready returns nil once the node serves claims: its drivers are prepared
 // (New takes prepared instances only), it has reconciled what they hold
 // against the store (Start), and, when its peers know whether it joined the
-// cluster it was told to join (Joiner), it has.
+// cluster it was told to join (Joiner), it has; and while its store takes
+// new work (a disk nearly full makes it unready until there is room).
 func (n *Node) Ready() error {
 	if !n.ready.Load() {
 		return errors.New("node is starting: reconciling what its drivers hold")
@@ -234,6 +235,11 @@ func (n *Node) Ready() error {
 		if err := j.Joined(); err != nil {
 			return err
 		}
+	}
+	if err := n.st.Admits(); err != nil {
+		// Not the store's own words: /readyz answers anyone, and they
+		// name the data dir. The log has them.
+		return fmt.Errorf("%w: this node takes no new work until its operator frees space on its disk (its log says how much)", store.ErrNoSpace)
 	}
 	return nil
 }

@@ -108,6 +108,9 @@ func toAPIError(err error) *apiError {
 		return newErr(http.StatusConflict, CodeConflict, "metadata.version", "%s", err.Error())
 	case errors.Is(err, store.ErrNotOwner):
 		return newErr(http.StatusForbidden, CodeForbidden, "", "%s: that part of the object is written by the cluster, not through the API", err.Error())
+	case errors.Is(err, store.ErrNoSpace):
+		// The path and the figures are in the node's log, for its operator.
+		return newErr(http.StatusInsufficientStorage, CodeUnavailable, "", "this node's disk is (nearly) full: it takes no new work until its operator frees space (its log says how much); another node of the cluster can take the request")
 	case errors.Is(err, store.ErrClosed):
 		return newErr(http.StatusServiceUnavailable, CodeUnavailable, "", "the store is closed: the node is shutting down")
 	case errors.Is(err, types.ErrInvalid):
@@ -119,11 +122,12 @@ func toAPIError(err error) *apiError {
 // writeErr renders err; internal errors are logged with the request, never
 // shown. A 503 is logged as a warning: it is a state (a node that cannot be
 // reached, one not ready yet) any caller may ask about as often as it likes,
-// not a fault of this node's.
+// not a fault of this node's. So is a 507 (the disk full): the store said so
+// once, as an error, and every refused write would say it again.
 func (s *Server) writeErr(c *gin.Context, err error) {
 	ae := toAPIError(err)
 	switch {
-	case ae.status == http.StatusServiceUnavailable:
+	case ae.status == http.StatusServiceUnavailable, ae.status == http.StatusInsufficientStorage:
 		s.log.Warn("request failed", "method", c.Request.Method, "path", c.Request.URL.Path, "err", err)
 	case ae.status >= http.StatusInternalServerError:
 		s.log.Error("request failed", "method", c.Request.Method, "path", c.Request.URL.Path, "err", err)

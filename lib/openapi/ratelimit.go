@@ -95,6 +95,21 @@ func (s *Server) limitWrites(c *gin.Context) {
 	c.Next()
 }
 
+// admitWrites refuses a write that would start new work (507) while the
+// node's disk is nearly full (store.Admits), so that what is under way
+// finishes in the room left. A DELETE goes through: it ends work.
+func (s *Server) admitWrites(c *gin.Context) {
+	switch c.Request.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodDelete:
+	default:
+		if err := s.st.Admits(); err != nil {
+			s.writeErr(c, err)
+			return
+		}
+	}
+	c.Next()
+}
+
 // The access-code pace: a user's secrets that match no code take a token
 // each, codeGuessBurst at once, then one per codeGuessEvery; while the
 // user's bucket is empty every code they present is refused unchecked, so a

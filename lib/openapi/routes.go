@@ -20,7 +20,7 @@ func (s *Server) routes(e *gin.Engine) {
 	e.GET("/", s.dashboardIndex)
 	e.GET("/ui/*file", s.dashboardAsset)
 
-	api := e.Group(apiPrefix, s.authenticate, s.limitWrites, s.audit)
+	api := e.Group(apiPrefix, s.authenticate, s.limitWrites, s.admitWrites, s.audit)
 	api.GET("/whoami", s.whoami)
 	api.GET("/audit", s.auditList)
 	api.POST(clusterTokensPath, s.createJoinToken)

@@ -11,7 +11,10 @@ import (
 
 // badgerOptions sizes badger for a small daemon: with these settings 100k
 // 500-byte records take tens of MB, where badger's defaults take 200+ MB
-// (64 MB memtables x 5, a 256 MB block cache, 1 GB value-log files).
+// (64 MB memtables x 5, a 256 MB block cache, 1 GB value-log files). The
+// value log holds the values above the threshold only (few records are),
+// in 16 MB files: the store keeps free what the current one may still
+// take on disk (spaceGuard).
 func badgerOptions(cfg Config, log *slog.Logger) badger.Options {
 	opt := badger.DefaultOptions(cfg.Dir)
 	threshold := int64(1 << 10)
@@ -42,7 +45,7 @@ func badgerOptions(cfg Config, log *slog.Logger) badger.Options {
 		WithNumMemtables(2).
 		WithBlockCacheSize(blocks).
 		WithIndexCacheSize(index).
-		WithValueLogFileSize(64 << 20).
+		WithValueLogFileSize(16 << 20).
 		WithValueThreshold(threshold))
 }
 

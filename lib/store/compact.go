@@ -101,6 +101,13 @@ func (s *Store) compact() {
 	if l0 < compactL0 {
 		return
 	}
+	if s.space != nil {
+		// Flatten writes the tree anew before it removes the old tables.
+		if err := s.space.check(s.space.tables()); err != nil {
+			s.log.Warn("compact: skipped", "err", err)
+			return
+		}
+	}
 	start := time.Now()
 	if err := s.db.Flatten(1); err != nil && !errors.Is(err, badger.ErrDBClosed) {
 		s.log.Warn("compact", "err", err)

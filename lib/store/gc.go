@@ -59,6 +59,11 @@ func (s *Store) valueLogGC() {
 			return
 		default:
 		}
+		// A rewrite copies a file's live values into the current one.
+		if err := s.space.check(s.space.vlogLimit); err != nil {
+			s.log.Warn("value log gc: skipped", "err", err)
+			return
+		}
 		err := s.db.RunValueLogGC(0.5)
 		switch {
 		case err == nil:
@@ -116,6 +121,9 @@ func (s *Store) CollectTombstones(olderThan time.Time) (int, error) {
 		return 0, err
 	}
 	defer s.leave()
+	if err := s.allowWrite(); err != nil {
+		return 0, err
+	}
 	s.tombs.scan.Lock()
 	defer s.tombs.scan.Unlock()
 	if !s.tombs.begin(olderThan) {

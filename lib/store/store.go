@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -80,6 +81,9 @@ type Config struct {
 	// Now is the wall clock (default time.Now); tests inject one that can go
 	// backwards.
 	Now func() time.Time
+	// FreeSpace tells the free bytes of a directory's disk (default: the
+	// disk's own figure); tests inject one.
+	FreeSpace func(dir string) (int64, error)
 }
 
 // withDefaults returns cfg with every zero field set to its default.
@@ -215,6 +219,9 @@ type Store struct {
 	log   *slog.Logger
 	db    *badger.DB
 	clock *HLC
+	// space refuses writes before the disk is too full for badger's maps
+	// (nil in memory).
+	space *spaceGuard
 
 	// wmu serialises writes, so Seq order is commit order, and guards watchers
 	// and gcSeq.
@@ -272,7 +279,18 @@ func Open(cfg Config, log *slog.Logger) (*Store, error) {
 	if !cfg.InMemory && cfg.Dir == "" {
 		return nil, errors.New("open store: dir is required unless in memory")
 	}
-	db, err := badger.Open(badgerOptions(cfg, log))
+	opt := badgerOptions(cfg, log)
+	var space *spaceGuard
+	if !cfg.InMemory {
+		if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+		space = newSpaceGuard(cfg.Dir, opt.MemTableSize, opt.ValueLogFileSize, cfg.FreeSpace, log)
+		if err := space.check(0); err != nil {
+			return nil, fmt.Errorf("open store: %w", err)
+		}
+	}
+	db, err := badger.Open(opt)
 	if err != nil {
 		if strings.Contains(err.Error(), "Another process is using this Badger database") {
 			return nil, fmt.Errorf("open store %s: %w", cfg.Dir, ErrLocked)
@@ -283,6 +301,7 @@ func Open(cfg Config, log *slog.Logger) (*Store, error) {
 		cfg:        cfg,
 		log:        log,
 		db:         db,
+		space:      space,
 		watchers:   map[*watcher]struct{}{},
 		kindWrites: map[string]*atomic.Uint64{},
 		kick:       make(chan struct{}, 1),

@@ -371,6 +371,9 @@ func (s *Store) run(ws []*pendingWrite) error {
 		return err
 	}
 	defer s.leave()
+	if err := s.allowWrite(); err != nil {
+		return err
+	}
 	s.qmu.Lock()
 	s.queue = append(s.queue, ws...)
 	s.qmu.Unlock()
@@ -520,8 +523,10 @@ func (s *Store) commitBatch(batch []*pendingWrite) {
 		}
 		s.seq.Store(seq)
 		s.commits.Add(1)
+		var bytes int64
 		for _, w := range batch {
 			if w.stored {
+				bytes += w.rec.size()
 				if c := s.kindWrites[w.kind]; c != nil {
 					c.Add(1)
 				}
@@ -531,6 +536,9 @@ func (s *Store) commitBatch(batch []*pendingWrite) {
 				}
 				s.notify(w.rec, w.share)
 			}
+		}
+		if s.space != nil {
+			s.space.wrote(bytes)
 		}
 		s.wrote()
 	}
@@ -590,4 +598,36 @@ func deleteSeq(txn *badger.Txn, rec Record) error {
 		return txn.Delete(tombKey(rec.Seq))
 	}
 	return nil
+}
+
+// Writable is nil while the store takes writes, or the ErrNoSpace that
+// refuses them while its disk is too full.
+func (s *Store) Writable() error { return s.allowWrite() }
+
+// Admits is nil while the store has room for new work (a request through
+// the API): the disk has spaceHeadroom beyond what any write needs, so the
+// writes of what is under way still find room once it says ErrNoSpace.
+func (s *Store) Admits() error {
+	if s.space == nil {
+		return nil
+	}
+	return s.space.admit(time.Now())
+}
+
+// allowWrite is nil when the store may write: in memory always, on disk
+// while its disk has room (see spaceGuard).
+func (s *Store) allowWrite() error {
+	if s.space == nil {
+		return nil
+	}
+	return s.space.allow(time.Now())
+}
+
+// size is about the bytes r takes in badger's logs: its facets and keys.
+func (r Record) size() int64 {
+	n := int64(128 + len(r.Kind) + len(r.Name))
+	for _, f := range r.Facets {
+		n += int64(64 + len(f.Data))
+	}
+	return n
 }
