@@ -495,7 +495,11 @@ func (a *acceptor) giveBack(claim string, round uint64, driver, reason string) {
 	case err == nil && written:
 		a.n.log.Info("claim given back", "claim", claim, "round", round, "reason", reason)
 	case err != nil && !isNotFound(err) && !errors.Is(err, store.ErrFenced):
+		// Refused (the disk full, say): the claim's key comes back, and
+		// with nothing held for it here checkAccepted gives it back again;
+		// else the elector waited on this round until the claim's deadline.
 		a.n.log.Warn("give claim back", "claim", claim, "err", err)
+		a.q.AddAfter(claim, time.Second)
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hf-fleet/hf/lib/cluster/internal/queue"
@@ -24,6 +26,7 @@ const (
 	keyTimeout   = "!timeout"   // the pure elector's next deadline
 	keyRequested = "!requested" // look at every Requested claim again
 	keyTemplate  = "!template/" // + template: claims of it may route differently now
+	keyRetry     = "!retry"     // write again what the store refused
 )
 
 // elector elects the serving node of the claims this node is the elector of:
@@ -53,6 +56,14 @@ type elector struct {
 	// facets are written together when it ends (flushAccepted), so they
 	// share the store's group commits instead of waiting for one each.
 	accepted []acceptedWrite
+	// failed are the election writes the store refused (its disk full,
+	// say), the last of each claim, written again every electionRetry
+	// until they land or a later write of the claim takes their place:
+	// the pure elector goes on from what it decided, so a write lost
+	// here left the claim Requested until its deadline (and a lost
+	// Failed, for ever). Set by writes that run side by side.
+	failedMu sync.Mutex
+	failed   map[string]failedWrite
 	due      time.Time // when keyTimeout is asked for
 	// awaitProbe: keyTimeout waits for a probe of the members to answer.
 	awaitProbe bool
@@ -63,9 +74,12 @@ func newElector(n *Node) *elector {
 		n: n, q: workqueue.New(nil), answers: queue.New[Message](),
 		e:     scheduler.NewElector(n.cfg.OfferTimeout),
 		takes: map[string]string{}, onDemand: map[string]string{}, capped: map[string]string{}, waiting: map[string]string{},
-		issued: map[string]uint64{},
+		issued: map[string]uint64{}, failed: map[string]failedWrite{},
 	}
 }
+
+// electionRetry is how long a refused election write waits to be tried again.
+const electionRetry = time.Second
 
 func (el *elector) start() {
 	el.members = map[string]bool{}
@@ -173,6 +187,8 @@ func (el *elector) handle(key string) {
 			}
 		}
 		el.execute(el.e.Step(now, scheduler.Timeout{NoQuorum: !quorum}))
+	case key == keyRetry:
+		el.retryFailed()
 	case key == keyRequested:
 		// By name: a packed claim is not decoded to be queued.
 		for _, name := range el.n.cache.Names(idxClaimPhase, string(types.ClaimRequested)) {
@@ -443,18 +459,64 @@ func (el *elector) writeElection(claim string, e types.ClaimElection) {
 
 // putElection writes a claim's election facet now.
 func (el *elector) putElection(claim string, e types.ClaimElection) {
-	_, err := store.UpdateFacet(el.n.st, types.KindMachineClaim, claim, types.FacetElection, func(c *types.MachineClaim) error {
-		e := e
-		carryRebinds(c, &e)
-		carryGaveBack(c, &e)
-		if cur := c.Status.Election; cur != nil && *cur == e {
-			return store.ErrNoChange
-		}
-		c.Status.Election = &e
-		return nil
+	el.write(claim, "write election", func() error {
+		_, err := store.UpdateFacet(el.n.st, types.KindMachineClaim, claim, types.FacetElection, func(c *types.MachineClaim) error {
+			e := e
+			carryRebinds(c, &e)
+			carryGaveBack(c, &e)
+			if cur := c.Status.Election; cur != nil && *cur == e {
+				return store.ErrNoChange
+			}
+			c.Status.Election = &e
+			return nil
+		})
+		return err
 	})
-	if err != nil && !isNotFound(err) && !errors.Is(err, store.ErrFenced) {
-		el.n.log.Warn("write election", "claim", claim, "err", err)
+}
+
+// write runs a write of claim's election facet. One the store refuses is
+// logged (what as the message; once, not at each retry) and kept to be
+// tried again, in place of an older one of the claim; one that lands, or
+// that a gone claim or a later round makes moot, drops it.
+func (el *elector) write(claim, what string, fn func() error) {
+	err := fn()
+	if err != nil && (isNotFound(err) || errors.Is(err, store.ErrFenced)) {
+		err = nil
+	}
+	el.failedMu.Lock()
+	defer el.failedMu.Unlock()
+	if err == nil {
+		delete(el.failed, claim)
+		return
+	}
+	if _, again := el.failed[claim]; !again {
+		el.n.log.Warn(what, "claim", claim, "err", err, "retry_in", electionRetry)
+		if len(el.failed) == 0 {
+			el.q.AddAfter(keyRetry, electionRetry)
+		}
+	}
+	el.failed[claim] = failedWrite{what: what, fn: fn}
+}
+
+// failedWrite is an election write the store refused.
+type failedWrite struct {
+	what string
+	fn   func() error
+}
+
+// retryFailed writes again what the store refused (see failed), and asks
+// to run again while some of it still fails.
+func (el *elector) retryFailed() {
+	el.failedMu.Lock()
+	again := maps.Clone(el.failed)
+	el.failedMu.Unlock()
+	for claim, w := range again {
+		el.write(claim, w.what, w.fn)
+	}
+	el.failedMu.Lock()
+	defer el.failedMu.Unlock()
+	if len(el.failed) > 0 {
+		el.q.AddAfter(keyRetry, electionRetry)
 	}
 }
 
@@ -463,40 +525,43 @@ func (el *elector) putElection(claim string, e types.ClaimElection) {
 func (el *elector) fail(name, reason string) {
 	el.flushAccepted()
 	now := el.n.cfg.Now()
-	_, err := store.UpdateFacet(el.n.st, types.KindMachineClaim, name, types.FacetElection, func(c *types.MachineClaim) error {
-		if c.Status.Phase != types.ClaimRequested {
-			return store.ErrNoChange
+	el.write(name, "fail claim", func() error {
+		failed := reason
+		_, err := store.UpdateFacet(el.n.st, types.KindMachineClaim, name, types.FacetElection, func(c *types.MachineClaim) error {
+			if c.Status.Phase != types.ClaimRequested {
+				return store.ErrNoChange
+			}
+			failed = reason
+			if last := c.Status.Reason; last != "" && !strings.Contains(reason, last) {
+				failed += "; last: " + last
+			}
+			e := types.ClaimElection{Round: el.n.claimState(c).Round(), Failed: true, Reason: failed, At: now}
+			carryRebinds(c, &e)
+			c.Status.Election = &e
+			return nil
+		})
+		if err == nil {
+			el.n.log.Info("claim failed", "claim", name, "reason", failed)
 		}
-		if last := c.Status.Reason; last != "" && !strings.Contains(reason, last) {
-			reason += "; last: " + last
-		}
-		e := types.ClaimElection{Round: el.n.claimState(c).Round(), Failed: true, Reason: reason, At: now}
-		carryRebinds(c, &e)
-		c.Status.Election = &e
-		return nil
+		return err
 	})
-	if err != nil && !isNotFound(err) && !errors.Is(err, store.ErrFenced) {
-		el.n.log.Warn("fail claim", "claim", name, "err", err)
-		return
-	}
-	el.n.log.Info("claim failed", "claim", name, "reason", reason)
 }
 
 // setWaiting shows why a claim waits, so a person can act on it.
 func (el *elector) setWaiting(name, reason string) {
 	el.flushAccepted()
-	_, err := store.UpdateFacet(el.n.st, types.KindMachineClaim, name, types.FacetElection, func(c *types.MachineClaim) error {
-		if c.Status.Phase != types.ClaimRequested || c.Status.Reason == reason {
-			return store.ErrNoChange
-		}
-		e := types.ClaimElection{Round: el.n.claimState(c).Round(), Reason: reason, At: el.n.cfg.Now()}
-		carryRebinds(c, &e)
-		c.Status.Election = &e
-		return nil
+	el.write(name, "claim reason", func() error {
+		_, err := store.UpdateFacet(el.n.st, types.KindMachineClaim, name, types.FacetElection, func(c *types.MachineClaim) error {
+			if c.Status.Phase != types.ClaimRequested || c.Status.Reason == reason {
+				return store.ErrNoChange
+			}
+			e := types.ClaimElection{Round: el.n.claimState(c).Round(), Reason: reason, At: el.n.cfg.Now()}
+			carryRebinds(c, &e)
+			c.Status.Election = &e
+			return nil
+		})
+		return err
 	})
-	if err != nil && !isNotFound(err) && !errors.Is(err, store.ErrFenced) {
-		el.n.log.Warn("claim reason", "claim", name, "err", err)
-	}
 }
 
 // records are the claim's and its template's records as this node has them,

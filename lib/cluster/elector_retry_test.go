@@ -1,0 +1,85 @@
+package cluster
+
+import (
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/store"
+	"github.com/hf-fleet/hf/lib/types"
+)
+
+// refusingNode is a test node whose store's disk has room until full is
+// set, and refuses every write while it is.
+func refusingNode(t *testing.T) (*testNode, func(full bool)) {
+	var free atomic.Int64
+	free.Store(1 << 40)
+	tn := &testNode{t: t, name: "n1", dir: t.TempDir(), driver: `{"cpus": 4, "ram_gb": 8}`,
+		free: func(string) (int64, error) { return free.Load(), nil }}
+	tn.start()
+	t.Cleanup(tn.stop)
+	set := func(full bool) {
+		free.Store(1 << 40)
+		if full {
+			free.Store(0)
+		}
+		require.Eventually(t, func() bool { return (tn.st.Writable() != nil) == full }, 5*time.Second, 10*time.Millisecond,
+			"the store sees the disk full=%v", full)
+	}
+	return tn, set
+}
+
+// waitingClaim puts a claim no node can take, and waits until the elector
+// has said why it waits (its last write of it).
+func waitingClaim(tn *testNode, name string) {
+	tn.put(template("huge", 100, 1, `{}`))
+	tn.put(claim(name, "huge", time.Hour))
+	require.Eventually(tn.t, func() bool { return tn.claim(name).Status.Reason != "" }, 5*time.Second, 10*time.Millisecond)
+}
+
+// An election write the store refuses (its disk full) is written again once
+// it can be: the elector goes on from what it decided, so a lost acceptance
+// left a claim Requested until its deadline, and a lost Failed for ever (a
+// claim stayed Requested after a disk-full burst, its node's log saying
+// "write election ... not enough free disk space").
+func TestRefusedElectionWriteIsWrittenAgain(t *testing.T) {
+	tn, full := refusingNode(t)
+	waitingClaim(tn, "c")
+
+	full(true)
+	e := types.ClaimElection{Round: 7, Failed: true, Reason: "decided while the disk was full", At: time.Now().UTC()}
+	tn.node.el.putElection("c", e)
+	assert.Equal(t, types.ClaimRequested, tn.claim("c").Status.Phase, "refused")
+
+	full(false)
+	require.Eventually(t, func() bool {
+		c := tn.claim("c")
+		return c.Status.Phase == types.ClaimFailed && c.Status.Reason == e.Reason
+	}, 10*time.Second, 20*time.Millisecond, "written again once the disk has room")
+	tn.node.el.failedMu.Lock()
+	defer tn.node.el.failedMu.Unlock()
+	assert.Empty(t, tn.node.el.failed)
+}
+
+// A later write of the claim takes the place of a refused one: the older
+// is never written over it.
+func TestLaterElectionWriteReplacesARefusedOne(t *testing.T) {
+	tn, full := refusingNode(t)
+	waitingClaim(tn, "c")
+
+	full(true)
+	tn.node.el.putElection("c", types.ClaimElection{Round: 7, Failed: true, Reason: "older", At: time.Now().UTC()})
+	full(false)
+	tn.node.el.putElection("c", types.ClaimElection{Round: 7, Failed: true, Reason: "newer", At: time.Now().UTC()})
+	tn.node.el.failedMu.Lock()
+	left := len(tn.node.el.failed)
+	tn.node.el.failedMu.Unlock()
+	assert.Zero(t, left, "nothing left to write again")
+	time.Sleep(2 * electionRetry)
+	c, err := store.Get[types.MachineClaim](tn.st, types.KindMachineClaim, "c")
+	require.NoError(t, err)
+	assert.Equal(t, "newer", c.Status.Reason)
+}
