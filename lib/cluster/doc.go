@@ -32,7 +32,9 @@
 // claims sent to it, but never takes over the others' machines. Its records
 // then still show the others as they last reported, Up; what it sees of
 // them is its own view, given to the API's answers and never stored
-// (Node.NodeView: the Reachable condition). A node that finds the down
+// (Node.NodeView: the Reachable condition); it moves with membership, not
+// with records, and Node.NodeViewChanged says when, for the API's event
+// streams to send it again. A node that finds the down
 // verdict on itself while it runs answers with a report at once, which
 // ends the verdict; at most once per ReportInterval (reporter.answer), as
 // a majority that cannot reach it but gets its reports passes a new

@@ -134,6 +134,8 @@ type Node struct {
 	duties  *duties
 	rep     *reporter
 	metrics *metrics
+	// viewNotice tells NodeView's watchers that membership moved it.
+	viewNotice notice
 
 	startedAt time.Time
 	ready     atomic.Bool
@@ -210,6 +212,8 @@ func (n *Node) MembershipChanged() {
 	n.el.membersChanged()
 	n.duties.membersChanged()
 	n.rep.kick()
+	// Last: the duties note who went absent, which NodeView reads.
+	n.viewNotice.notify()
 }
 
 // lookAgain has the elector and the duties look at membership again (a
@@ -343,6 +347,7 @@ func (n *Node) onChange(kind, name string, old, obj types.Object) {
 	if kind == types.KindNode {
 		if old == nil || obj == nil {
 			n.view.nodesChanged()
+			n.viewNotice.notify() // the known count moved
 		}
 		n.el.refresh()
 		if self, ok := obj.(*types.Node); ok && name == n.cfg.Name && self.DownHolds() {

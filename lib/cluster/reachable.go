@@ -3,6 +3,7 @@ package cluster
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hf-fleet/hf/lib/types"
@@ -14,7 +15,9 @@ import (
 // verdict on a member it cannot reach, but one without a majority passes
 // none, and would show the members it cannot reach as they last reported,
 // Up. The condition is this node's view at the time of the call, for the
-// API to answer with; it is never written. Safe for concurrent use.
+// API to answer with; it is never written. It changes with o's phase (a
+// record change) and otherwise only when NodeViewChanged says so. Safe for
+// concurrent use.
 func (n *Node) NodeView(o *types.Node) {
 	name := o.Metadata.Name
 	live, known := n.view.members()
@@ -24,6 +27,18 @@ func (n *Node) NodeView(o *types.Node) {
 	cs, _ := o.Status.Conditions.Remove(types.ConditionReachable)
 	o.Status.Conditions = append(cs, reachability(n.cfg.Name, o.Status.Phase, alive, len(live), known, since))
 }
+
+// NodeViewChanged returns a channel that is closed at the next change of
+// what NodeView adds that no record change brings: a member joined, left or
+// died (which moves the live and known counts, and when a member was first
+// seen absent), or a Node object came or went (the known count). A watcher
+// takes the channel before it reads NodeView, so a change in between closes
+// the channel it waits on. Nothing else moves the view, as time passing
+// does not: a verdict is due as soon as a member is absent from a
+// majority's view, and view.members counts the known members again only
+// when membership or the Node objects change. So the view costs nothing
+// while membership holds. Safe for concurrent use; it never blocks.
+func (n *Node) NodeViewChanged() <-chan struct{} { return n.viewNotice.wait() }
 
 // reachability is the Reachable condition of a node whose phase is phase,
 // as self sees it: alive says whether it is a live member (or self), live
@@ -46,4 +61,32 @@ func reachability(self string, phase types.NodePhase, alive bool, live, known in
 		c.Message += fmt.Sprintf("; %s reaches %d of the %d members it knows, a majority: the down verdict is due", self, live, known)
 	}
 	return c
+}
+
+// notice wakes every waiter at once, by closing the channel they hold:
+// however many wait, a notice costs one close, and nothing when none
+// waits. The zero value is ready.
+type notice struct {
+	mu sync.Mutex
+	ch chan struct{} // nil until someone waits
+}
+
+// wait returns the channel the next notify closes.
+func (c *notice) wait() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ch == nil {
+		c.ch = make(chan struct{})
+	}
+	return c.ch
+}
+
+// notify closes the channel of those waiting. It never blocks.
+func (c *notice) notify() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ch != nil {
+		close(c.ch)
+		c.ch = nil
+	}
 }

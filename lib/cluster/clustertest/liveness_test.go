@@ -52,10 +52,57 @@ func waitNodesUp(t *testing.T, f *Fleet) {
 	}, 10*time.Second, 10*time.Millisecond)
 }
 
+// follower reads a host's view of every node again only when
+// NodeViewChanged says it moved, as an API event stream does: what it
+// holds is what a stream shows that no record change reaches (the far side
+// of a partition writes none that get through).
+type follower struct {
+	h     *Host
+	ch    <-chan struct{}
+	views map[string]types.Condition
+}
+
+func follow(c require.TestingT, h *Host) *follower {
+	f := &follower{h: h}
+	f.read(c)
+	return f
+}
+
+// read takes the next notice's channel, then the views: a change in
+// between closes the channel it holds.
+func (f *follower) read(c require.TestingT) {
+	f.ch = f.h.Node.NodeViewChanged()
+	f.views = map[string]types.Condition{}
+	err := f.h.Store.Each(types.KindNode, func(rec store.Record) error {
+		obj, err := store.Decode(rec)
+		if err != nil {
+			return err
+		}
+		n := obj.(*types.Node)
+		f.h.Node.NodeView(n)
+		f.views[n.Metadata.Name] = *n.Status.Conditions.Get(types.ConditionReachable)
+		return nil
+	})
+	require.NoError(c, err)
+}
+
+// reach is the follower's view of name, read again if a notice came.
+func (f *follower) reach(c require.TestingT, name string) (types.ConditionStatus, string) {
+	select {
+	case <-f.ch:
+		f.read(c)
+	default:
+	}
+	v := f.views[name]
+	return v.Status, v.Reason
+}
+
 // A node cut off alone passes no verdict on the others, so its store keeps
 // them Up; its view says it cannot reach them and why (no majority). The
 // majority passes the verdict on it and says it is unreachable too; after
-// the heal everyone is Up and reachable again.
+// the heal everyone is Up and reachable again. Each change of a view is
+// notified (NodeViewChanged): a follower that reads the views only then
+// sees every one of them.
 func TestCutOffNodeShowsPeersUnreachable(t *testing.T) {
 	f := Start(t, 3, Options{})
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -65,6 +112,11 @@ func TestCutOffNodeShowsPeersUnreachable(t *testing.T) {
 			}
 		}
 	}, 10*time.Second, 10*time.Millisecond)
+	followers := []*follower{follow(t, f.Hosts[0]), follow(t, f.Hosts[1]), follow(t, f.Hosts[2])}
+	notified := func(c *assert.CollectT, i int, name string, status types.ConditionStatus, reason string) {
+		st, r := followers[i].reach(c, name)
+		assert.Equal(c, [2]string{string(status), reason}, [2]string{string(st), r}, "%s as n%d was told of it", name, i)
+	}
 
 	f.Partition([]int{0, 1}, []int{2})
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
@@ -73,6 +125,11 @@ func TestCutOffNodeShowsPeersUnreachable(t *testing.T) {
 		reachable(c, f.Hosts[2], "n2", types.NodeUp, types.ConditionTrue, types.ReasonMember)
 		reachable(c, f.Hosts[0], "n2", types.NodeDown, types.ConditionFalse, types.ReasonUnreachable)
 		reachable(c, f.Hosts[0], "n1", types.NodeUp, types.ConditionTrue, types.ReasonMember)
+		notified(c, 2, "n0", types.ConditionFalse, types.ReasonNoQuorum)
+		notified(c, 2, "n1", types.ConditionFalse, types.ReasonNoQuorum)
+		notified(c, 2, "n2", types.ConditionTrue, types.ReasonMember)
+		notified(c, 0, "n2", types.ConditionFalse, types.ReasonUnreachable)
+		notified(c, 1, "n2", types.ConditionFalse, types.ReasonUnreachable)
 	}, 15*time.Second, 10*time.Millisecond)
 	stored, err := store.Get[types.Node](f.Hosts[2].Store, types.KindNode, "n0")
 	require.NoError(t, err)
@@ -86,9 +143,10 @@ func TestCutOffNodeShowsPeersUnreachable(t *testing.T) {
 	f.Heal()
 	f.WaitMembers(20 * time.Second)
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		for _, h := range f.Up() {
+		for i, h := range f.Up() {
 			for _, name := range f.UpNames() {
 				reachable(c, h, name, types.NodeUp, types.ConditionTrue, types.ReasonMember)
+				notified(c, i, name, types.ConditionTrue, types.ReasonMember)
 			}
 		}
 	}, 10*time.Second, 10*time.Millisecond)
