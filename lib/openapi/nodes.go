@@ -23,14 +23,25 @@ var errNodeCreate = newErr(http.StatusMethodNotAllowed, CodeMethodNotAllowed, ""
 // presentView is present, with this node's own view added to a Node
 // (Config.NodeView): whether it reaches it. The phase is the cluster's,
 // the same on every node; a node cut off from the others passes no
-// verdict on them and would show them Up. obj must be the caller's own.
+// verdict on them and would show them Up.
 func (s *Server) presentView(p Principal, rec store.Record, obj types.Object) (json.RawMessage, error) {
 	n, ok := obj.(*types.Node)
 	if !ok || s.cfg.NodeView == nil {
 		return present(p, rec, obj)
 	}
-	s.cfg.NodeView(n)
-	return fastjson.Marshal(n)
+	return fastjson.Marshal(s.withView(n))
+}
+
+// withView returns a copy of n with this node's own view added
+// (Config.NodeView), or n itself when there is none. n is not changed: it
+// may be shared (a stream's event is decoded once for every stream).
+func (s *Server) withView(n *types.Node) *types.Node {
+	if s.cfg.NodeView == nil {
+		return n
+	}
+	c := *n // NodeView replaces the conditions, and touches nothing else
+	s.cfg.NodeView(&c)
+	return &c
 }
 
 // checkNodeDown refuses to delete a node that is Up (or Draining): it

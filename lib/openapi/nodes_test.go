@@ -1,8 +1,11 @@
 package openapi
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -103,7 +106,7 @@ func TestNodeWrittenFieldsAreRefused(t *testing.T) {
 // (Config.NodeView): a node it cannot reach shows Reachable False beside
 // the phase the cluster gave it, which stays what the record says (a node
 // without a majority passes no down verdict, so that may be Up). The view
-// is the answer's only: the record is unchanged, and a watch sends records.
+// is the answer's only: the record is unchanged.
 func TestNodeListShowsWhatThisNodeReaches(t *testing.T) {
 	e := newTestEnv(t, func(c *Config) {
 		c.NodeView = func(n *types.Node) {
@@ -151,4 +154,232 @@ func TestNodeListShowsWhatThisNodeReaches(t *testing.T) {
 	stored, err := store.Get[types.Node](e.st, types.KindNode, "b2")
 	require.NoError(t, err)
 	assert.Empty(t, stored.Status.Conditions, "the view is not stored")
+}
+
+// fakeReach is a node's view of the others for Config.NodeView, which the
+// test moves, telling the streams through Config.NodeViewChanged as the
+// cluster does when membership changes.
+type fakeReach struct {
+	mu      sync.Mutex
+	reasons map[string]string // node -> reason it is unreachable ("": Member)
+	changed chan struct{}
+}
+
+func newFakeReach() *fakeReach {
+	return &fakeReach{reasons: map[string]string{}, changed: make(chan struct{})}
+}
+
+func (r *fakeReach) config(c *Config) { c.NodeView, c.NodeViewChanged = r.view, r.wait }
+
+func (r *fakeReach) view(n *types.Node) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cond := types.Condition{Type: types.ConditionReachable, Status: types.ConditionTrue, Reason: types.ReasonMember}
+	if reason := r.reasons[n.Metadata.Name]; reason != "" {
+		cond.Status, cond.Reason, cond.Message = types.ConditionFalse, reason, "not a live member as n1 sees it"
+	}
+	n.Status.Conditions = types.Conditions{cond}
+}
+
+func (r *fakeReach) wait() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changed
+}
+
+// set moves the view of node and tells the streams.
+func (r *fakeReach) set(node, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reasons[node] = reason
+	close(r.changed)
+	r.changed = make(chan struct{})
+}
+
+// reachOfEvent is the Reachable condition of the Node a put carries.
+func reachOfEvent(t *testing.T, ev sseEvent) (status, reason string) {
+	t.Helper()
+	require.Equal(t, WatchPut, ev.name, "%+v", ev)
+	var n types.Node
+	require.NoError(t, json.Unmarshal(ev.data.Object, &n), "%s", ev.data.Object)
+	assert.Equal(t, types.NodeUp, n.Status.Phase, "the record's phase")
+	c := n.Status.Conditions.Get(types.ConditionReachable)
+	require.NotNil(t, c, "%s", ev.data.Object)
+	return string(c.Status), c.Reason
+}
+
+// A watch's Nodes carry the streaming node's view as the list does, and
+// when that view moves with no record changing (this node lost its
+// majority, say) every stream that sent the Node sends it again: the same
+// record (version, seq) with the new view. A stream whose selector left
+// the Node out, or that sends no Nodes, gets nothing; a user's stream gets
+// it as an admin's does (every role reads nodes). A resumed stream sends
+// the view of the Nodes its replay did not send, as its snapshot.
+func TestNodeWatchFollowsWhatThisNodeReaches(t *testing.T) {
+	reach := newFakeReach()
+	e := newTestEnv(t, reach.config)
+	e.reportNode("b2", types.NodeUp)
+	e.reportNode("n1", types.NodeUp)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	open := func(path, tok string) <-chan sseEvent {
+		ch, res := e.openStream(ctx, path, tok)
+		require.NotNil(t, ch, "%s: %d", path, res.StatusCode)
+		return ch
+	}
+	streams := map[string]<-chan sseEvent{
+		"events, admin":      open("/api/v1/events?kinds=nodes,machinetemplates", adminTok),
+		"watch=true, a user": open(path(types.KindNode)+"?watch=true", aliceTok),
+	}
+	selected := open(path(types.KindNode)+"?watch=true&fieldSelector=metadata.name%3Dn1", adminTok)
+	templates := open("/api/v1/events?kinds=machinetemplates", adminTok)
+	assert.Equal(t, WatchSynced, nextEvent(t, templates).name)
+	snap := map[string]WatchEvent{}
+	for name, ch := range streams {
+		for _, want := range []string{"b2", "n1"} {
+			ev := nextEvent(t, ch)
+			require.Equal(t, want, ev.data.Name, name)
+			status, reason := reachOfEvent(t, ev)
+			assert.Equal(t, [2]string{"True", types.ReasonMember}, [2]string{status, reason}, "%s: %s in the snapshot", name, want)
+			snap[want] = ev.data
+		}
+		assert.Equal(t, WatchSynced, nextEvent(t, ch).name, name)
+	}
+	ev := nextEvent(t, selected)
+	require.Equal(t, "n1", ev.data.Name)
+	assert.Equal(t, WatchSynced, nextEvent(t, selected).name)
+
+	// n1 loses its majority: b2's record is unchanged, its view is not.
+	reach.set("b2", types.ReasonNoQuorum)
+	for name, ch := range streams {
+		ev := next(t, ch)
+		require.Equal(t, "b2", ev.data.Name, name)
+		status, reason := reachOfEvent(t, ev)
+		assert.Equal(t, [2]string{"False", types.ReasonNoQuorum}, [2]string{status, reason}, name)
+		assert.Equal(t, snap["b2"].Version, ev.id, "%s: the same record", name)
+		assert.Equal(t, snap["b2"].Seq, ev.data.Seq, "%s: the same record", name)
+	}
+	// Nothing else was sent: the next event anywhere is the next change.
+	require.Equal(t, 201, e.do("POST", path(types.KindMachineTemplate), adminTok, minimal(types.KindMachineTemplate, "t1")).code)
+	_, err := store.UpdateFacet(e.st, types.KindNode, "n1", types.FacetReport, func(o *types.Node) error {
+		o.Status.Machines++ // n1's next report
+		return nil
+	})
+	require.NoError(t, err)
+	for name, ch := range streams {
+		if name == "events, admin" {
+			assert.Equal(t, "t1", next(t, ch).data.Name, name)
+		}
+		ev := next(t, ch)
+		assert.Equal(t, "n1", ev.data.Name, "%s: n1's view did not move, its record did", name)
+		assert.Greater(t, ev.data.Seq, snap["n1"].Seq, name)
+	}
+	assert.Equal(t, "t1", next(t, templates).data.Name, "a stream without nodes")
+	ev = next(t, selected)
+	assert.Equal(t, "n1", ev.data.Name, "the selector left b2 out")
+	status, reason := reachOfEvent(t, ev)
+	assert.Equal(t, [2]string{"True", types.ReasonMember}, [2]string{status, reason})
+
+	// A stream resumed after every record it has: b2's view moved while
+	// it was away, and no record says so.
+	resume := strconv.FormatUint(e.st.Seq(), 10)
+	reach.set("b2", types.ReasonUnreachable)
+	ch := open("/api/v1/events?kinds=nodes&since="+resume, adminTok)
+	var got []string
+	for ev := nextEvent(t, ch); ev.name != WatchSynced; ev = nextEvent(t, ch) {
+		status, reason := reachOfEvent(t, ev)
+		got = append(got, ev.data.Name+" "+status+" "+reason)
+	}
+	assert.Equal(t, []string{"b2 False " + types.ReasonUnreachable, "n1 True " + types.ReasonMember}, got,
+		"the resumed stream's snapshot: the Nodes with the view of now")
+	reach.set("n1", types.ReasonUnreachable)
+	ev = next(t, ch)
+	assert.Equal(t, "n1", ev.data.Name, "the resumed stream follows the view too")
+
+	stored, err := store.Get[types.Node](e.st, types.KindNode, "b2")
+	require.NoError(t, err)
+	assert.Empty(t, stored.Status.Conditions, "the view is not stored")
+}
+
+// A stream that fell behind (resync) takes the Nodes as the store has them
+// now, as the client lists them again: their older events still queued are
+// not sent, and a view that moves later is sent with the newest record.
+func TestNodeWatchAfterResync(t *testing.T) {
+	reach := newFakeReach()
+	e := newTestEnv(t, reach.config)
+	e.reportNode("b2", types.NodeUp)
+	rec, err := e.st.Get(types.KindNode, "b2")
+	require.NoError(t, err)
+	f := &streamFilter{p: Principal{Name: "admin", Role: RoleAdmin}, kinds: map[string]bool{types.KindNode: true},
+		view: e.srv.withView, nodes: map[string]sentNode{}}
+	out, sent := f.apply(store.Event{Type: store.EventPut, Record: rec}, t.Logf)
+	require.True(t, sent)
+	assert.Equal(t, rec.Seq, out.Seq)
+
+	// Events are lost; b2 reports again meanwhile.
+	report := func(machines int) store.Record {
+		_, err := store.UpdateFacet(e.st, types.KindNode, "b2", types.FacetReport, func(o *types.Node) error {
+			o.Status.Machines = machines
+			return nil
+		})
+		require.NoError(t, err)
+		rec, err := e.st.Get(types.KindNode, "b2")
+		require.NoError(t, err)
+		return rec
+	}
+	queued, newer := report(1), report(2)
+	require.NoError(t, f.seedNodes(e.st, true, t.Logf))
+	assert.Empty(t, f.viewChanged(t.Logf), "the client lists the views of now again")
+	_, sent = f.apply(store.Event{Type: store.EventPut, Record: queued}, t.Logf)
+	assert.False(t, sent, "an event older than what the client lists")
+
+	reach.set("b2", types.ReasonNoQuorum)
+	outs := f.viewChanged(t.Logf)
+	require.Len(t, outs, 1)
+	assert.Equal(t, newer.Seq, outs[0].Seq)
+	var n types.Node
+	require.NoError(t, json.Unmarshal(outs[0].Object, &n))
+	assert.Equal(t, 2, n.Status.Machines, "the newest record")
+	assert.Equal(t, types.ReasonNoQuorum, n.Status.Conditions.Get(types.ConditionReachable).Reason)
+	assert.Empty(t, f.viewChanged(t.Logf), "sent once")
+}
+
+// A Node a stream's selector stops matching is sent as deleted and its
+// view is no longer followed; an object of another kind under the same
+// name that stops matching leaves the Node's alone.
+func TestNodeWatchSelectorStopsFollowing(t *testing.T) {
+	reach := newFakeReach()
+	e := newTestEnv(t, reach.config)
+	sel, err := parseSelectors("team=a", "", []string{types.KindNode, types.KindMachineTemplate})
+	require.NoError(t, err)
+	f := &streamFilter{p: Principal{Name: "admin", Role: RoleAdmin}, kinds: map[string]bool{types.KindNode: true, types.KindMachineTemplate: true},
+		view: e.srv.withView, nodes: map[string]sentNode{}, sel: sel, matched: map[string]bool{}}
+	put := func(o types.Object, team string) store.Event {
+		o.Meta().Labels = map[string]string{"team": team}
+		rec, err := e.st.Put(o, store.PutOptions{})
+		require.NoError(t, err)
+		return store.Event{Type: store.EventPut, Record: rec}
+	}
+	node := &types.Node{TypeMeta: types.TypeMeta{Kind: types.KindNode}, Metadata: types.ObjectMeta{Name: "b2"}, Status: types.NodeStatus{Phase: types.NodeUp}}
+	tmpl := &types.MachineTemplate{TypeMeta: types.TypeMeta{Kind: types.KindMachineTemplate}, Metadata: types.ObjectMeta{Name: "b2"},
+		Spec: types.MachineTemplateSpec{ProviderConfiguration: map[string]json.RawMessage{"test": json.RawMessage(`{}`)}}}
+	for _, ev := range []store.Event{put(node, "a"), put(tmpl, "a")} {
+		_, sent := f.apply(ev, t.Logf)
+		require.True(t, sent)
+	}
+	out, sent := f.apply(put(tmpl, "b"), t.Logf)
+	require.True(t, sent)
+	require.Equal(t, WatchDelete, out.Type)
+
+	reach.set("b2", types.ReasonNoQuorum)
+	outs := f.viewChanged(t.Logf)
+	require.Len(t, outs, 1, "the Node's view is still followed")
+	assert.Equal(t, types.KindNode, outs[0].Kind)
+
+	out, sent = f.apply(put(node, "b"), t.Logf)
+	require.True(t, sent)
+	require.Equal(t, WatchDelete, out.Type)
+	reach.set("b2", types.ReasonUnreachable)
+	assert.Empty(t, f.viewChanged(t.Logf), "a Node the stream no longer sends")
 }

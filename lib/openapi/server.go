@@ -99,8 +99,15 @@ type Config struct {
 	LiveClaimsOf func(ctx context.Context, user string) (int, error)
 	// NodeView adds to a Node what this node's membership says of it and
 	// no record holds (cluster.Node.NodeView: the Reachable condition);
-	// the node list and a node's get answer with it. nil adds nothing.
+	// the node list, a node's get and the Nodes of event streams carry
+	// it. nil adds nothing.
 	NodeView func(*types.Node)
+	// NodeViewChanged returns a channel closed when what NodeView adds
+	// may have moved with no record changing (cluster.Node.NodeViewChanged:
+	// membership changed). An event stream that sends Nodes waits on it
+	// and sends again each Node whose view moved. nil: a stream's Nodes
+	// carry the view of when their records changed.
+	NodeViewChanged func() <-chan struct{}
 	// SessionsOf returns one user's sessions from the node's index, for the
 	// claim quota (nil, or an error: the API lists every session).
 	SessionsOf func(ctx context.Context, user string) ([]*types.Session, error)

@@ -25,7 +25,9 @@ type WatchEvent struct {
 	Kind string `json:"kind,omitempty"`
 	Name string `json:"name,omitempty"`
 	// Seq is the store sequence of the change on the node that sent it; 0
-	// for resync and synced.
+	// for resync and synced. A Node sent again because the sending node's
+	// view of it moved (see watchnodes.go) carries its record's Seq and
+	// Version again.
 	Seq uint64 `json:"seq"`
 	// Version is the record's version after the change ("hlc@node", also the
 	// SSE id): the same on every node for the same change.
@@ -150,6 +152,9 @@ func (s *Server) stream(c *gin.Context, p Principal, kinds []string, sel selecto
 	for _, k := range kinds {
 		f.kinds[k] = true
 	}
+	if f.kinds[types.KindNode] && s.cfg.NodeView != nil {
+		f.view, f.nodes = s.withView, map[string]sentNode{}
+	}
 	resync, since, after := false, from.seq, uint64(0)
 	switch {
 	case (f.tracksOwners() || f.filters()) && !from.isZero():
@@ -169,8 +174,18 @@ func (s *Server) stream(c *gin.Context, p Principal, kinds []string, sel selecto
 	if f.tracksOwners() {
 		f.known = map[string]bool{}
 	}
+	// Armed before the first view is read: a change after it wakes the
+	// stream.
+	var viewChanged <-chan struct{}
+	if f.nodes != nil && s.cfg.NodeViewChanged != nil {
+		viewChanged = s.cfg.NodeViewChanged()
+	}
 	if since > 0 || after > 0 {
 		if err := f.seed(s.st); err != nil {
+			s.writeErr(c, err)
+			return
+		}
+		if err := f.seedNodes(s.st, resync, s.log.Warn); err != nil {
 			s.writeErr(c, err)
 			return
 		}
@@ -243,6 +258,19 @@ func (s *Server) stream(c *gin.Context, p Principal, kinds []string, sel selecto
 	// unflushed: an event was written for a flush with the next one, and
 	// the ones after it may all be filtered out: flush once none wait.
 	unflushed := false
+	sendAll := func(outs []WatchEvent) error {
+		for i, out := range outs {
+			// While more events wait, they share one flush (one TLS
+			// record, one syscall): a burst costs a flush per batch,
+			// not per event; the last of it is flushed at once.
+			more := len(events) > 0 || i < len(outs)-1
+			if err := s.sendBatched(c, out, more); err != nil {
+				return err
+			}
+			unflushed = more
+		}
+		return nil
+	}
 	for {
 		if unflushed && len(events) == 0 {
 			if s.write(c, func() error { return nil }) != nil {
@@ -265,6 +293,11 @@ func (s *Server) stream(c *gin.Context, p Principal, kinds []string, sel selecto
 			}) != nil {
 				return
 			}
+		case <-viewChanged:
+			viewChanged = s.cfg.NodeViewChanged()
+			if sendAll(f.viewChanged(s.log.Warn)) != nil {
+				return // the client does not read: drop it
+			}
 		case ev, ok := <-events:
 			if !ok {
 				return
@@ -283,17 +316,20 @@ func (s *Server) stream(c *gin.Context, p Principal, kinds []string, sel selecto
 					s.log.Warn("watch: reseed after resync", "err", err)
 					return
 				}
+				if err := f.seedNodes(s.st, true, s.log.Warn); err != nil {
+					s.log.Warn("watch: reseed after resync", "err", err)
+					return
+				}
 			}
 			outs := f.events(ev, s.log.Warn)
-			for i, out := range outs {
-				// While more events wait, they share one flush (one TLS
-				// record, one syscall): a burst costs a flush per batch,
-				// not per event; the last of it is flushed at once.
-				more := len(events) > 0 || i < len(outs)-1
-				if s.sendBatched(c, out, more) != nil {
-					return // the client does not read: drop it
-				}
-				unflushed = more
+			if ev.Type == store.EventSynced {
+				// The Nodes a resumed stream's replay did not send, and
+				// any view that moved during the replay, belong to the
+				// snapshot.
+				outs = append(f.viewChanged(s.log.Warn), outs...)
+			}
+			if sendAll(outs) != nil {
+				return // the client does not read: drop it
 			}
 		}
 	}
@@ -368,6 +404,11 @@ type streamFilter struct {
 	// so, and the stream skips that machine's older events still queued.
 	st       *store.Store
 	revealed map[string]uint64
+	// view, when set, adds this node's view to a Node (Server.withView);
+	// nodes are then the Nodes the stream sent, with the view each went
+	// with (see watchnodes.go).
+	view  func(*types.Node) *types.Node
+	nodes map[string]sentNode
 }
 
 // events maps a store event to what the stream sends: apply's event, and
@@ -476,6 +517,9 @@ func (f *streamFilter) apply(ev store.Event, warn func(string, ...any)) (WatchEv
 		}
 		delete(f.revealed, rec.Name)
 	}
+	if f.stale(rec) {
+		return WatchEvent{}, false // sent already, or something newer was
+	}
 	out := WatchEvent{Kind: rec.Kind, Name: rec.Name, Seq: rec.Seq, Version: rec.Version.String()}
 	owned := f.tracksOwners() && privateKind(rec.Kind)
 	key := rec.Kind + "/" + rec.Name
@@ -511,12 +555,32 @@ func (f *streamFilter) apply(ev store.Event, warn func(string, ...any)) (WatchEv
 			if !f.sel.matches(obj) {
 				if f.matched[key] {
 					delete(f.matched, key)
+					if rec.Kind == types.KindNode {
+						delete(f.nodes, rec.Name)
+					}
 					out.Type = WatchDelete
 					return out, true
 				}
 				return WatchEvent{}, false
 			}
 			f.matched[key] = true
+		}
+		if rec.Kind == types.KindNode && f.nodes != nil {
+			if obj == nil {
+				var err error
+				if obj, err = ev.View(); err != nil {
+					warn("watch: undecodable record", "kind", rec.Kind, "name", rec.Name, "err", err)
+					return WatchEvent{}, false
+				}
+			}
+			if n, ok := obj.(*types.Node); ok {
+				out, err := f.putNode(n, f.view(n), rec.Seq, rec.Version)
+				if err != nil {
+					warn("watch: unassembled record", "kind", rec.Kind, "name", rec.Name, "err", err)
+					return WatchEvent{}, false
+				}
+				return out, true
+			}
 		}
 		data, err := present(f.p, rec, obj)
 		if err != nil {
@@ -537,6 +601,9 @@ func (f *streamFilter) apply(ev store.Event, warn func(string, ...any)) (WatchEv
 				return WatchEvent{}, false
 			}
 			delete(f.matched, key)
+		}
+		if rec.Kind == types.KindNode {
+			delete(f.nodes, rec.Name)
 		}
 		out.Type = WatchDelete
 		return out, true
