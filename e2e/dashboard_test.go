@@ -334,3 +334,43 @@ spec: {user: alice}
 	do(t, ctx, "alice's fleet", click(`#nav a[data-page="fleet"]`), visible(`section.node .bar`))
 	shot(t, ctx, dir, "phone-fleet")
 }
+
+// TestDashboardShowsUnreachableNodes: of three nodes two are killed with
+// SIGKILL while the page, served by the third, is open. That node reaches
+// no majority, so it passes no verdict and its records keep the other two
+// Up; no record changes, and yet the page shows them unreachable, with
+// why, without a reload: the event stream sends a node again when the
+// streaming node's view of it moves.
+func TestDashboardShowsUnreachableNodes(t *testing.T) {
+	exe := chromium(t)
+	const cfg = "drivers:\n  - name: test\n    config: {cpus: 2, ram_gb: 4}\n"
+	a := startWithConfig(t, "", cfg)
+	b := startWithConfig(t, "", cfg, "--join", a.Gossip)
+	c := startWithConfig(t, "", cfg, "--join", a.Gossip)
+	waitUp(t, a, b, c)
+
+	dir := screenshotDir(t)
+	ctx := browser(t, exe)
+	card := func(p *proc) string { return `section.node[data-node="` + p.Name + `"]` }
+	do(t, ctx, "sign in, see the fleet", signIn(a.API, a.Token),
+		visible(card(a)+`[data-reachable="true"]`), visible(card(b)+`[data-reachable="true"]`), visible(card(c)+`[data-reachable="true"]`))
+	assert.Zero(t, eval[int](t, ctx, `document.querySelectorAll('section.node .phase-unreachable').length`), "every node is reached")
+	eval[bool](t, ctx, `window.notReloaded = true`)
+
+	b.kill()
+	c.kill()
+	shown := func(p *proc) string {
+		return `document.querySelector('` + card(p) + `.unreachable[data-reachable="false"] .badge.phase-unreachable') !== null`
+	}
+	do(t, ctx, "b and c unreachable", poll(shown(b)), poll(shown(c)))
+	for _, p := range []*proc{b, c} {
+		badges := eval[[]string](t, ctx, `[...document.querySelectorAll('`+card(p)+` h2 .badge')].map(b => b.textContent)`)
+		assert.Equal(t, []string{"Up", "Unreachable"}, badges, "%s: the phase is the record's, Up; the badge is a's view", p.Name)
+		why := eval[string](t, ctx, `document.querySelector('`+card(p)+` .unreachable-why').textContent`)
+		assert.Contains(t, why, "reaches 1 of the 3 members it knows, no majority", p.Name)
+	}
+	assert.Equal(t, "true", eval[string](t, ctx, `document.querySelector('`+card(a)+`').dataset.reachable`), "a reaches itself")
+	assert.True(t, eval[bool](t, ctx, `window.notReloaded === true`), "the page was not reloaded: the stream brought the view")
+	assert.Equal(t, "live", eval[string](t, ctx, `document.getElementById('live').dataset.state`))
+	shot(t, ctx, dir, "fleet-unreachable")
+}

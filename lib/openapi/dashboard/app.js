@@ -237,13 +237,26 @@ function nodeState(n) {
   return (n.status && n.status.phase) || 'Up';
 }
 
+// unreachable returns the Reachable condition of a node that the node
+// serving the page cannot reach while no verdict says it is Down (the
+// case its phase hides: a node cut off from the majority passes none), or
+// null. The stream sends the node again whenever that view moves.
+function unreachable(n) {
+  if (!n.status || n.status.phase === 'Down') return null;
+  return (n.status.conditions || []).find((c) => c.type === 'Reachable' && c.status === 'False') || null;
+}
+
 function fleetBody() {
   const nodes = sorted('Node');
   if (!nodes.length) return h('p', { class: 'empty' }, 'No nodes have reported yet.');
   return h('div', { class: 'cards' }, nodes.map((n) => {
     const st = nodeState(n);
-    return h('section', { class: 'card node state-' + st.toLowerCase(), 'data-node': n.metadata.name },
-      h('h2', {}, n.metadata.name, ' ', badge(st)),
+    const cut = unreachable(n);
+    return h('section', { class: 'card node state-' + st.toLowerCase() + (cut ? ' unreachable' : ''), 'data-node': n.metadata.name,
+      'data-reachable': cut ? 'false' : 'true' },
+      h('h2', {}, n.metadata.name, ' ', badge(st), cut ? [' ', h('span', { class: 'badge phase-unreachable', title: cut.reason }, 'Unreachable')] : ''),
+      cut ? h('p', { class: 'reason unreachable-why' }, cut.message || cut.reason,
+        cut.lastTransitionTime && !cut.lastTransitionTime.startsWith('0001') ? ' (absent for ' + ago(cut.lastTransitionTime) + ')' : '') : '',
       h('p', { class: 'meta' }, n.spec.apiAddress || '', n.spec.softwareVersion ? ' · ' + n.spec.softwareVersion : '',
         ' · ', (n.status && n.status.machines) || 0, ' machines', n.status && n.status.heartbeat ? ' · seen ' + ago(n.status.heartbeat) + ' ago' : ''),
       (n.spec.drivers || []).map((d) => {
