@@ -1,14 +1,20 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/internal/syncbuf"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -114,16 +120,29 @@ func TestNodeKilledClaimsMove(t *testing.T) {
 // TestNodeAloneShowsPeersUnreachable: of three nodes two are killed with
 // SIGKILL. The one left reaches no majority, so it passes no down verdict
 // and its records keep the other two Up; its node list says it cannot
-// reach them, and a node's get says why.
+// reach them, and a node's get says why. A node watch open on it shows
+// them turn unreachable though no record changed.
 func TestNodeAloneShowsPeersUnreachable(t *testing.T) {
 	const cfg = "drivers:\n  - name: test\n    config: {cpus: 2, ram_gb: 4}\n"
 	a := startWithConfig(t, "", cfg)
 	b := startWithConfig(t, "", cfg, "--join", a.Gossip)
 	c := startWithConfig(t, "", cfg, "--join", a.Gossip)
 	waitUp(t, a, b, c)
+	watch := a.cliStart("node", "watch")
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		rows := watchRows(watch.String())
+		for _, p := range []*proc{a, b, c} {
+			assert.Equal(ct, "Up", rows[p.Name], "%s", watch)
+		}
+	}, 20*time.Second, 100*time.Millisecond)
 
 	b.kill()
 	c.kill()
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		rows := watchRows(watch.String())
+		assert.Equal(ct, "Up,Unreachable", rows[b.Name], "%s", watch)
+		assert.Equal(ct, "Up,Unreachable", rows[c.Name], "%s", watch)
+	}, 20*time.Second, 100*time.Millisecond, "the watch follows a's view")
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		out, err := a.run("node", "list")
 		if !assert.NoError(ct, err) {
@@ -145,4 +164,34 @@ func TestNodeAloneShowsPeersUnreachable(t *testing.T) {
 	assert.Equal(t, types.ConditionFalse, cond.Status)
 	assert.Equal(t, types.ReasonNoQuorum, cond.Reason)
 	assert.Contains(t, cond.Message, "reaches 1 of the 3 members it knows")
+}
+
+// cliStart starts hf-cli against p, for a command that runs until it is
+// stopped (a watch), and returns its output as it comes; the process is
+// ended at the test's end.
+func (p *proc) cliStart(args ...string) *syncbuf.Buffer {
+	p.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, filepath.Join(bin, "hf-cli"), args...)
+	cmd.Env = append(os.Environ(), "HF_ENDPOINT="+p.API, "HF_TOKEN="+p.Token, "HF_CA_FILE="+p.caFile(), "HF_CONFIG_DIR="+p.t.TempDir())
+	out := &syncbuf.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(p.t, cmd.Start())
+	p.t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+	})
+	return out
+}
+
+// watchRows returns the phase column of each node in `hf-cli node watch`
+// output (piped: tab-separated, the event type first), the latest event's.
+func watchRows(out string) map[string]string {
+	rows := map[string]string{}
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Split(l, "\t"); len(f) > 2 && f[0] == "PUT" {
+			rows[f[1]] = f[2]
+		}
+	}
+	return rows
 }

@@ -173,6 +173,29 @@ func TestNodeTableShowsUnreachable(t *testing.T) {
 	assert.Regexp(t, `Reachable +False +NoQuorum +not a live member as n1 sees it`, r.out)
 }
 
+// node watch shows each event's row as node list does: a node the
+// streaming node cannot reach reads Up,Unreachable, and the stream sends
+// it again, the same record, when that view moves.
+func TestNodeWatchShowsUnreachable(t *testing.T) {
+	c := newCLI(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	run := c.start(ctx, "node", "watch")
+	require.Eventually(t, func() bool { return c.srv.Watchers() == 1 }, 5*time.Second, 5*time.Millisecond)
+	for _, reach := range []types.ConditionStatus{types.ConditionTrue, types.ConditionFalse} {
+		c.srv.Put(&types.Node{
+			TypeMeta: types.TypeMeta{Kind: types.KindNode}, Metadata: types.ObjectMeta{Name: "n2"},
+			Status: types.NodeStatus{Phase: types.NodeUp, Conditions: types.Conditions{{Type: types.ConditionReachable, Status: reach, Reason: types.ReasonNoQuorum}}},
+		})
+	}
+	require.Eventually(t, func() bool { return len(lines(run.out.String())) == 2 }, 5*time.Second, 5*time.Millisecond, run.out.String())
+	cancel()
+	require.Equal(t, 0, run.wait(t), run.err.String())
+	got := lines(run.out.String())
+	assert.Regexp(t, "^PUT\tn2\tUp\t", got[0])
+	assert.Regexp(t, "^PUT\tn2\tUp,Unreachable\t", got[1])
+}
+
 func TestTablesOfEveryKind(t *testing.T) {
 	c := newCLI(t)
 	now := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
