@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -380,6 +381,31 @@ func TestPluginExitsWithItsNode(t *testing.T) {
 		t.Fatal("the plugin still runs without its node")
 	}
 	assert.True(t, exists(filepath.Join(dir, "closed")))
+}
+
+// Signals sent to the node's process group (a terminal's Ctrl-C, the
+// hang-up of a node under nohup, which the node ignores) do not end the
+// plugin: the node ends it, by closing its requests.
+func TestPluginIgnoresTheGroupsSignals(t *testing.T) {
+	d, _, _ := start(t, "fake")
+	prepare(t, d)
+	first := d.HostCapacity().Total.CPU
+	d.mu.Lock()
+	p := d.p
+	d.mu.Unlock()
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP} {
+		require.NoError(t, p.cmd.Process.Signal(sig))
+	}
+	// A Go process dies of a signal it does not catch within milliseconds.
+	assert.Never(t, func() bool {
+		select {
+		case <-p.exited:
+			return true
+		default:
+			return false
+		}
+	}, 500*time.Millisecond, 10*time.Millisecond, "the plugin exits")
+	assert.Equal(t, first, d.HostCapacity().Total.CPU, "the same process answers")
 }
 
 // The test driver runs as a plugin as it runs in the node: a real driver's

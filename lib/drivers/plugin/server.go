@@ -38,8 +38,9 @@ func Serve(name string, factories map[string]drivers.Factory) error {
 	}
 	// The node stops the plugin by closing its requests; a terminal's
 	// Ctrl-C, sent to the node's whole process group, must not kill it while
-	// the node is still closing its machines.
-	signal.Ignore(os.Interrupt, syscall.SIGTERM)
+	// the node is still closing its machines, nor a hang-up the node ignores
+	// (under nohup): the node gives what it starts SIGHUP at its default.
+	signal.Ignore(os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	in, out := os.NewFile(3, "requests"), os.NewFile(4, "replies")
 	if in == nil || out == nil {
 		return errors.New("no requests on fd 3 and replies on fd 4: the node starts its plugins")
