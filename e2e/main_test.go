@@ -109,6 +109,14 @@ func startNodes(t testing.TB, n int, extra ...string) []*proc {
 // extra arguments; await waits for what it prints at start.
 func launchNode(t testing.TB, dataDir string, extra ...string) (*proc, chan string) {
 	t.Helper()
+	return launchNodeUnder(t, nil, dataDir, extra...)
+}
+
+// launchNodeUnder is launchNode with hf-node started by a launcher: the
+// command under, given hf-node's path and arguments after its own (as
+// nohup is). The launcher must exec hf-node, so that its pid is the node's.
+func launchNodeUnder(t testing.TB, under []string, dataDir string, extra ...string) (*proc, chan string) {
+	t.Helper()
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
@@ -121,6 +129,9 @@ func launchNode(t testing.TB, dataDir string, extra ...string) (*proc, chan stri
 	}
 	p := &proc{t: t, dataDir: dataDir, args: args, extra: extra, out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(filepath.Join(bin, "hf-node"), args...)
+	if len(under) > 0 {
+		p.cmd = exec.Command(under[0], append(append(slices.Clone(under[1:]), p.cmd.Path), args...)...)
+	}
 	p.cmd.Env = append(os.Environ(), "HF_LOG_LEVEL=debug")
 	p.cmd.Stderr = p.out
 	stdout, err := p.cmd.StdoutPipe()

@@ -44,8 +44,8 @@ import (
 var version, revision, commitTime = "dev", "", ""
 
 // run parses args, starts the node and blocks until ctx ends. It returns the
-// process exit code.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// process exit code. held are the signals main holds (holdIgnored).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, held []os.Signal) int {
 	info := buildinfo.Read(buildinfo.Stamp{Version: version, Revision: revision, Time: commitTime})
 	cmd := &cobra.Command{
 		Use:           "hf-node",
@@ -66,7 +66,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return err
 		}
-		return serve(ctx, cfg, info, stdout, stderr)
+		return serve(ctx, cfg, info, held, stdout, stderr)
 	}
 	if err := cmd.Execute(); err != nil {
 		fmt.Fprintf(stderr, "hf-node: %v\n", err)
@@ -88,10 +88,17 @@ func newLogger(cfg config.LogConfig, w io.Writer) *slog.Logger {
 // The node's Cool cools its member: it is the node's Peers.
 var _ cluster.Cooler = (*member.Member)(nil)
 
-// serve runs a node with cfg until ctx ends.
-
-func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, stdout, stderr io.Writer) (err error) {
+// serve runs a node with cfg until ctx ends; held are the signals it was
+// started ignoring, which main holds (holdIgnored).
+func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, held []os.Signal, stdout, stderr io.Writer) (err error) {
 	log := newLogger(cfg.Log, stderr)
+	if len(held) > 0 {
+		names := make([]string, len(held))
+		for i, s := range held {
+			names[i] = s.String()
+		}
+		log.Info("signals ignored by the node's launcher stay ignored by the node, not by its machines", "signals", strings.Join(names, ","))
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}

@@ -78,7 +78,7 @@ func TestPortInUseStopsBeforeTheDrivers(t *testing.T) {
 	cfg.Cluster.Bind = "127.0.0.1:0"
 	cfg.Drivers = []config.DriverConfig{{Name: "native", Config: map[string]any{"unprivileged": true,
 		"workspace_path": filepath.Join(ws, "ws"), "images_path": filepath.Join(ws, "img"), "home_path": filepath.Join(ws, "home")}}}
-	err = serve(context.Background(), cfg, buildinfo.Info{}, io.Discard, io.Discard)
+	err = serve(context.Background(), cfg, buildinfo.Info{}, nil, io.Discard, io.Discard)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "api listen")
 	assert.NoDirExists(t, ws, "the native driver was not prepared")

@@ -23,11 +23,11 @@ func TestVersionCommand(t *testing.T) {
 		{[]string{"version", "-o", "yaml"}, 1, ""},
 	} {
 		var out, errb bytes.Buffer
-		assert.Equal(t, tc.code, run(context.Background(), tc.args, &out, &errb), "%v: %s", tc.args, errb.String())
+		assert.Equal(t, tc.code, run(context.Background(), tc.args, &out, &errb, nil), "%v: %s", tc.args, errb.String())
 		assert.Contains(t, out.String(), tc.want, tc.args)
 	}
 	var out bytes.Buffer
-	require.Equal(t, 0, run(context.Background(), []string{"version", "-o", "json"}, &out, &out))
+	require.Equal(t, 0, run(context.Background(), []string{"version", "-o", "json"}, &out, &out, nil))
 	var info buildinfo.Info
 	require.NoError(t, json.Unmarshal(out.Bytes(), &info), out.String())
 	assert.Equal(t, "dev", info.Version)
