@@ -23,8 +23,10 @@
 // Every key is snake_case and case-sensitive, including driver configuration keys
 // (cpu_alter, images_path). A key the file has and Config does not is an error that
 // names it ("config: unknown key \"cluster.jion\" ..."); so is a value of the wrong
-// type (5 for a bool, 2.5 for a whole number) or out of range, and the error names
-// the key and where the value came from. A bool where text is wanted (a label) is
+// type (5 for a bool, 2.5 for a whole number, "5" in quotes, which is text, for a
+// number) or out of range, and the error names the key and where the value came
+// from. Durations are text ("30s"); the environment's and the flags' values are
+// all text, parsed as their keys want. A bool where text is wanted (a label) is
 // "true" or "false".
 // A list in the file is a YAML list; only the environment's are comma-separated.
 // Free-form maps (labels, drivers[].config) are passed through as written: their

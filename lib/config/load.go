@@ -77,7 +77,28 @@ func Load(opts LoadOptions) (Config, error) {
 		leaves:  sch.leaves(""),
 		dataDir: DefaultDataDir(os.Geteuid(), func(k string) string { return env[k] }),
 	}
-	if errs := sch.checkKeys("", doc.root, in.sources().fileAt); len(errs) > 0 {
+	envL, envErr := envLayer(env, in.leaves, sch.objectLists(""))
+	flagL, flagErr := flagLayer(opts.Flags)
+	// The file's keys and kinds first, each said with what overrides it.
+	src := in.sources()
+	for _, l := range []*layer{envL, flagL} {
+		if l != nil {
+			maps.Copy(src.overridden, l.from)
+		}
+	}
+	fileAt := func(key string) string {
+		if at := src.fileAt(key); at != "" {
+			return src.overriddenBy(key, at)
+		}
+		return ""
+	}
+	errs := sch.checkKeys("", doc.root, fileAt)
+	for _, err := range []error{envErr, flagErr} {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}
 
@@ -87,14 +108,6 @@ func Load(opts LoadOptions) (Config, error) {
 	delete(in.fixed, "drivers")
 	in.drivers, in.hasDrivers = doc.root["drivers"]
 	fileLabels, _ := doc.root["labels"].(map[string]any)
-	envL, err := envLayer(env, in.leaves, sch.objectLists(""))
-	if err != nil {
-		return Config{}, err
-	}
-	flagL, err := flagLayer(opts.Flags)
-	if err != nil {
-		return Config{}, err
-	}
 	in.layers = []*layer{fileLayer(in.fixed, fileLabels, in.leaves), envL, flagL}
 
 	cfg, errs := in.build(-1)

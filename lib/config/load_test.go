@@ -343,6 +343,20 @@ labels:
 			},
 		},
 		{
+			// Weak typing is the environment's and the flags': their
+			// values are text, and parsed.
+			name:    "durations are quoted in the file, numbers and bools in the environment",
+			content: "scheduler: {bind_timeout: \"5m\"}\ncluster: {gossip_interval: '300ms'}\n",
+			env:     []string{"HF_SCHEDULER_MAX_REBINDS=5", "HF_STORE_SYNC_WRITES=true", "HF_API_USER_WRITES_PER_SECOND=2.5"},
+			check: func(t *testing.T, c config.Config) {
+				assert.Equal(t, 5*time.Minute, c.Scheduler.BindTimeout)
+				assert.Equal(t, 300*time.Millisecond, c.Cluster.GossipInterval)
+				assert.Equal(t, 5, c.Scheduler.MaxRebinds)
+				assert.True(t, c.Store.SyncWrites)
+				assert.Equal(t, 2.5, c.API.UserWritesPerSecond)
+			},
+		},
+		{
 			name: "unknown and empty HF_ variables are ignored", content: file,
 			env: []string{"HF_TOKEN=hugging-face", "HF_HOME=/x", "HF_CLUSTER_JION=x", "HF_LOG_LEVEL=", "HF_DRIVERS="},
 			check: func(t *testing.T, c config.Config) {

@@ -177,8 +177,45 @@ func (s *schema) checkKeys(path string, v any, at func(string) string) []error {
 		if _, ok := v.([]any); s.typ.Kind() == reflect.Slice && !ok {
 			return []error{fieldErr(path, at(path), "must be a list, got %s", describeValue(v))}
 		}
+		if msg := quotedScalar(s.typ, v); msg != "" {
+			return []error{fieldErr(path, at(path), "%s", msg)}
+		}
 	}
 	return nil
+}
+
+// quotedScalar refuses text in the file where a key wants a number or a
+// bool ("5", "true"): the weak typing that parses the environment's and the
+// flags' strings would take it as 5 or true. A duration is text ("30s").
+func quotedScalar(t reflect.Type, v any) string {
+	s, ok := v.(string)
+	if !ok || t == durationType {
+		return ""
+	}
+	var want string
+	var parses bool
+	switch t.Kind() {
+	case reflect.Bool:
+		want = "true or false"
+		_, err := strconv.ParseBool(s)
+		parses = err == nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		want = "a whole number"
+		_, err := strconv.ParseInt(strings.TrimSpace(s), 0, 64)
+		parses = err == nil
+	case reflect.Float32, reflect.Float64:
+		want = "a number"
+		_, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+		parses = err == nil
+	default:
+		return ""
+	}
+	msg := fmt.Sprintf("must be %s, got %s", want, describeValue(v))
+	if parses {
+		msg += ": write it without quotes"
+	}
+	return msg
 }
 
 // suggest returns the known key closest to the unknown key k, or "".
