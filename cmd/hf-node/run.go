@@ -99,6 +99,10 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, held []o
 		}
 		log.Info("signals ignored by the node's launcher stay ignored by the node, not by its machines", "signals", strings.Join(names, ","))
 	}
+	for _, v := range cfg.IgnoredEnv {
+		log.Warn("environment variable ignored: it has a config section's prefix but names none of its keys",
+			"variable", v.Name, "section", v.Section, "variables", strings.Join(v.Variables, ","))
+	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}

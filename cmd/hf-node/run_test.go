@@ -7,13 +7,16 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/internal/syncbuf"
 	"github.com/hf-fleet/hf/lib/buildinfo"
 	"github.com/hf-fleet/hf/lib/cluster"
 	"github.com/hf-fleet/hf/lib/config"
@@ -82,4 +85,46 @@ func TestPortInUseStopsBeforeTheDrivers(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "api listen")
 	assert.NoDirExists(t, ws, "the native driver was not prepared")
+}
+
+// A host's other HF_ variables (Hugging Face's, a token kept in
+// HF_API_TOKEN) do not stop a node; one with a section's prefix that names
+// no key of it is ignored with a warning.
+func TestForeignVariablesStartANode(t *testing.T) {
+	for _, kv := range []string{"HF_HOME=/nonexistent/hf", "HF_TOKEN=hf_x", "HF_HUB_CACHE=/nonexistent/hub", "HF_HUB_OFFLINE=1",
+		"HF_DEBUG=1", "HF_API_TOKEN=hf_y", "HF_API_URL=https://api.example"} {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "hf.yml")
+	require.NoError(t, os.WriteFile(cfgFile, []byte("drivers: [{name: test}]\n"), 0o600))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncbuf.Buffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"--config", cfgFile, "--data-dir", filepath.Join(dir, "data"), "--api", "127.0.0.1:0", "--gossip", "127.0.0.1:0"}, &stdout, &stderr, nil)
+	}()
+	exited := false
+	require.Eventually(t, func() bool {
+		select {
+		case c := <-code:
+			exited = true
+			code <- c
+			return true
+		default:
+			return strings.Contains(stdout.String(), "api:")
+		}
+	}, 30*time.Second, 20*time.Millisecond, "the node starts")
+	require.False(t, exited, "the node exited at start: %s", stderr.String())
+	cancel()
+	select {
+	case c := <-code:
+		assert.Equal(t, 0, c, stderr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatal("the node did not stop")
+	}
+	assert.Contains(t, stderr.String(), "variable=HF_API_URL section=api")
+	assert.NotContains(t, stderr.String(), "HF_API_TOKEN")
 }

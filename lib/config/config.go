@@ -50,6 +50,10 @@ type Config struct {
 	// add what the host offers (native, docker if an engine answers). Not a
 	// config key.
 	DefaultDrivers bool `mapstructure:"-" yaml:"-"`
+	// IgnoredEnv are the variables under the prefix of a section's that
+	// Load ignored as another tool's (see IgnoredVar), for hf-node to warn
+	// of. Not a config key.
+	IgnoredEnv []IgnoredVar `mapstructure:"-" yaml:"-"`
 }
 
 // LogConfig configures logging.

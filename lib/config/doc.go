@@ -39,8 +39,15 @@
 // api.admin_token is HF_API_ADMIN_TOKEN or its alias HF_ADMIN_TOKEN (the former
 // wins when both are set), labels is HF_LABELS ("k=v,k2=v2"). Lists of objects
 // (api.tokens, drivers) can only be set in the file: HF_API_TOKENS and
-// HF_DRIVERS are errors. An empty variable counts as unset. HF_ variables that are not config keys are ignored, not errors, because
-// other tools (hf-cli, Hugging Face's HF_TOKEN, HF_HOME) use the same prefix.
+// HF_DRIVERS are errors. An empty variable counts as unset.
+//
+// Other programs use the HF_ prefix too (hf-cli's HF_ENDPOINT, Hugging Face's
+// HF_TOKEN, HF_HOME, HF_HUB_CACHE), so Load looks at no other HF_ variable but
+// those named as a section (HF_API) or under a section's prefix (HF_API_...):
+// a section's name is an error, and so is a near miss of one of its variables
+// (HF_API_ADRESS); any other under its prefix (HF_API_URL) is ignored as
+// another program's, and listed in Config.IgnoredEnv for hf-node to warn of.
+// ForeignEnv are never hf-node's (HF_DEBUG is Hugging Face's).
 //
 // # Why the layering is done by hand around viper
 //

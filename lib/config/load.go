@@ -78,6 +78,7 @@ func Load(opts LoadOptions) (Config, error) {
 		dataDir: DefaultDataDir(os.Geteuid(), func(k string) string { return env[k] }),
 	}
 	envL, envErr := envLayer(env, in.leaves, sch.objectLists(""))
+	nameErrs, ignoredEnv := checkEnvNames(env, sch)
 	flagL, flagErr := flagLayer(opts.Flags)
 	// The file's keys and kinds first, each said with what overrides it.
 	src := in.sources()
@@ -92,7 +93,7 @@ func Load(opts LoadOptions) (Config, error) {
 		}
 		return ""
 	}
-	errs := sch.checkKeys("", doc.root, fileAt)
+	errs := append(sch.checkKeys("", doc.root, fileAt), nameErrs...)
 	for _, err := range []error{envErr, flagErr} {
 		if err != nil {
 			errs = append(errs, err)
@@ -130,6 +131,7 @@ func Load(opts LoadOptions) (Config, error) {
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}
+	cfg.IgnoredEnv = ignoredEnv
 	return cfg, nil
 }
 

@@ -358,7 +358,7 @@ labels:
 		},
 		{
 			name: "unknown and empty HF_ variables are ignored", content: file,
-			env: []string{"HF_TOKEN=hugging-face", "HF_HOME=/x", "HF_CLUSTER_JION=x", "HF_LOG_LEVEL=", "HF_DRIVERS="},
+			env: []string{"HF_TOKEN=hugging-face", "HF_HOME=/x", "HF_CLUSTER_JION=", "HF_API=", "HF_LOG_LEVEL=", "HF_DRIVERS="},
 			check: func(t *testing.T, c config.Config) {
 				assert.Equal(t, "warn", c.Log.Level)
 			},

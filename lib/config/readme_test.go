@@ -14,8 +14,9 @@ import (
 
 // TestREADMEConfigTable keeps the README's configuration table true: each
 // key it lists is a key, its env column names the key's variable (or says
-// the environment cannot set it), and the drivers default is what a node
-// with none configured runs.
+// the environment cannot set it), the environment's rule names every section
+// and exception, and the drivers default is what a node with none
+// configured runs.
 func TestREADMEConfigTable(t *testing.T) {
 	data, err := os.ReadFile("../../README.md")
 	require.NoError(t, err)
@@ -56,6 +57,19 @@ func TestREADMEConfigTable(t *testing.T) {
 		default:
 			assert.Contains(t, env, "`"+config.EnvName(key)+"`", key)
 		}
+	}
+
+	// The environment's rule names every section and every exception.
+	ct := reflect.TypeFor[config.Config]()
+	for i := range ct.NumField() {
+		f := ct.Field(i)
+		tag, _, _ := strings.Cut(f.Tag.Get("mapstructure"), ",")
+		if f.Type.Kind() == reflect.Struct && tag != "" && tag != "-" {
+			assert.Contains(t, section, "`"+config.EnvName(tag)+"`", "the README names the section %s among those whose variables are checked", tag)
+		}
+	}
+	for _, name := range config.ForeignEnv() {
+		assert.Contains(t, section, "`"+name+"`", "the README names the exception")
 	}
 
 	// A node with no drivers configured loads [{name: test}] marked as the
