@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -126,15 +128,15 @@ func (d *duties) membersChanged() {
 		}
 	}
 	d.mu.Unlock()
-	for _, o := range d.n.cache.List(types.KindNode) {
-		if name := o.Meta().Name; !live[name] {
+	for _, name := range d.nodesKnown() {
+		if !live[name] {
 			d.mu.Lock()
 			if _, ok := d.absent[name]; !ok {
 				d.absent[name] = now
 			}
 			d.mu.Unlock()
 		}
-		d.q.Add(dutyNode + o.Meta().Name)
+		d.q.Add(dutyNode + name)
 	}
 	for _, kind := range []struct{ kind, prefix string }{
 		{types.KindMachineSet, dutySet}, {types.KindScheduledEvent, dutyEvent}, {types.KindSession, dutySession},
@@ -144,6 +146,23 @@ func (d *duties) membersChanged() {
 			d.q.Add(kind.prefix + o.Meta().Name)
 		}
 	}
+}
+
+// nodesKnown are the nodes whose gone duty may have work: those with a
+// Node object and those that machines name. A Down node may be deleted
+// (hf-cli node delete) before its machines are lost; they still wait for
+// the verdict, and a quorum probe's answer must find them again.
+func (d *duties) nodesKnown() []string {
+	names := map[string]bool{}
+	for _, o := range d.n.cache.List(types.KindNode) {
+		names[o.Meta().Name] = true
+	}
+	for name := range d.n.cache.Keys(idxMachineNode) {
+		if name != d.n.cfg.Name && name != "" { // "": an outside provider's machines
+			names[name] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(names))
 }
 
 func (d *duties) workLoop() {

@@ -251,3 +251,55 @@ func TestDeadNodeUnboundClaimsRebind(t *testing.T) {
 		}
 	}, 10*time.Second, 10*time.Millisecond)
 }
+
+// A Down node deleted before its machines are lost (hf-cli node delete, as
+// soon as it reads Down) still has them marked Lost after the grace and
+// their claims bound elsewhere: the verdict follows the machines, not the
+// Node object. Its claims stayed Bound to a machine nobody held.
+func TestDeletedDownNodeMachinesAreLost(t *testing.T) {
+	f := Start(t, 3, Options{Driver: `{"cpus": 4, "ram_gb": 8}`, LostGrace: 3 * time.Second, Node: func(_ int, c *cluster.Config) {
+		c.Placement = types.PlacementPack
+	}})
+	f.Put(0, Template("one", 1, 1))
+	for i := range 6 {
+		f.Put(0, Claim(fmt.Sprintf("c%d", i), "one", time.Minute))
+	}
+	bound := map[string]*types.MachineClaim{}
+	for i := range 6 {
+		name := fmt.Sprintf("c%d", i)
+		bound[name] = waitClaim(t, f.Hosts[0], name, types.ClaimBound)
+	}
+	victim := 0
+	for i := 1; i < 3 && victim == 0; i++ {
+		for _, c := range bound {
+			if c.Status.Node == f.Hosts[i].Name {
+				victim = i
+			}
+		}
+	}
+	require.NotZero(t, victim, "no machine on n1 or n2: %v", bound)
+	dead := f.Hosts[victim].Name
+	f.Kill(victim)
+	// Deleted as soon as it reads Down, as the API allows.
+	var node *types.Node
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		var err error
+		node, err = store.Get[types.Node](f.Hosts[0].Store, types.KindNode, dead)
+		require.NoError(c, err)
+		assert.Equal(c, types.NodeDown, node.Status.Phase)
+	}, 10*time.Second, 10*time.Millisecond)
+	_, err := f.Hosts[0].Store.Delete(types.KindNode, dead, node.Metadata.Version)
+	require.NoError(t, err)
+	for name, c := range bound {
+		if c.Status.Node != dead {
+			continue
+		}
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			got := f.Hosts[0].Claims()[name]
+			if assert.NotNil(c, got) {
+				assert.Equal(c, types.ClaimBound, got.Status.Phase, got.Status.Reason)
+				assert.NotEqual(c, dead, got.Status.Node)
+			}
+		}, 20*time.Second, 10*time.Millisecond, "claim %s of deleted node %s", name, dead)
+	}
+}
