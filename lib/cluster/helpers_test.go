@@ -28,6 +28,8 @@ type testNode struct {
 	name   string
 	dir    string
 	driver string // test driver config JSON
+	// instance names the test driver's instance ("": test).
+	instance string
 	// now is the clock of the node and its store (nil: time.Now).
 	now func() time.Time
 	// free is the free space its store sees on its disk (nil: the disk's).
@@ -58,13 +60,15 @@ func (tn *testNode) start() {
 	log := testLogger()
 	st, err := store.Open(store.Config{Dir: filepath.Join(tn.dir, "store"), NodeID: tn.name, Now: tn.now, FreeSpace: tn.free}, log)
 	require.NoError(t, err)
-	drv := testdriver.New(drivers.Env{Instance: "test", DataDir: filepath.Join(tn.dir, "test"), NodeName: tn.name, Log: log})
+	env := driversEnv(tn)
+	env.Log = log
+	drv := testdriver.New(env)
 	require.NoError(t, drv.Prepare(context.Background(), []byte(tn.driver)))
 	cfg := Config{Name: tn.name, OfferTimeout: time.Second, ResyncInterval: time.Second, Now: tn.now}
 	if tn.config != nil {
 		tn.config(&cfg)
 	}
-	n, err := New(cfg, log, st, []Instance{{Name: "test", Type: "test", Driver: drv}}, nil)
+	n, err := New(cfg, log, st, []Instance{{Name: env.Instance, Type: "test", Driver: drv}}, nil)
 	require.NoError(t, err)
 	require.NoError(t, n.Start(context.Background()))
 	tn.st, tn.drv, tn.node = st, drv, n
@@ -166,7 +170,11 @@ func (tn *testNode) machines() []*types.Machine {
 }
 
 func driversEnv(tn *testNode) drivers.Env {
-	return drivers.Env{Instance: "test", DataDir: filepath.Join(tn.dir, "test"), NodeName: tn.name, Log: testLogger()}
+	inst := tn.instance
+	if inst == "" {
+		inst = "test"
+	}
+	return drivers.Env{Instance: inst, DataDir: filepath.Join(tn.dir, inst), NodeName: tn.name, Log: testLogger()}
 }
 
 // appendAll appends a copy of every entry to out.

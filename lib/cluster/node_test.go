@@ -3,12 +3,14 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/drivers/testdriver"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
@@ -193,6 +195,38 @@ func TestRestartKeepsMachinesAndReconcilesLostOnes(t *testing.T) {
 	}, 5*time.Second, 5*time.Millisecond)
 	// The unknown resource was released: the driver holds exactly the two claims' machines.
 	assert.Eventually(t, func() bool { return testdriver.Held(tn.drv) == 2 }, 5*time.Second, 5*time.Millisecond)
+}
+
+// A node started again without a driver instance it had (its config
+// changed) cannot ask that driver about its machines, let alone release
+// them: they are lost, and the reason says that the driver is gone from
+// the node and their resources were left as they were, not that the
+// driver lost them.
+func TestRestartWithoutItsDriverSaysSo(t *testing.T) {
+	tn := newTestNode(t, "n1", `{"cpus": 4, "ram_gb": 8}`)
+	fragile := template("fragile", 1, 1, `{}`)
+	fragile.Spec.OnNodeLoss = types.LostFail
+	tn.put(fragile)
+	tn.put(claim("c", "fragile", time.Minute))
+	first := tn.waitPhase("c", types.ClaimBound)
+	m, err := store.Get[types.Machine](tn.st, types.KindMachine, first.Status.Machine)
+	require.NoError(t, err)
+	require.NotNil(t, m.Status.Resource)
+	tn.stop()
+
+	tn.instance = "other"
+	tn.start()
+	reason := tn.waitPhase("c", types.ClaimFailed).Status.Reason
+	assert.Contains(t, reason, "node n1 no longer has driver test")
+	assert.Contains(t, reason, "resource "+m.Status.Resource.ID+" was left as it was")
+	assert.NotContains(t, reason, "no longer holds it")
+	// Nothing could release the old instance's machine.
+	old := testdriver.New(drivers.Env{Instance: "test", DataDir: filepath.Join(tn.dir, "test"), NodeName: "n1", Log: testLogger()})
+	require.NoError(t, old.Prepare(context.Background(), []byte(tn.driver)))
+	held, err := old.List(context.Background())
+	require.NoError(t, err)
+	require.Len(t, held, 1)
+	assert.Equal(t, m.Status.Resource.ID, held[0].ID)
 }
 
 func TestDeadMachineIsReportedAndRebound(t *testing.T) {

@@ -54,6 +54,7 @@ func (a *acceptor) reconcileStart(ctx context.Context) error {
 			e.Res = t.Spec.Resources.AtLeast(a.n.cfg.MinMachine)
 		}
 		_, stillHeld := held[m.Spec.Driver][idOf(res)]
+		_, configured := a.n.instances[m.Spec.Driver]
 		switch {
 		case res != nil && stillHeld:
 			if e.Phase == types.MachineLost {
@@ -66,6 +67,17 @@ func (a *acceptor) reconcileStart(ctx context.Context) error {
 			// Reserved, never allocated: the claim's round is given back.
 			if m.Spec.Claim != "" {
 				a.giveBack(m.Spec.Claim, m.Spec.Round, m.Spec.Driver, fmt.Sprintf("node %s restarted before allocating", self))
+			}
+			a.dropMachine(name)
+		case res != nil && !configured:
+			// The node's configuration lost the instance: nobody can ask
+			// it about the resource, let alone release it. The operator
+			// is told where it is; configured again, the instance finds
+			// it unknown at the next start and releases it.
+			why := fmt.Sprintf("node %s no longer has driver %s (its configuration changed): resource %s was left as it was", self, m.Spec.Driver, res.ID)
+			a.n.log.Warn("machine of a driver the node no longer has", "machine", name, "driver", m.Spec.Driver, "resource", res.ID)
+			if m.Spec.Claim != "" && m.Status.Phase != types.MachineTerminating {
+				a.machineGoneAtStart(m, why)
 			}
 			a.dropMachine(name)
 		default:
