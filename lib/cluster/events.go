@@ -14,20 +14,41 @@ import (
 // reconcileEvent runs the window of one ScheduledEvent as
 // scheduler.PlanEvent says: at provisioning start the event's machine sets
 // are created, at its end CutOff ends its claims and deletes its sets (Soft
-// lets bound claims run out). It asks to run again at the next phase change.
+// lets bound claims run out). A deleted event ends as a Soft one
+// (scheduler.PlanDeletedEvent). It asks to run again at the next phase
+// change.
 func (d *duties) reconcileEvent(name string) time.Duration {
 	n := d.n
-	ev, ok := cache.Typed[types.ScheduledEvent](n.cache, types.KindScheduledEvent, name)
-	if !ok {
-		return 0
-	}
 	now := n.cfg.Now()
 	sets := cache.TypedList[types.MachineSet](n.cache, types.KindMachineSet)
 	setVals := make([]types.MachineSet, 0, len(sets))
 	for _, s := range sets {
 		setVals = append(setVals, *s)
 	}
+	ev, ok := cache.Typed[types.ScheduledEvent](n.cache, types.KindScheduledEvent, name)
+	if !ok {
+		// Its sets' changes queue it again until the last is gone.
+		d.applyEventPlan(name, scheduler.PlanDeletedEvent(now, name, setVals))
+		return 0
+	}
 	plan := scheduler.PlanEvent(now, *ev, ev.Spec.ExpectedUsers, setVals)
+	d.applyEventPlan(name, plan)
+	if _, changed := ev.Status.Conditions.Set(plan.Provisioned, now); changed || ev.Status.Phase != plan.Phase || !slices.Equal(ev.Status.CreatedMachineSets, plan.CreatedMachineSets) {
+		if _, err := store.UpdateFacet(n.st, types.KindScheduledEvent, name, types.FacetStatus, func(o *types.ScheduledEvent) error {
+			o.Status.Phase, o.Status.CreatedMachineSets = plan.Phase, plan.CreatedMachineSets
+			o.Status.Conditions, _ = o.Status.Conditions.Set(plan.Provisioned, now)
+			return nil
+		}); err != nil && !isNotFound(err) {
+			n.log.Warn("event status", "event", name, "err", err)
+		}
+	}
+	return until(now, plan.Next)
+}
+
+// applyEventPlan carries out what plan says of event name's sets and
+// claims.
+func (d *duties) applyEventPlan(name string, plan scheduler.EventPlan) {
+	n := d.n
 	for i := range plan.Create {
 		if _, err := n.st.Put(&plan.Create[i], store.PutOptions{Create: true}); err != nil && !isExists(err) {
 			n.log.Warn("create event set", "event", name, "set", plan.Create[i].Metadata.Name, "err", err)
@@ -58,16 +79,6 @@ func (d *duties) reconcileEvent(name string) time.Duration {
 	for _, w := range plan.Warnings {
 		n.log.Warn("event", "event", name, "warning", w)
 	}
-	if _, changed := ev.Status.Conditions.Set(plan.Provisioned, now); changed || ev.Status.Phase != plan.Phase || !slices.Equal(ev.Status.CreatedMachineSets, plan.CreatedMachineSets) {
-		if _, err := store.UpdateFacet(n.st, types.KindScheduledEvent, name, types.FacetStatus, func(o *types.ScheduledEvent) error {
-			o.Status.Phase, o.Status.CreatedMachineSets = plan.Phase, plan.CreatedMachineSets
-			o.Status.Conditions, _ = o.Status.Conditions.Set(plan.Provisioned, now)
-			return nil
-		}); err != nil && !isNotFound(err) {
-			n.log.Warn("event status", "event", name, "err", err)
-		}
-	}
-	return until(now, plan.Next)
 }
 
 func isExists(err error) bool { return errors.Is(err, store.ErrExists) }

@@ -153,6 +153,17 @@ func PlanEvent(now time.Time, ev types.ScheduledEvent, expectedUsers int, existi
 	return plan
 }
 
+// PlanDeletedEvent is what the reconcile of event, deleted, does at now
+// with the sets that exist: the event ends as a Soft one does (its sets
+// keep no warm machines, and each is deleted once empty), so its warm
+// machines do not run on for nobody while the claims bound under it keep
+// theirs. Only the sets it created are touched (its name and label).
+func PlanDeletedEvent(now time.Time, event string, existingSets []types.MachineSet) EventPlan {
+	ev := types.ScheduledEvent{Metadata: types.ObjectMeta{Name: event}, Spec: types.ScheduledEventSpec{ExpirationStrategy: types.ExpireSoft}}
+	plan := PlanEvent(now, ev, 0, existingSets)
+	return EventPlan{Phase: plan.Phase, Update: plan.Update, Delete: plan.Delete}
+}
+
 // Reasons of an event's Provisioned condition.
 const (
 	ProvisionedScheduled = "Scheduled"

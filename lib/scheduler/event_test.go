@@ -221,6 +221,32 @@ func TestPlanEventExpiry(t *testing.T) {
 	})
 }
 
+// A deleted event's sets end as at a Soft end, whatever the event's
+// strategy was (its record is gone): only those with its name and label,
+// drained, then deleted once empty; no claim is ended.
+func TestPlanDeletedEvent(t *testing.T) {
+	own := func(name string, minAvail, provisioned int) types.MachineSet {
+		s := eventSets(event("ws", evStart, time.Minute, "", line("tpl", 1, "")), 1)[0]
+		s.Metadata.Name = name
+		s.Spec.MinAvailable = minAvail
+		s.Status.Provisioned = provisioned
+		return s
+	}
+	unlabelled := own("ws-5", 1, 1)
+	unlabelled.Metadata.Labels = nil
+	otherEvent := own("other-0", 1, 1)
+	otherEvent.Metadata.Labels[LabelScheduledEvent] = "other"
+	existing := []types.MachineSet{own("ws-0", 2, 3), own("ws-1", 0, 2), own("ws-2", 0, 0), unlabelled, otherEvent, poolSet("public", "", 1, 1)}
+	p := PlanDeletedEvent(evStart, "ws", existing)
+	assert.Equal(t, []string{"ws-0"}, setNames(p.Update))
+	assert.Zero(t, p.Update[0].Spec.MinAvailable)
+	assert.Equal(t, []string{"ws-2"}, p.Delete)
+	assert.False(t, p.TerminateClaims)
+	assert.Empty(t, p.Create)
+	assert.Empty(t, p.CreatedMachineSets)
+	assert.True(t, p.Next.IsZero())
+}
+
 func TestEventSetName(t *testing.T) {
 	long := strings.Repeat("a", 60) + "-bc"
 	long2 := strings.Repeat("a", 60) + "-bd"

@@ -88,6 +88,45 @@ func TestScheduledEventWindow(t *testing.T) {
 	}, 10*time.Second, 50*time.Millisecond)
 }
 
+// A deleted event ends as a Soft one does: its sets keep no warm machines,
+// a claim bound under it runs on, and each set goes once it is empty. They
+// stayed, with their warm machines, for good.
+func TestDeletedEventEndsItsSets(t *testing.T) {
+	f := Start(t, 3, Options{Driver: `{"cpus": 100, "ram_gb": 1000}`})
+	f.Put(0, Template("one", 1, 1))
+	now := time.Now()
+	f.Put(0, scheduledEvent("gone", now, now, now.Add(time.Hour), types.ExpireCutOff))
+	var set string
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		set = setOf(f.Hosts[1], "gone")
+		require.NotEmpty(c, set)
+		_, avail := poolCounts(f.Hosts[1], set)
+		assert.Equal(c, 2, avail)
+	}, 20*time.Second, 20*time.Millisecond)
+	f.Put(1, eventClaim("c", "gone"))
+	bound := waitClaim(t, f.Hosts[0], "c", types.ClaimBound)
+
+	ev, err := store.Get[types.ScheduledEvent](f.Hosts[2].Store, types.KindScheduledEvent, "gone")
+	require.NoError(t, err)
+	_, err = f.Hosts[2].Store.Delete(types.KindScheduledEvent, "gone", ev.Metadata.Version)
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		p, avail := poolCounts(f.Hosts[0], set)
+		assert.Equal(c, 1, p, "the claimed machine is left of set %s", set)
+		assert.Zero(c, avail, "no warm machine is kept")
+	}, 20*time.Second, 20*time.Millisecond)
+	assert.Equal(t, bound.Status.Machine, waitClaim(t, f.Hosts[0], "c", types.ClaimBound).Status.Machine, "the bound claim runs on")
+
+	_, err = f.Hosts[0].Store.Delete(types.KindMachineClaim, "c", types.Version{})
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		p, _ := poolCounts(f.Hosts[0], set)
+		assert.Zero(c, p)
+		_, err := f.Hosts[0].Store.Get(types.KindMachineSet, set)
+		assert.ErrorIs(c, err, store.ErrNotFound, "the empty set is deleted")
+	}, 20*time.Second, 20*time.Millisecond)
+}
+
 // setOf is the first set an event created, as h sees it.
 func setOf(h *Host, event string) string {
 	e, err := store.Get[types.ScheduledEvent](h.Store, types.KindScheduledEvent, event)
