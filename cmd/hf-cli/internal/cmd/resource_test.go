@@ -515,6 +515,7 @@ func TestExitCodes(t *testing.T) {
 		{"bad flag value", nil, []string{"claim", "list", "--timeout", "soon"}, ExitUsage, `^hf-cli: invalid argument "soon"`},
 		{"unknown command", nil, []string{"frobnicate"}, ExitUsage, `^hf-cli: unknown command "frobnicate" for "hf-cli"\n$`},
 		{"unknown subcommand", nil, []string{"claim", "frobnicate"}, ExitUsage, `unknown command "frobnicate" for "hf-cli claim"`},
+		{"unknown shell", nil, []string{"completion", "tcsh"}, ExitUsage, `^hf-cli: unknown command "tcsh" for "hf-cli completion"`},
 		{"missing args", nil, []string{"claim", "get"}, ExitUsage, `needs at least one NAME`},
 		{"extra args", nil, []string{"claim", "list", "x"}, ExitUsage, `takes no arguments`},
 		{"bad output", nil, []string{"-o", "xml", "claim", "list"}, ExitUsage, `output format "xml"`},

@@ -166,6 +166,15 @@ func NewRootCmd(env Env) *cobra.Command {
 	for _, r := range allResources() {
 		root.AddCommand(newResourceCmd(f, r))
 	}
+	// cobra's completion command, made here rather than by Execute, so that
+	// an unknown shell is a usage error like any unknown command (cobra's
+	// printed the help and exited 0).
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			groupCmd(c)
+		}
+	}
 	return root
 }
 
