@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
@@ -464,20 +465,42 @@ func prepareDrivers(ctx context.Context, cfg config.Config, node string, log *sl
 	return out, nil
 }
 
-// nodeName returns the configured name, or the one generated on first start and
-// kept in the data dir, so a restarted node is the same member.
+// nodeName returns the node's name, kept in the data dir whether it was
+// configured or generated on first start, so a restarted node is the same
+// member. A node given another name than its data dir's refuses to start:
+// under the new name it would take every machine its drivers hold for the
+// old one as unknown, and release them all.
 func nodeName(dataDir, configured string) (string, error) {
-	if configured != "" {
-		return configured, nil
-	}
 	path := filepath.Join(dataDir, "node-name")
-	if b, err := os.ReadFile(path); err == nil {
-		name := strings.TrimSpace(string(b))
-		if err := types.ValidateName(path, name); err != nil {
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		kept := strings.TrimSpace(string(b))
+		if err := types.ValidateName(path, kept); err != nil {
 			return "", err
 		}
-		return name, nil
+		if configured != "" && configured != kept {
+			return "", fmt.Errorf("name %s: data dir %s is node %s's (%s): a node keeps its name, or it would take the machines its drivers hold as another node's and release them; start it as %s, or give %s a data dir of its own",
+				configured, dataDir, kept, path, kept, configured)
+		}
+		return kept, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("read node name: %w", err)
 	}
+	name := configured
+	if name == "" {
+		if name, err = generateName(); err != nil {
+			return "", err
+		}
+	}
+	if err := os.WriteFile(path, []byte(name+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("save node name: %w", err)
+	}
+	return name, nil
+}
+
+// generateName makes a node name from the host name and random digits.
+func generateName() (string, error) {
 	host, _ := os.Hostname()
 	host = strings.Trim(regexp.MustCompile(`[^a-z0-9-]+`).ReplaceAllString(strings.ToLower(host), "-"), "-")
 	if len(host) > 40 {
@@ -490,11 +513,7 @@ func nodeName(dataDir, configured string) (string, error) {
 	if _, err := rand.Read(b); err != nil {
 		return "", err
 	}
-	name := host + "-" + hex.EncodeToString(b)
-	if err := os.WriteFile(path, []byte(name+"\n"), 0o600); err != nil {
-		return "", fmt.Errorf("save node name: %w", err)
-	}
-	return name, nil
+	return host + "-" + hex.EncodeToString(b), nil
 }
 
 // storeCloseTimeout bounds closing the store when the node stops. Badger's

@@ -128,3 +128,36 @@ func TestForeignVariablesStartANode(t *testing.T) {
 	assert.Contains(t, stderr.String(), "variable=HF_API_URL section=api")
 	assert.NotContains(t, stderr.String(), "HF_API_TOKEN")
 }
+
+// A node's name is kept in its data dir, configured or generated, and a
+// node given another name on that data dir refuses to start: under the new
+// name it took every machine its drivers held for the old one as unknown,
+// and released them all.
+func TestNodeNameIsTheDataDirs(t *testing.T) {
+	t.Run("a configured name is kept and must stay", func(t *testing.T) {
+		dir := t.TempDir()
+		name, err := nodeName(dir, "n3")
+		require.NoError(t, err)
+		assert.Equal(t, "n3", name)
+		name, err = nodeName(dir, "n3")
+		require.NoError(t, err)
+		assert.Equal(t, "n3", name)
+		name, err = nodeName(dir, "")
+		require.NoError(t, err)
+		assert.Equal(t, "n3", name, "without a name the kept one")
+		_, err = nodeName(dir, "n3b")
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "name n3b: data dir "+dir+" is node n3's")
+	})
+	t.Run("a generated name is kept and must stay", func(t *testing.T) {
+		dir := t.TempDir()
+		gen, err := nodeName(dir, "")
+		require.NoError(t, err)
+		again, err := nodeName(dir, "")
+		require.NoError(t, err)
+		assert.Equal(t, gen, again)
+		_, err = nodeName(dir, "other")
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "is node "+gen+"'s")
+	})
+}
