@@ -357,12 +357,20 @@ func (a *acceptor) workLoop() {
 	}
 }
 
-// held is the scheduler's view of an entry, with its reap request.
+// held is the scheduler's view of an entry, with its reap request, and
+// whether its record was deleted (its tombstone is in the store: a record
+// not written yet has none).
 func (a *acceptor) held(e entry) scheduler.Held {
 	h := scheduler.Held{Machine: e.Machine, Claim: e.Claim, Round: e.Round, Phase: e.Phase, Busy: e.Busy}
 	if m, ok := a.n.machine(e.Machine); ok {
 		h.Reap = m.Status.Reap
+		return h
 	}
+	deleted, err := a.n.st.Deleted(types.KindMachine, e.Machine)
+	if err != nil {
+		a.n.log.Warn("machine record", "machine", e.Machine, "err", err)
+	}
+	h.Deleted = deleted
 	return h
 }
 

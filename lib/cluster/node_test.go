@@ -229,6 +229,54 @@ func TestRestartWithoutItsDriverSaysSo(t *testing.T) {
 	assert.Equal(t, m.Status.Resource.ID, held[0].ID)
 }
 
+// A machine whose record is deleted (DELETE /api/v1/machines/NAME, or the
+// sweep of a lost machine while its node was cut off) is released by its
+// node: a claimed one's claim is bound again to another machine, and a
+// warm one is made again by its set. The node kept the resource, and the
+// claim stayed Bound to a machine without a record.
+func TestDeletedMachineRecordIsReleased(t *testing.T) {
+	tn := newTestNode(t, "n1", `{"cpus": 4, "ram_gb": 8}`)
+	tn.put(template("small", 1, 1, `{}`))
+	tn.put(&types.MachineSet{TypeMeta: types.TypeMeta{Kind: types.KindMachineSet}, Metadata: types.ObjectMeta{Name: "pool"},
+		Spec: types.MachineSetSpec{AvailabilityConfiguration: types.AvailabilityConfiguration{Availability: types.AvailabilityPool},
+			ProvisioningStrategy: types.ProvisionAutoScale, MinAvailable: 1, MaxProvisioned: 1, MachineTemplate: "small"}})
+	var warm *types.Machine
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		for _, m := range tn.machines() {
+			if m.Spec.MachineSet == "pool" && m.Status.Phase == types.MachineRunning {
+				warm = m
+			}
+		}
+		assert.NotNil(c, warm)
+	}, 5*time.Second, 5*time.Millisecond)
+	tn.put(template("other", 1, 1, `{}`))
+	tn.put(claim("c", "other", time.Minute))
+	first := tn.waitPhase("c", types.ClaimBound)
+	m, err := store.Get[types.Machine](tn.st, types.KindMachine, first.Status.Machine)
+	require.NoError(t, err)
+	require.Equal(t, 2, testdriver.Held(tn.drv))
+
+	for _, gone := range []*types.Machine{m, warm} {
+		_, err := tn.st.Delete(types.KindMachine, gone.Metadata.Name, types.Version{})
+		require.NoError(t, err)
+	}
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got, err := store.Get[types.MachineClaim](tn.st, types.KindMachineClaim, "c")
+		require.NoError(c, err)
+		assert.Equal(c, types.ClaimBound, got.Status.Phase)
+		assert.NotEqual(c, first.Status.Machine, got.Status.Machine, "bound again")
+		held, err := tn.drv.List(context.Background())
+		require.NoError(c, err)
+		ids := map[string]bool{}
+		for _, r := range held {
+			ids[r.ID] = true
+		}
+		assert.Len(c, held, 2, "the claim's new machine and the set's new warm one")
+		assert.False(c, ids[m.Status.Resource.ID], "the claim's first machine is released")
+		assert.False(c, ids[warm.Status.Resource.ID], "the deleted warm machine is released")
+	}, 10*time.Second, 10*time.Millisecond)
+}
+
 func TestDeadMachineIsReportedAndRebound(t *testing.T) {
 	tn := newTestNode(t, "n1", `{"cpus": 4, "ram_gb": 8}`)
 	tn.put(template("small", 1, 1, `{}`))

@@ -81,6 +81,9 @@ type Held struct {
 	Busy bool
 	// Reap is a request that the machine go, from its set's or event's owner.
 	Reap *types.MachineRequest
+	// Deleted: the machine's record was deleted (DELETE through the API,
+	// or the sweep of a lost machine while this node was cut off).
+	Deleted bool
 }
 
 // MachineAction is what the holding node does with one of its machines.
@@ -130,7 +133,7 @@ type MachineDecision struct {
 // bound to another machine, failed, ended or gone, the machine goes (that is
 // the fencing of the election). A reserved machine is allocated, a running
 // one bound; one that cannot be allocated before the claim's bind deadline is
-// given back.
+// given back. A machine whose record was deleted goes too.
 func DecideMachine(now time.Time, self string, h Held, c ClaimState) MachineDecision {
 	keep := MachineDecision{Action: Keep}
 	release := func(format string, args ...any) MachineDecision {
@@ -141,6 +144,10 @@ func DecideMachine(now time.Time, self string, h Held, c ClaimState) MachineDeci
 		return keep
 	case h.Phase == types.MachineTerminating:
 		return release("its release was under way")
+	case h.Deleted:
+		// Its claim, if it still wants a machine, is bound again
+		// (DecideOrphan); its set makes another.
+		return release("its record was deleted")
 	case h.Reap != nil && h.Reap.Claim == h.Claim:
 		// (A request for a warm machine that a claim took since lapses.)
 		return release("%s", orUnknown(firstNonEmpty(h.Reap.Message, h.Reap.Reason)))
