@@ -419,8 +419,9 @@ func (a *acceptor) overrideLost(e entry) {
 	a.n.log.Info("machine still runs here, lost verdict overridden", "machine", e.Machine, "claim", e.Claim)
 }
 
-// checkAccepted gives back the claim's round when this node was elected or
-// bound for it and holds nothing for it (scheduler.DecideOrphan), so the
+// checkAccepted gives back the claim's round when this node was elected for
+// it and holds nothing for it, and records its machine Lost when it was
+// bound to one this node no longer holds (scheduler.DecideOrphan), so the
 // claim is elected again instead of waiting on a machine that is gone.
 func (a *acceptor) checkAccepted(claim *types.MachineClaim, cs scheduler.ClaimState, entries []entry) {
 	if claim == nil {
@@ -431,7 +432,7 @@ func (a *acceptor) checkAccepted(claim *types.MachineClaim, cs scheduler.ClaimSt
 		held = append(held, a.held(e))
 	}
 	held = a.sharedHeld(cs, held)
-	if _, _, orphan := scheduler.DecideOrphan(a.n.cfg.Name, claim.Status.Phase, cs, held); !orphan {
+	if _, orphan := scheduler.DecideOrphan(a.n.cfg.Name, claim.Status.Phase, cs, held); !orphan {
 		return
 	}
 	// The cache may lag this node's own writes (a give-back it just made):
@@ -447,15 +448,19 @@ func (a *acceptor) checkAccepted(claim *types.MachineClaim, cs scheduler.ClaimSt
 		held = append(held, a.held(e))
 	}
 	held = a.sharedHeld(cs, held)
-	round, reason, orphan := scheduler.DecideOrphan(a.n.cfg.Name, stored.Status.Phase, cs, held)
-	if !orphan {
-		return
+	o, orphan := scheduler.DecideOrphan(a.n.cfg.Name, stored.Status.Phase, cs, held)
+	switch {
+	case !orphan:
+	case o.Lost:
+		a.bindingGone(claim.Metadata.Name, o.Round, cs.Binding.Machine, types.BindingLost, o.Reason)
+		a.n.log.Info("claim's machine gone", "claim", claim.Metadata.Name, "round", o.Round, "reason", o.Reason)
+	default:
+		driver := cs.Election.Driver
+		if b := cs.Binding; b != nil && b.Round == o.Round {
+			driver = b.Driver
+		}
+		a.giveBack(claim.Metadata.Name, o.Round, driver, o.Reason)
 	}
-	driver := cs.Election.Driver
-	if b := cs.Binding; b != nil && b.Round == round {
-		driver = b.Driver
-	}
-	a.giveBack(claim.Metadata.Name, round, driver, reason)
 }
 
 // sharedHeld adds to held the shared machine cs is bound to when this node

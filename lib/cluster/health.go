@@ -180,25 +180,33 @@ func (a *acceptor) machineGone(e entry, ended bool, why string) {
 		if ended {
 			phase = types.BindingEnded
 		}
-		_, err := store.UpdateFacet(a.n.st, types.KindMachineClaim, e.Claim, types.FacetBinding, func(c *types.MachineClaim) error {
-			b := c.Status.Binding
-			if b == nil || b.Round != e.Round || b.Machine != e.Machine || b.Phase != types.BindingBound {
-				return store.ErrNoChange
-			}
-			nb := *b
-			nb.Phase, nb.Reason, nb.At = phase, "machine "+e.Machine+": "+why, a.n.cfg.Now()
-			c.Status.Binding = &nb
-			return nil
-		})
-		if err != nil && !isNotFound(err) && !errors.Is(err, store.ErrFenced) {
-			a.n.log.Warn("record machine gone", "claim", e.Claim, "err", err)
-		}
+		a.bindingGone(e.Claim, e.Round, e.Machine, phase, "machine "+e.Machine+": "+why)
 	}
 	if !ended {
 		a.n.metrics.lost.Inc()
 	}
 	a.n.log.Info("machine gone", "machine", e.Machine, "claim", e.Claim, "ended", ended, "reason", why)
 	a.startRelease(e, why)
+}
+
+// bindingGone records in claim's binding, while it is Bound to machine at
+// round, that the machine is gone: phase Lost (the elector applies the
+// template's onNodeLoss) or Ended (it finished on its own: the claim is
+// over), saying why.
+func (a *acceptor) bindingGone(claim string, round uint64, machine string, phase types.BindingPhase, why string) {
+	_, err := store.UpdateFacet(a.n.st, types.KindMachineClaim, claim, types.FacetBinding, func(c *types.MachineClaim) error {
+		b := c.Status.Binding
+		if b == nil || b.Round != round || b.Machine != machine || b.Phase != types.BindingBound {
+			return store.ErrNoChange
+		}
+		nb := *b
+		nb.Phase, nb.Reason, nb.At = phase, why, a.n.cfg.Now()
+		c.Status.Binding = &nb
+		return nil
+	})
+	if err != nil && !isNotFound(err) && !errors.Is(err, store.ErrFenced) {
+		a.n.log.Warn("record machine gone", "claim", claim, "err", err)
+	}
 }
 
 // reconcilePause holds this node's running machines of claim paused while

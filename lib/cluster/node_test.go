@@ -12,6 +12,7 @@ import (
 
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/drivers/testdriver"
+	"github.com/hf-fleet/hf/lib/internal/testclock"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -274,6 +275,35 @@ func TestDeletedMachineRecordIsReleased(t *testing.T) {
 		assert.Len(c, held, 2, "the claim's new machine and the set's new warm one")
 		assert.False(c, ids[m.Status.Resource.ID], "the claim's first machine is released")
 		assert.False(c, ids[warm.Status.Resource.ID], "the deleted warm machine is released")
+	}, 10*time.Second, 10*time.Millisecond)
+}
+
+// A claim bound longer than its bind timeout whose machine goes from its
+// node behind the claim's back (its record deleted, say) is bound again as
+// when a machine dies: its binding is Lost and its bind timeout counts from
+// the hand-back. It was given back as an unbound round and failed at once,
+// "not bound within its bind timeout".
+func TestBoundClaimWhoseMachineIsGoneIsBoundAgain(t *testing.T) {
+	clk := testclock.New(time.Now().UTC())
+	tn := &testNode{t: t, name: "n1", dir: t.TempDir(), driver: `{"cpus": 4, "ram_gb": 8}`, now: clk.Now}
+	tn.start()
+	t.Cleanup(tn.stop)
+	tn.put(template("small", 1, 1, `{}`))
+	tn.put(claim("c", "small", time.Minute))
+	first := tn.waitPhase("c", types.ClaimBound)
+	clk.Add(time.Hour)
+
+	_, err := tn.st.Delete(types.KindMachine, first.Status.Machine, types.Version{})
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got, err := store.Get[types.MachineClaim](tn.st, types.KindMachineClaim, "c")
+		require.NoError(c, err)
+		require.NotEqual(c, types.ClaimFailed, got.Status.Phase, got.Status.Reason)
+		assert.Equal(c, types.ClaimBound, got.Status.Phase)
+		assert.NotEqual(c, first.Status.Machine, got.Status.Machine, "bound again")
+		if assert.NotNil(c, got.Status.Election) {
+			assert.Equal(c, 1, got.Status.Election.Rebinds)
+		}
 	}, 10*time.Second, 10*time.Millisecond)
 }
 

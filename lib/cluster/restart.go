@@ -111,19 +111,7 @@ func idOf(r *types.Resource) string {
 // machineGoneAtStart records in its claim's binding that a machine of this
 // node was lost while the node was down.
 func (a *acceptor) machineGoneAtStart(m *types.Machine, why string) {
-	_, err := store.UpdateFacet(a.n.st, types.KindMachineClaim, m.Spec.Claim, types.FacetBinding, func(c *types.MachineClaim) error {
-		b := c.Status.Binding
-		if b == nil || b.Round != m.Spec.Round || b.Machine != m.Metadata.Name || b.Phase != types.BindingBound {
-			return store.ErrNoChange
-		}
-		nb := *b
-		nb.Phase, nb.Reason, nb.At = types.BindingLost, "machine "+m.Metadata.Name+": "+why, a.n.cfg.Now()
-		c.Status.Binding = &nb
-		return nil
-	})
-	if err != nil && !isNotFound(err) && !errors.Is(err, store.ErrFenced) {
-		a.n.log.Warn("record machine lost", "claim", m.Spec.Claim, "err", err)
-	}
+	a.bindingGone(m.Spec.Claim, m.Spec.Round, m.Metadata.Name, types.BindingLost, "machine "+m.Metadata.Name+": "+why)
 	a.n.metrics.lost.Inc()
 	a.n.log.Info("machine lost", "machine", m.Metadata.Name, "claim", m.Spec.Claim, "reason", why)
 }

@@ -194,17 +194,29 @@ func DecideMachine(now time.Time, self string, h Held, c ClaimState) MachineDeci
 	return release("machine is %s", h.Phase)
 }
 
+// Orphan is a round of a claim that node self answers for and holds no
+// machine for (DecideOrphan).
+type Orphan struct {
+	Round  uint64
+	Reason string
+	// Lost: the claim was bound to the machine that is gone, so its
+	// binding turns Lost, as when a machine dies (the template's
+	// onNodeLoss applies, and the claim's bind timeout counts from the
+	// hand-back); otherwise the round is given back (Released) before it
+	// was bound.
+	Lost bool
+}
+
 // DecideOrphan is the decision of node self about a claim it holds no
 // machine for (held: its machines of the claim): when the claim's current
 // round was accepted by self, or is bound by self to a machine self no
-// longer holds, self gives the round back (it returns the round and the
-// reason), so the claim is elected again instead of waiting on, or staying
-// bound to, a machine that is gone.
-func DecideOrphan(self string, phase types.ClaimPhase, c ClaimState, held []Held) (round uint64, reason string, giveBack bool) {
+// longer holds, self gives the round up (ok), so the claim is elected again
+// instead of waiting on, or staying bound to, a machine that is gone.
+func DecideOrphan(self string, phase types.ClaimPhase, c ClaimState, held []Held) (o Orphan, ok bool) {
 	if !c.Exists || c.Ended {
-		return 0, "", false
+		return Orphan{}, false
 	}
-	round = c.Round()
+	round := c.Round()
 	has := func(machine string) bool {
 		for _, h := range held {
 			if h.Round == round && (machine == "" || h.Machine == machine) {
@@ -216,12 +228,12 @@ func DecideOrphan(self string, phase types.ClaimPhase, c ClaimState, held []Held
 	switch b := c.Binding; {
 	case phase == types.ClaimRequested && c.Election.Node == self && c.Election.Round == round &&
 		(b == nil || b.Round < round) && !has(""):
-		return round, fmt.Sprintf("node %s holds no reservation for round %d", self, round), true
+		return Orphan{Round: round, Reason: fmt.Sprintf("node %s holds no reservation for round %d", self, round)}, true
 	case phase == types.ClaimBound && b != nil && b.Round == round && b.Node == self &&
 		b.Phase == types.BindingBound && !has(b.Machine):
-		return round, fmt.Sprintf("machine %s of round %d is gone from node %s", b.Machine, round, self), true
+		return Orphan{Round: round, Reason: fmt.Sprintf("machine %s of round %d is gone from node %s", b.Machine, round, self), Lost: true}, true
 	}
-	return 0, "", false
+	return Orphan{}, false
 }
 
 // ClaimAction is what a claim's elector does about it.

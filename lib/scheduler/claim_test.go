@@ -65,24 +65,26 @@ func TestDecideOrphan(t *testing.T) {
 		held   []Held
 		orphan bool
 		reason string
+		lost   bool
 	}{
-		{"accepted, reserved", types.ClaimRequested, accepted, []Held{{Machine: "m1", Claim: "c", Round: 2}}, false, ""},
-		{"accepted, nothing held", types.ClaimRequested, accepted, nil, true, "holds no reservation for round 2"},
-		{"accepted, only an older round held", types.ClaimRequested, accepted, []Held{{Machine: "m0", Claim: "c", Round: 1}}, true, "round 2"},
-		{"accepted by another node", types.ClaimRequested, ClaimState{Exists: true, Election: types.ClaimElection{Round: 2, Node: "n1"}}, nil, false, ""},
-		{"bound here, machine held", types.ClaimBound, boundHere, []Held{{Machine: "m1", Claim: "c", Round: 2}}, false, ""},
-		{"bound here, machine gone", types.ClaimBound, boundHere, nil, true, "machine m1 of round 2 is gone from node n0"},
-		{"bound here, another machine held", types.ClaimBound, boundHere, []Held{{Machine: "m2", Claim: "c", Round: 2}}, true, "machine m1"},
-		{"bound elsewhere", types.ClaimBound, ClaimState{Exists: true, Binding: bound(2, "n1", "m1")}, nil, false, ""},
-		{"ended", types.ClaimBound, ClaimState{Exists: true, Ended: true, Binding: bound(2, "n0", "m1")}, nil, false, ""},
-		{"gone", types.ClaimRequested, ClaimState{}, nil, false, ""},
+		{"accepted, reserved", types.ClaimRequested, accepted, []Held{{Machine: "m1", Claim: "c", Round: 2}}, false, "", false},
+		{"accepted, nothing held", types.ClaimRequested, accepted, nil, true, "holds no reservation for round 2", false},
+		{"accepted, only an older round held", types.ClaimRequested, accepted, []Held{{Machine: "m0", Claim: "c", Round: 1}}, true, "round 2", false},
+		{"accepted by another node", types.ClaimRequested, ClaimState{Exists: true, Election: types.ClaimElection{Round: 2, Node: "n1"}}, nil, false, "", false},
+		{"bound here, machine held", types.ClaimBound, boundHere, []Held{{Machine: "m1", Claim: "c", Round: 2}}, false, "", false},
+		{"bound here, machine gone", types.ClaimBound, boundHere, nil, true, "machine m1 of round 2 is gone from node n0", true},
+		{"bound here, another machine held", types.ClaimBound, boundHere, []Held{{Machine: "m2", Claim: "c", Round: 2}}, true, "machine m1", true},
+		{"bound elsewhere", types.ClaimBound, ClaimState{Exists: true, Binding: bound(2, "n1", "m1")}, nil, false, "", false},
+		{"ended", types.ClaimBound, ClaimState{Exists: true, Ended: true, Binding: bound(2, "n0", "m1")}, nil, false, "", false},
+		{"gone", types.ClaimRequested, ClaimState{}, nil, false, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			round, reason, orphan := DecideOrphan("n0", tc.phase, tc.c, tc.held)
+			o, orphan := DecideOrphan("n0", tc.phase, tc.c, tc.held)
 			assert.Equal(t, tc.orphan, orphan)
-			assert.Contains(t, reason, tc.reason)
+			assert.Contains(t, o.Reason, tc.reason)
+			assert.Equal(t, tc.lost, o.Lost, "a bound claim's machine is lost; an accepted round is given back")
 			if orphan {
-				assert.Equal(t, uint64(2), round)
+				assert.Equal(t, uint64(2), o.Round)
 			}
 		})
 	}

@@ -521,8 +521,15 @@ func (s *psim) reconcileHolder(nd *pnode, claim string) {
 	if o == nil {
 		return
 	}
-	if round, reason, ok := DecideOrphan(nd.name, o.Status.Phase, cs, held); ok {
-		s.setBinding(nd, claim, o, &types.ClaimBinding{Round: round, Node: nd.name, Driver: "test", Phase: types.BindingReleased, Reason: reason, At: s.now})
+	if orphan, ok := DecideOrphan(nd.name, o.Status.Phase, cs, held); ok {
+		b := &types.ClaimBinding{Round: orphan.Round, Node: nd.name, Driver: "test", Phase: types.BindingReleased, Reason: orphan.Reason, At: s.now}
+		if orphan.Lost {
+			// As the acceptor's bindingGone: the bound binding, Lost.
+			lost := *o.Status.Binding
+			lost.Phase, lost.Reason, lost.At = types.BindingLost, orphan.Reason, s.now
+			b = &lost
+		}
+		s.setBinding(nd, claim, o, b)
 	}
 }
 
