@@ -84,6 +84,37 @@ func TestEndpointFlagTrustsTheProfilesCA(t *testing.T) {
 	assert.Contains(t, r.err, "certificate")
 }
 
+// A profile named by --profile is a flag, so its CA beats HF_CA_FILE as its
+// endpoint and token beat HF_ENDPOINT and HF_TOKEN: with HF_CA_FILE set for
+// one cluster, --profile of another took the profile's endpoint and token
+// and checked them against the other cluster's CA.
+func TestProfileFlagBeatsCAFileEnv(t *testing.T) {
+	ca, other := clusterCA(t), clusterCA(t)
+	url := tlsNode(t, ca)
+	c := newCLI(t)
+	file := filepath.Join(t.TempDir(), "other.pem")
+	require.NoError(t, os.WriteFile(file, other.CertPEM, 0o600))
+	c.env["HF_CA_FILE"] = file
+	require.NoError(t, saveConfig(filepath.Join(c.env["HF_CONFIG_DIR"], "config.yaml"), &Config{
+		Profiles: map[string]*Profile{"lab": {Endpoint: url, Token: "t", CA: string(ca.CertPEM)}}}))
+
+	r := c.run("--profile", "lab", "whoami")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Contains(t, r.out, "alice")
+
+	// Picked by HF_PROFILE it yields to the environment, CA and all.
+	c.env["HF_PROFILE"] = "lab"
+	delete(c.env, "HF_ENDPOINT")
+	delete(c.env, "HF_TOKEN")
+	r = c.run("whoami")
+	assert.NotEqual(t, 0, r.code)
+	assert.Contains(t, r.err, "certificate")
+	// And --ca-file beats --profile.
+	r = c.run("--profile", "lab", "--ca-file", file, "whoami")
+	assert.NotEqual(t, 0, r.code)
+	assert.Contains(t, r.err, "certificate")
+}
+
 func TestTrustedCAs(t *testing.T) {
 	local := func() ([]byte, error) { return []byte("LOCAL"), nil }
 	assert.Nil(t, trustedCAs("", nil, "https://127.0.0.1:7700"))

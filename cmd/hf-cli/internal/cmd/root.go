@@ -125,8 +125,9 @@ func NewRootCmd(env Env) *cobra.Command {
 		Use:   "hf-cli",
 		Short: "Administer an hf fleet through its REST API",
 		Long: "hf-cli talks to an hf-node's REST API.\n\n" +
-			"The endpoint and token come from flags, then HF_ENDPOINT / HF_TOKEN, then the\n" +
-			"profile (--profile, HF_PROFILE or the current one; see `hf-cli profile`).\n" +
+			"The endpoint, token and CA come from flags, then HF_ENDPOINT / HF_TOKEN /\n" +
+			"HF_CA_FILE, then the profile (HF_PROFILE or the current one; see `hf-cli\n" +
+			"profile`); a profile named by --profile counts as flags.\n" +
 			"Exit codes: 1 error, 2 usage, 3 not found, 4 unauthorized/forbidden,\n" +
 			"5 conflict, 6 timeout or claim failed; `machine shell` exits with the shell's\n" +
 			"own status once it runs (255: the status did not come).",
@@ -213,8 +214,9 @@ func (f *Factory) Client() (*client.Client, error) {
 			prof = p
 		}
 	}
-	// A profile named by --profile is a flag too, so it beats HF_ENDPOINT and
-	// HF_TOKEN; one picked by HF_PROFILE or as the current one does not.
+	// A profile named by --profile is a flag too, so it beats HF_ENDPOINT,
+	// HF_TOKEN and HF_CA_FILE; one picked by HF_PROFILE or as the current
+	// one does not.
 	pick := func(flag, env, fromProfile string) string {
 		switch {
 		case flag != "":
@@ -232,6 +234,9 @@ func (f *Factory) Client() (*client.Client, error) {
 		endpoint = DefaultEndpoint
 	}
 	switch file := cmp.Or(f.caFile, f.Getenv("HF_CA_FILE")); {
+	case f.caFile == "" && f.profile != "" && prof.CA != "":
+		// As above: --profile's CA beats HF_CA_FILE.
+		f.caPEM = trustedCAs(prof.CA, f.LocalCA, endpoint)
 	case file != "":
 		pem, err := readCA(file)
 		if err != nil {
