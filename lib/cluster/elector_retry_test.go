@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -82,4 +83,32 @@ func TestLaterElectionWriteReplacesARefusedOne(t *testing.T) {
 	c, err := store.Get[types.MachineClaim](tn.st, types.KindMachineClaim, "c")
 	require.NoError(t, err)
 	assert.Equal(t, "newer", c.Status.Reason)
+}
+
+// A node whose disk is nearly full takes no offer (its API takes no create
+// either): what is under way needs the room left. The claim says why it
+// waits, and is bound once there is room again.
+func TestNearlyFullNodeTakesNoNewWork(t *testing.T) {
+	var free atomic.Int64
+	free.Store(1 << 40)
+	tn := &testNode{t: t, name: "n1", dir: t.TempDir(), driver: `{"cpus": 4, "ram_gb": 8}`,
+		free: func(string) (int64, error) { return free.Load(), nil }}
+	tn.start()
+	t.Cleanup(tn.stop)
+	tn.put(template("small", 1, 1, `{}`))
+	tn.put(claim("before", "small", time.Hour))
+	tn.waitPhase("before", types.ClaimBound)
+
+	_, need, ok := tn.st.Space()
+	require.True(t, ok)
+	free.Store(need + store.SpaceHeadroom/2)
+	require.Eventually(t, func() bool { return tn.st.Admits() != nil && tn.st.Writable() == nil }, 5*time.Second, 10*time.Millisecond)
+	tn.put(claim("during", "small", time.Hour))
+	require.Eventually(t, func() bool {
+		c := tn.claim("during")
+		return c.Status.Phase == types.ClaimRequested && strings.Contains(c.Status.Reason, "disk is nearly full")
+	}, 10*time.Second, 20*time.Millisecond, "the claim says why it waits")
+
+	free.Store(1 << 40)
+	tn.waitPhase("during", types.ClaimBound)
 }

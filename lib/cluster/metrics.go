@@ -73,6 +73,10 @@ var (
 		"This node's RAM in bytes per driver instance: usable, used, reserved, free.", []string{"driver", "kind"}, nil)
 	descHeld = prometheus.NewDesc("hf_node_machines",
 		"Machines this node holds per driver instance (reserved and running).", []string{"driver"}, nil)
+	descDiskFree = prometheus.NewDesc("hf_store_disk_free_bytes",
+		"Free bytes on the disk of this node's store.", nil, nil)
+	descDiskNeeded = prometheus.NewDesc("hf_store_disk_needed_bytes",
+		"Bytes this node's store needs free to write at all; below this plus 32 MiB it takes no new work.", nil, nil)
 )
 
 // Collector returns the node's Prometheus collector: its counters and, read at
@@ -86,7 +90,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, col := range []prometheus.Collector{m.bound, m.bindLatency, m.allocFailed, m.released, m.lost} {
 		col.Describe(ch)
 	}
-	for _, d := range []*prometheus.Desc{descClaims, descMachines, descMembers, descCPU, descRAM, descHeld} {
+	for _, d := range []*prometheus.Desc{descClaims, descMachines, descMembers, descCPU, descRAM, descHeld, descDiskFree, descDiskNeeded} {
 		ch <- d
 	}
 }
@@ -111,6 +115,10 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descMachines, prometheus.GaugeValue, float64(machinePhases[string(p)]), string(p))
 	}
 	ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(len(n.peers.Members())))
+	if free, need, ok := n.st.Space(); ok {
+		ch <- prometheus.MustNewConstMetric(descDiskFree, prometheus.GaugeValue, float64(free))
+		ch <- prometheus.MustNewConstMetric(descDiskNeeded, prometheus.GaugeValue, float64(need))
+	}
 	for _, name := range n.order {
 		in := n.instances[name]
 		capa, count := n.acc.capacityOf(in)

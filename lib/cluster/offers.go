@@ -178,6 +178,11 @@ func (a *acceptor) reserve(m Message) (*types.Capacity, error) {
 	if node, ok := cacheNode(a.n, self); ok && node.Spec.Maintenance {
 		return nil, fmt.Errorf("node %s is in maintenance", self)
 	}
+	if err := a.n.st.Admits(); err != nil {
+		// Other nodes' electors send work as the API here would not take
+		// it: what is under way needs the room left.
+		return nil, fmt.Errorf("node %s takes no new work: its disk is nearly full", self)
+	}
 
 	a.mu.Lock()
 	if _, ok := a.entries[name]; ok {

@@ -37,10 +37,10 @@ var ErrNoSpace = errors.New("not enough free disk space")
 // runs only when the room for its output is there too.
 const (
 	spaceMargin = 16 << 20
-	// spaceHeadroom is the room beyond the reserve below which the node
+	// SpaceHeadroom is the room beyond the reserve below which the node
 	// takes no new work (Store.Admits): the claims under way finish in
 	// it, as their writes, refused, would stop them half-way.
-	spaceHeadroom = 32 << 20
+	SpaceHeadroom = 32 << 20
 	spaceEvery    = 250 * time.Millisecond
 	spaceBytes    = 2 << 20
 )
@@ -60,6 +60,9 @@ type spaceGuard struct {
 	written  int64     // bytes committed since the last look
 	refused  error     // the last look's verdict on any write
 	declined error     // the last look's verdict on new work
+	// lastFree and lastNeed are the last look's figures (lastOK: known).
+	lastFree, lastNeed int64
+	lastOK             bool
 }
 
 func newSpaceGuard(dir string, memtable, vlogLimit int64, free func(string) (int64, error), log *slog.Logger) *spaceGuard {
@@ -174,7 +177,7 @@ func (g *spaceGuard) allow(now time.Time) error {
 }
 
 // admit is allow for new work (see Store.Admits): nil while the disk has
-// spaceHeadroom beyond what allow needs.
+// SpaceHeadroom beyond what allow needs.
 func (g *spaceGuard) admit(now time.Time) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -192,7 +195,7 @@ func (g *spaceGuard) lookLocked(now time.Time) {
 		return
 	}
 	free, need, ok := g.measure()
-	refused, declined := g.verdict(free, need, ok), g.verdict(free, need+spaceHeadroom, ok)
+	refused, declined := g.verdict(free, need, ok), g.verdict(free, need+SpaceHeadroom, ok)
 	switch {
 	case refused != nil && g.refused == nil:
 		g.log.Error("store: refusing writes", "err", refused)
@@ -202,6 +205,16 @@ func (g *spaceGuard) lookLocked(now time.Time) {
 		g.log.Info("store: the disk has room again")
 	}
 	g.looked, g.written, g.refused, g.declined = now, 0, refused, declined
+	g.lastFree, g.lastNeed, g.lastOK = free, need, ok
+}
+
+// figures are the disk's free bytes and those the store needs free to write
+// at all, as of a look at most spaceEvery old; ok false when unknown.
+func (g *spaceGuard) figures(now time.Time) (free, need int64, ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.lookLocked(now)
+	return g.lastFree, g.lastNeed, g.lastOK
 }
 
 // wrote counts n bytes committed.

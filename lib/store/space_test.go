@@ -39,7 +39,7 @@ func TestWritesRefusedWhenTheDiskIsFull(t *testing.T) {
 	assert.Greater(t, need, int64(4*8<<20), "the reserve covers a memtable's rotation at least")
 
 	// Nearly full: writes go on, new work is declined.
-	free.Store(need + spaceHeadroom - 1)
+	free.Store(need + SpaceHeadroom - 1)
 	s.space.mu.Lock()
 	s.space.looked = time.Time{}
 	s.space.mu.Unlock()

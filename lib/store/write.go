@@ -605,13 +605,23 @@ func deleteSeq(txn *badger.Txn, rec Record) error {
 func (s *Store) Writable() error { return s.allowWrite() }
 
 // Admits is nil while the store has room for new work (a request through
-// the API): the disk has spaceHeadroom beyond what any write needs, so the
+// the API): the disk has SpaceHeadroom beyond what any write needs, so the
 // writes of what is under way still find room once it says ErrNoSpace.
 func (s *Store) Admits() error {
 	if s.space == nil {
 		return nil
 	}
 	return s.space.admit(time.Now())
+}
+
+// Space is the free bytes of the store's disk and those it needs free to
+// write at all (it takes no new work below need + SpaceHeadroom); ok is
+// false in memory, or when the disk cannot be asked.
+func (s *Store) Space() (free, need int64, ok bool) {
+	if s.space == nil {
+		return 0, 0, false
+	}
+	return s.space.figures(time.Now())
 }
 
 // allowWrite is nil when the store may write: in memory always, on disk
