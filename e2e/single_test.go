@@ -66,6 +66,8 @@ func TestSingleNodeEndToEnd(t *testing.T) {
 		`hf_machines_lost_total 0`, `hf_allocation_failures_total{driver="test"} 0`, `hf_anti_entropy_rounds_total{result="failed"} 0`} {
 		assert.Contains(t, metrics, line+"\n")
 	}
+	assert.Contains(t, metrics, "\nhf_store_disk_free_bytes ", "how full the store's disk is")
+	assert.Contains(t, metrics, "\nhf_store_disk_needed_bytes ")
 	// The version is "dev", or the module version Go stamps from the
 	// checkout (v0.0.0-<time>-<commit>) when the build records VCS data.
 	assert.Regexp(t, `hf_build_info\{goversion="go[^"]+",revision="[^"]*",version="(dev|v[^"]+)"\} 1\n`, metrics)
