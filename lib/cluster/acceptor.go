@@ -377,6 +377,10 @@ func (a *acceptor) held(e entry) scheduler.Held {
 // reconcile decides about this node's machines of one claim (or one warm
 // machine) and carries the decisions out.
 func (a *acceptor) reconcile(key string) {
+	if machine, ok := strings.CutPrefix(key, keyDropPrefix); ok {
+		a.dropAgain(machine)
+		return
+	}
 	if machine, ok := strings.CutPrefix(key, "m/"); ok {
 		if e, ok := a.get(machine); ok {
 			if e.Claim != "" {

@@ -112,3 +112,31 @@ func TestNearlyFullNodeTakesNoNewWork(t *testing.T) {
 	free.Store(1 << 40)
 	tn.waitPhase("during", types.ClaimBound)
 }
+
+// The record of a machine this node dropped is deleted again when the store
+// refused the delete (its disk full): it showed a machine nobody held.
+func TestRefusedMachineDeleteIsTriedAgain(t *testing.T) {
+	tn, full := refusingNode(t)
+	tn.put(template("small", 1, 1, `{}`))
+	tn.put(claim("c", "small", time.Hour))
+	bound := tn.waitPhase("c", types.ClaimBound)
+	name := bound.Status.Machine
+	m, err := store.Get[types.Machine](tn.st, types.KindMachine, name)
+	require.NoError(t, err)
+	require.NoError(t, testdriverRelease(tn, m), "the driver holds nothing for it")
+
+	full(true)
+	tn.node.acc.dropMachine(name)
+	_, err = store.Get[types.Machine](tn.st, types.KindMachine, name)
+	require.NoError(t, err, "the delete was refused")
+	full(false)
+	require.Eventually(t, func() bool {
+		_, err := store.Get[types.Machine](tn.st, types.KindMachine, name)
+		return isNotFound(err)
+	}, 10*time.Second, 20*time.Millisecond, "deleted once the disk has room")
+}
+
+// testdriverRelease frees what the test driver holds for m.
+func testdriverRelease(tn *testNode, m *types.Machine) error {
+	return tn.drv.Deallocate(tn.t.Context(), m.Status.Resource)
+}

@@ -159,10 +159,18 @@ func (a *acceptor) allocate(e entry, claim *types.MachineClaim) {
 		showResource(m, res)
 		m.Status.PhaseTimes.Mark(string(types.MachineRunning), now)
 	}); err != nil {
-		// The record went away meanwhile: nothing may hold the resource.
+		// The record went away meanwhile, or the store refused the write
+		// (its disk full): nothing may hold a resource it does not show.
+		// A refused record goes with it; the claim, with nothing held for
+		// it here, is given back (checkAccepted).
 		a.n.log.Warn("record running machine", "machine", e.Machine, "err", err)
 		a.deallocate(in, e.Machine, res)
-		a.remove(e.Machine)
+		if isNotFound(err) {
+			a.remove(e.Machine)
+		} else {
+			a.dropMachine(e.Machine)
+			a.q.AddAfter(e.Claim, time.Second)
+		}
 		return
 	}
 	a.forgetFailures(e.Claim)
@@ -237,12 +245,39 @@ func (a *acceptor) allocFailed(e entry, cause error) {
 	a.dropMachine(e.Machine)
 }
 
-// dropMachine forgets a machine that holds nothing in its driver.
+// dropMachine forgets a machine that holds nothing in its driver. A delete
+// of its record that the store refuses (its disk full) is tried again
+// (keyDropPrefix), or the record would show a machine nobody holds.
 func (a *acceptor) dropMachine(name string) {
 	a.remove(name)
-	if _, err := a.n.st.Delete(types.KindMachine, name, types.Version{}); err != nil && !isNotFound(err) {
+	a.deleteRecord(name)
+}
+
+// keyDropPrefix + a machine's name is the acceptor's key for deleting the
+// record of a machine of this node it no longer holds.
+const keyDropPrefix = "d/"
+
+// deleteRecord deletes the record of machine name, which this node holds
+// nothing for, asking to try again when the store refuses.
+func (a *acceptor) deleteRecord(name string) {
+	_, err := a.n.st.Delete(types.KindMachine, name, types.Version{})
+	if err != nil && !isNotFound(err) {
 		a.n.log.Warn("delete machine", "machine", name, "err", err)
+		a.q.AddAfter(keyDropPrefix+name, time.Second)
 	}
+}
+
+// dropAgain deletes again the record of a machine whose delete the store
+// refused, when it is still this node's and the node holds nothing for it.
+func (a *acceptor) dropAgain(name string) {
+	if _, held := a.get(name); held {
+		return
+	}
+	m, err := store.Get[types.Machine](a.n.st, types.KindMachine, name)
+	if err != nil || m.Spec.Node != a.n.cfg.Name {
+		return
+	}
+	a.deleteRecord(name)
 }
 
 // bind writes the claim's binding to a running machine of this node: Bound,
