@@ -111,26 +111,16 @@ func TestNativeMachineShell(t *testing.T) {
 	host := nativeHost(t)
 	n1 := startWithConfig(t, "", nativeConfig(prefix, host+"/a"))
 	n2 := startWithConfig(t, "", nativeConfig(prefix, host+"/b"), "--join", n1.Gossip)
-	n1.createTemplate(types.MachineTemplate{
-		Metadata: types.ObjectMeta{Name: "box"},
-		Spec: types.MachineTemplateSpec{
-			Resources:             types.Resources{CPU: 0.1, RAMGB: 0.1},
-			ProviderConfiguration: map[string]json.RawMessage{"native": rawJSON(t, map[string]any{"entry": `exec sleep 300`})},
-		},
-	})
+	node, machine := sleeperClaim(t, n1, "c1")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	out, errOut, code := n1.cli(ctx, nil, "claim", "create", "c1", "--template", "box", "--wait")
-	require.Equal(t, 0, code, out+errOut)
-	m := boundOnMachine.FindStringSubmatch(out + errOut)
-	require.NotNil(t, m, out+errOut)
 	other := n1
-	if m[1] == n1.Name {
+	if node == n1.Name {
 		other = n2
 	}
 	// No exit: the end of the commands (stdin) ends the shell, through
 	// both nodes, after it ran them.
-	out, errOut, code = other.cli(ctx, strings.NewReader("id -u; id -un; echo $HF_NATIVE_ID\n"), "machine", "shell", m[2])
+	out, errOut, code := other.cli(ctx, strings.NewReader("id -u; id -un; echo $HF_NATIVE_ID\n"), "machine", "shell", machine)
 	require.Equal(t, 0, code, out+errOut)
 	lines := strings.Fields(out)
 	require.Len(t, lines, 3, out)
@@ -148,9 +138,9 @@ func TestNativeMachineShell(t *testing.T) {
 			{stdin: "echo hi; exit 3\n", code: 3},
 			{stdin: "echo hi; false\n", code: 1},
 			{stdin: "echo hi; true\n", code: 0},
-			{stdin: "echo hi; kill -KILL $$\n", code: 137, stderr: "hf-cli: machine " + m[2] + ": the shell was killed by SIGKILL\n"},
+			{stdin: "echo hi; kill -KILL $$\n", code: 137, stderr: "hf-cli: machine " + machine + ": the shell was killed by SIGKILL\n"},
 		} {
-			out, errOut, code = n.cli(ctx, strings.NewReader(tc.stdin), "machine", "shell", m[2])
+			out, errOut, code = n.cli(ctx, strings.NewReader(tc.stdin), "machine", "shell", machine)
 			assert.Equal(t, tc.code, code, "%s via %s: %s%s", tc.stdin, n.Name, out, errOut)
 			assert.Equal(t, "hi\n", out, "%s via %s", tc.stdin, n.Name)
 			assert.Equal(t, tc.stderr, errOut, "%s via %s", tc.stdin, n.Name)
@@ -158,4 +148,19 @@ func TestNativeMachineShell(t *testing.T) {
 	}
 	n1.mustCLI("claim", "delete", "c1", "--wait")
 	assert.Empty(t, usersWithPrefix(t, prefix), "the machine's user is gone, shell and all")
+}
+
+// sleeperClaim makes template "box" on p (a native machine whose entry
+// sleeps) and claim name of it, and returns the node and the machine it is
+// bound to.
+func sleeperClaim(t *testing.T, p *proc, name string) (node, machine string) {
+	t.Helper()
+	p.createTemplate(types.MachineTemplate{
+		Metadata: types.ObjectMeta{Name: "box"},
+		Spec: types.MachineTemplateSpec{
+			Resources:             types.Resources{CPU: 0.1, RAMGB: 0.1},
+			ProviderConfiguration: map[string]json.RawMessage{"native": rawJSON(t, map[string]any{"entry": `exec sleep 300`})},
+		},
+	})
+	return p.claimWait(name, "box")
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -14,8 +13,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/hf-fleet/hf/lib/types"
 )
 
 // ignoredSignals reads the mask of the signals process pid ignores
@@ -62,19 +59,9 @@ func TestNativeUnderNohup(t *testing.T) {
 	_, err := n.run("node", "list")
 	require.NoError(t, err, "the node answers after a SIGHUP:\n%s", n.out.String())
 
-	n.createTemplate(types.MachineTemplate{
-		Metadata: types.ObjectMeta{Name: "box"},
-		Spec: types.MachineTemplateSpec{
-			Resources:             types.Resources{CPU: 0.1, RAMGB: 0.1},
-			ProviderConfiguration: map[string]json.RawMessage{"native": rawJSON(t, map[string]any{"entry": `exec sleep 300`})},
-		},
-	})
+	_, machine := sleeperClaim(t, n, "c1")
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	out, errOut, code := n.cli(ctx, nil, "claim", "create", "c1", "--template", "box", "--wait")
-	require.Equal(t, 0, code, out+errOut)
-	m := boundOnMachine.FindStringSubmatch(out + errOut)
-	require.NotNil(t, m, out+errOut)
 	var entry hostProc
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		var ps []hostProc
@@ -89,10 +76,10 @@ func TestNativeUnderNohup(t *testing.T) {
 	assert.Zero(t, ignoredSignals(t, entry.PID)&held, "the entry %d ignores none of SIGHUP, SIGINT, SIGQUIT", entry.PID)
 
 	// A shell ignores no hang-up either: it dies of one.
-	out, errOut, code = n.cli(ctx, strings.NewReader("grep SigIgn /proc/$$/status; kill -HUP $$; echo survived\n"), "machine", "shell", m[2])
+	out, errOut, code := n.cli(ctx, strings.NewReader("grep SigIgn /proc/$$/status; kill -HUP $$; echo survived\n"), "machine", "shell", machine)
 	assert.Equal(t, 129, code, out+errOut)
 	assert.NotContains(t, out, "survived")
-	assert.Equal(t, "hf-cli: machine "+m[2]+": the shell was killed by SIGHUP\n", errOut)
+	assert.Equal(t, "hf-cli: machine "+machine+": the shell was killed by SIGHUP\n", errOut)
 	if f := strings.Fields(out); assert.Len(t, f, 2, out) {
 		mask, err := strconv.ParseUint(f[1], 16, 64)
 		require.NoError(t, err, out)

@@ -13,15 +13,22 @@ import (
 	"github.com/hf-fleet/hf/lib/types"
 )
 
-// refusingNode is a test node whose store's disk has room until full is
-// set, and refuses every write while it is.
-func refusingNode(t *testing.T) (*testNode, func(full bool)) {
-	var free atomic.Int64
+// nodeOnADisk is a test node whose store's disk has free's bytes free (1 TiB
+// to start with).
+func nodeOnADisk(t *testing.T) (*testNode, *atomic.Int64) {
+	free := new(atomic.Int64)
 	free.Store(1 << 40)
 	tn := &testNode{t: t, name: "n1", dir: t.TempDir(), driver: `{"cpus": 4, "ram_gb": 8}`,
 		free: func(string) (int64, error) { return free.Load(), nil }}
 	tn.start()
 	t.Cleanup(tn.stop)
+	return tn, free
+}
+
+// refusingNode is a test node whose store's disk has room until full is
+// set, and refuses every write while it is.
+func refusingNode(t *testing.T) (*testNode, func(full bool)) {
+	tn, free := nodeOnADisk(t)
 	set := func(full bool) {
 		free.Store(1 << 40)
 		if full {
@@ -89,12 +96,7 @@ func TestLaterElectionWriteReplacesARefusedOne(t *testing.T) {
 // either): what is under way needs the room left. The claim says why it
 // waits, and is bound once there is room again.
 func TestNearlyFullNodeTakesNoNewWork(t *testing.T) {
-	var free atomic.Int64
-	free.Store(1 << 40)
-	tn := &testNode{t: t, name: "n1", dir: t.TempDir(), driver: `{"cpus": 4, "ram_gb": 8}`,
-		free: func(string) (int64, error) { return free.Load(), nil }}
-	tn.start()
-	t.Cleanup(tn.stop)
+	tn, free := nodeOnADisk(t)
 	tn.put(template("small", 1, 1, `{}`))
 	tn.put(claim("before", "small", time.Hour))
 	tn.waitPhase("before", types.ClaimBound)
