@@ -88,7 +88,7 @@ func allResources() []*resource {
 					avail += ":" + v
 				}
 				return []string{s.Spec.MachineTemplate, avail, string(s.Spec.ProvisioningStrategy),
-					strconv.Itoa(s.Spec.MinAvailable), strconv.Itoa(s.Spec.MaxProvisioned),
+					strconv.Itoa(s.Spec.MinAvailable), maxCell(s.Spec.MaxProvisioned),
 					strconv.Itoa(s.Status.Provisioned), strconv.Itoa(s.Status.Available)}
 			},
 		},

@@ -48,7 +48,7 @@ func (s poolStatus) cells() []string {
 	if s.Claimed != nil {
 		claimed = strconv.Itoa(*s.Claimed)
 	}
-	return []string{s.Set, s.Template, s.Strategy, strconv.Itoa(s.Min), strconv.Itoa(s.Max),
+	return []string{s.Set, s.Template, s.Strategy, strconv.Itoa(s.Min), maxCell(s.Max),
 		strconv.Itoa(s.Provisioned), strconv.Itoa(s.Available), claimed, oldest}
 }
 
@@ -236,4 +236,12 @@ func (p *printer) poolStatuses(sts []poolStatus) error {
 	}
 	header := []string{"SET", "TEMPLATE", "STRATEGY", "MIN", "MAX", "PROVISIONED", "AVAILABLE", "CLAIMED", "OLDEST"}
 	return p.table(header, rows)
+}
+
+// maxCell is a set's maxProvisioned in a table: 0 is no maximum.
+func maxCell(max int) string {
+	if max == 0 {
+		return "none"
+	}
+	return strconv.Itoa(max)
 }

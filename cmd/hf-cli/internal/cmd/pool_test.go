@@ -82,8 +82,8 @@ func poolTable(t *testing.T, c *cli) string {
 func TestPoolStatusPiped(t *testing.T) {
 	c := newCLI(t)
 	seedPools(c)
-	assert.Equal(t, "empty\tsmall\tAutoScale\t1\t0\t0\t0\t0\t-\n"+
-		"od\tbig\tOnDemand\t0\t0\t2\t0\t1\t2m\n"+
+	assert.Equal(t, "empty\tsmall\tAutoScale\t1\tnone\t0\t0\t0\t-\n"+
+		"od\tbig\tOnDemand\t0\tnone\t2\t0\t1\t2m\n"+
 		"pool\tsmall\tAutoScale\t2\t5\t3\t1\t1\t3h\n", poolTable(t, c))
 
 	// One list of sets, who the token is, one list of machines, one of the
@@ -105,8 +105,8 @@ func TestPoolStatusAsUser(t *testing.T) {
 	c := newCLI(t)
 	seedPools(c)
 	c.env["HF_TOKEN"] = clienttest.ReadOnlyToken // role user
-	assert.Equal(t, "empty\tsmall\tAutoScale\t1\t0\t0\t0\t-\t-\n"+
-		"od\tbig\tOnDemand\t0\t0\t0\t0\t-\t-\n"+
+	assert.Equal(t, "empty\tsmall\tAutoScale\t1\tnone\t0\t0\t-\t-\n"+
+		"od\tbig\tOnDemand\t0\tnone\t0\t0\t-\t-\n"+
 		"pool\tsmall\tAutoScale\t2\t5\t99\t99\t-\t-\n", poolTable(t, c))
 	for _, req := range c.srv.Requests() {
 		assert.NotEqual(t, "/api/v1/machines", req.Path, "a user's machines tell nothing of the pool")
@@ -131,7 +131,7 @@ func TestPoolStatusTerminal(t *testing.T) {
 	got := lines(r.out)
 	require.Len(t, got, 4)
 	assert.Regexp(t, `^SET +TEMPLATE +STRATEGY +MIN +MAX +PROVISIONED +AVAILABLE +CLAIMED +OLDEST$`, got[0])
-	assert.Regexp(t, `^empty +small +AutoScale +1 +0 +0 +0 +0 +-$`, got[1])
+	assert.Regexp(t, `^empty +small +AutoScale +1 +none +0 +0 +0 +-$`, got[1])
 	assert.Regexp(t, `^pool +small +AutoScale +2 +5 +3 +1 +1 +3h$`, got[3])
 	col := strings.Index(got[0], "PROVISIONED")
 	assert.Equal(t, "3", got[3][col:col+1], "columns line up")
