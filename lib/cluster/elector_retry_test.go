@@ -92,9 +92,9 @@ func TestLaterElectionWriteReplacesARefusedOne(t *testing.T) {
 	assert.Equal(t, "newer", c.Status.Reason)
 }
 
-// A node whose disk is nearly full takes no offer (its API takes no create
-// either): what is under way needs the room left. The claim says why it
-// waits, and is bound once there is room again.
+// A node whose disk is nearly full takes no offer (its API took no create
+// for a while already): what is under way needs the room left. The claim
+// says why it waits, and is bound once there is room again.
 func TestNearlyFullNodeTakesNoNewWork(t *testing.T) {
 	tn, free := nodeOnADisk(t)
 	tn.put(template("small", 1, 1, `{}`))
@@ -103,7 +103,7 @@ func TestNearlyFullNodeTakesNoNewWork(t *testing.T) {
 
 	_, need, ok := tn.st.Space()
 	require.True(t, ok)
-	free.Store(need + store.SpaceHeadroom/2)
+	free.Store(need + offerHeadroom/2)
 	require.Eventually(t, func() bool { return tn.st.Admits() != nil && tn.st.Writable() == nil }, 5*time.Second, 10*time.Millisecond)
 	tn.put(claim("during", "small", time.Hour))
 	require.Eventually(t, func() bool {

@@ -134,6 +134,11 @@ func (a *acceptor) handleOffer(m Message) {
 	a.reply(reply)
 }
 
+// offerHeadroom is the room beyond what its store needs below which a node
+// declines offers: half the API's (store.SpaceHeadroom), so that a claim
+// the API took just before it refused still finds this node taking it.
+const offerHeadroom = store.SpaceHeadroom / 2
+
 // machineName is deterministic per (claim, round, node), so a repeated offer
 // finds the reservation it already made; it starts with prefix (the
 // machineNamePrefix that applies), or "m".
@@ -178,9 +183,10 @@ func (a *acceptor) reserve(m Message) (*types.Capacity, error) {
 	if node, ok := cacheNode(a.n, self); ok && node.Spec.Maintenance {
 		return nil, fmt.Errorf("node %s is in maintenance", self)
 	}
-	if err := a.n.st.Admits(); err != nil {
+	if free, need, ok := a.n.st.Space(); ok && free < need+offerHeadroom {
 		// Other nodes' electors send work as the API here would not take
-		// it: what is under way needs the room left.
+		// it: what is under way needs the room left. Below the API's
+		// limit, so that the claims it took before it refused finish here.
 		return nil, fmt.Errorf("node %s takes no new work: its disk is nearly full", self)
 	}
 
