@@ -9,7 +9,9 @@
 //	+--------+---------------------+----------------+
 //
 //	type 1, output: bytes the shell wrote (its stdout and stderr, or its
-//	        terminal), at most MaxPayload of them.
+//	        terminal), at most MaxPayload of them. An empty one is a
+//	        keep-alive (Writer.KeepAlive), which readers skip: sent while
+//	        the shell is quiet, it fails once the client is gone.
 //	type 2, exit (final): the shell's exit status in one byte (0-255); when
 //	        a signal killed the shell, the signal's name follows in ASCII
 //	        ("SIGKILL") and the status is 128 plus the signal's number, as
@@ -113,6 +115,8 @@ type Writer struct {
 	w    io.Writer
 	buf  []byte
 	done bool
+	// wrote: output went since the last KeepAlive.
+	wrote bool
 }
 
 // NewWriter returns a Writer that sends its frames to w.
@@ -130,8 +134,25 @@ func (w *Writer) Write(p []byte) (int, error) {
 		}
 		n += len(chunk)
 		p = p[len(chunk):]
+		w.wrote = true
 	}
 	return n, nil
+}
+
+// KeepAlive sends an empty output frame, which readers skip, unless
+// output went since the last call: a connection that carries output needs
+// no other. Sent while the shell is quiet, it tells whether the
+// connection still works: once the client is gone, a write fails (the
+// first may still go out, and draw the peer's reset). ErrFinished after
+// the final frame.
+func (w *Writer) KeepAlive() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.wrote && !w.done {
+		w.wrote = false
+		return nil
+	}
+	return w.frame(TypeOutput, nil)
 }
 
 // Validate says why an exit frame cannot carry e, if it cannot: a code out

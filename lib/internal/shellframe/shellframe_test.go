@@ -90,6 +90,32 @@ func TestWriterFinished(t *testing.T) {
 	assert.Equal(t, frame(TypeExit, "\x03"), b.String())
 }
 
+// A keep-alive is an empty output frame, sent only when no output went
+// since the last one; readers skip it, and nothing follows the final frame.
+func TestWriterKeepAlive(t *testing.T) {
+	var b bytes.Buffer
+	w := NewWriter(&b)
+	require.NoError(t, w.KeepAlive())
+	_, err := w.Write([]byte("out"))
+	require.NoError(t, err)
+	require.NoError(t, w.KeepAlive(), "output went: nothing to send")
+	require.NoError(t, w.KeepAlive())
+	require.NoError(t, w.Exit(Exit{Code: 4}))
+	assert.ErrorIs(t, w.KeepAlive(), ErrFinished)
+	assert.Equal(t, frame(TypeOutput, "")+frame(TypeOutput, "out")+frame(TypeOutput, "")+frame(TypeExit, "\x04"), b.String())
+	out, e, ok, err := readAll(NewReader(&b))
+	require.NoError(t, err)
+	assert.Equal(t, "out", out)
+	assert.True(t, ok)
+	assert.Equal(t, Exit{Code: 4}, e)
+
+	// A connection that fails fails the keep-alive, and ends the stream.
+	cut := errors.New("connection reset by peer")
+	w = NewWriter(&failing{cut})
+	assert.ErrorIs(t, w.KeepAlive(), cut)
+	assert.ErrorIs(t, w.KeepAlive(), ErrFinished)
+}
+
 // An exit the format cannot carry is refused, naming what is wrong, before
 // anything is sent.
 func TestWriterRefusesBadExit(t *testing.T) {
@@ -207,6 +233,8 @@ func TestReaderConnectionError(t *testing.T) {
 type failing struct{ err error }
 
 func (f *failing) Read([]byte) (int, error) { return 0, f.err }
+
+func (f *failing) Write([]byte) (int, error) { return 0, f.err }
 
 // Concurrent writes go out as whole frames: the reader gets every byte of
 // each, whatever the order.
