@@ -174,5 +174,5 @@ func (s *Server) proxyShell(c *gin.Context, m *types.Machine, proto string) {
 		_ = far.Close()
 		return
 	}
-	upgrade.Splice(near, far)
+	upgrade.Splice(c.Request.Context(), near, far)
 }

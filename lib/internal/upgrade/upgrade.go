@@ -31,9 +31,10 @@ type Stream interface {
 // headers set), and returns the connection once the server answers 101.
 // Any other answer is returned as res, whose body the caller closes. The
 // connection is dialled as hc's transport would (its dialer and TLS
-// settings) and is closed when req's context ends. Through a proxy, or
-// with a transport of another type, the request goes through hc and the
-// stream cannot CloseWrite.
+// settings) and is reset (Abort) when req's context ends: the other side
+// learns that the exchange was given up, not that its input ended.
+// Through a proxy, or with a transport of another type, the request goes
+// through hc and the stream cannot CloseWrite.
 func Do(hc *http.Client, req *http.Request) (Stream, *http.Response, error) {
 	t, ok := hc.Transport.(*http.Transport)
 	if hc.Transport == nil {
@@ -54,7 +55,7 @@ func Do(hc *http.Client, req *http.Request) (Stream, *http.Response, error) {
 	}
 	// Closing the connection is what ends a read or a write in flight when
 	// the context ends, during the exchange and after it.
-	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	stop := context.AfterFunc(ctx, func() { abort(conn) })
 	fail := func(err error) (Stream, *http.Response, error) {
 		stop()
 		_ = conn.Close()
@@ -252,11 +253,19 @@ type bothWays struct{ io.ReadWriteCloser }
 func (s bothWays) CloseWrite() error { return errNoHalfClose }
 
 // Splice copies a and b into each other until b, the side that answers,
-// is done. The end of a's input is passed on to b (CloseWrite), so b can
-// still answer; a's failure ends both. When b is done, so is a's output
+// is done, or until ctx ends. The end of a's input is passed on to b
+// (CloseWrite), so b can still answer; a failure of either side, and the
+// end of ctx, reset both (Abort), so the other side learns at once that
+// the stream was given up, not ended. When b is done, so is a's output
 // (CloseWrite), and a has up to Linger to end its input too before both
-// are closed (see CloseLingering).
-func Splice(a, b Stream) {
+// are closed (see CloseLingering). Splice returns once both copies have.
+func Splice(ctx context.Context, a, b Stream) {
+	giveUp := func() {
+		Abort(a)
+		Abort(b)
+	}
+	stop := context.AfterFunc(ctx, giveUp)
+	defer stop()
 	in := make(chan struct{})
 	go func() {
 		defer close(in)
@@ -264,18 +273,21 @@ func Splice(a, b Stream) {
 		if err == nil && b.CloseWrite() == nil {
 			return
 		}
-		_ = a.Close()
-		_ = b.Close()
+		giveUp()
 	}()
 	_, err := io.Copy(a, b)
-	if err == nil && a.CloseWrite() == nil {
-		linger := time.NewTimer(Linger)
-		select {
-		case <-in:
-		case <-linger.C:
-		}
-		linger.Stop()
+	if err != nil || a.CloseWrite() != nil {
+		giveUp()
+		<-in
+		return
 	}
+	linger := time.NewTimer(Linger)
+	select {
+	case <-in:
+	case <-linger.C:
+	}
+	linger.Stop()
 	_ = a.Close()
 	_ = b.Close()
+	<-in
 }

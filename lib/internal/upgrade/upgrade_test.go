@@ -153,7 +153,7 @@ func TestSplice(t *testing.T) {
 			_ = far.Close()
 			return
 		}
-		Splice(near, far)
+		Splice(r.Context(), near, far)
 	}))
 	defer front.Close()
 	s, _, err := Do(front.Client(), request(t, ctx, front.URL, true))
