@@ -25,6 +25,7 @@ import (
 const (
 	DefaultHeartbeat       = 15 * time.Second
 	DefaultShutdownTimeout = 10 * time.Second
+	DefaultShellKeepalive  = 10 * time.Second
 )
 
 // Config configures the API server.
@@ -117,8 +118,15 @@ type Config struct {
 	// MachineShell runs a shell in one of this node's machines on the
 	// stream open returns (which answers the upgrade; the server closes it
 	// after MachineShell returned) and returns how the shell ended;
-	// ErrLogsNotHere, ErrNoShell. Nil runs none.
+	// ErrLogsNotHere, ErrNoShell. ctx ends when the shell is to be hung
+	// up: its client is gone, or Serve is stopping. Nil runs none.
 	MachineShell func(ctx context.Context, machine string, opts drivers.ShellOptions, open func() (io.ReadWriter, error)) (drivers.ShellExit, error)
+	// ShellKeepalive is how often a shell's connection is checked while
+	// the shell is quiet (default DefaultShellKeepalive): under
+	// hf-shell.v2 an empty output frame goes out, and on Linux the kernel
+	// is asked whether the client is still there. A client gone is
+	// noticed within about two of these, and its shell hung up.
+	ShellKeepalive time.Duration
 	// PeerClient reaches the other nodes' APIs (trusting the cluster CA),
 	// with PeerScheme ("https"), for what another node must answer.
 	PeerClient *http.Client
@@ -138,7 +146,13 @@ type Server struct {
 	// stop is closed when Serve shuts down, ending every event stream.
 	stop     chan struct{}
 	stopOnce sync.Once
-	streams  atomic.Int64
+	// life ends then too, its cause saying so: every shell is hung up.
+	life    context.Context
+	endLife context.CancelCauseFunc
+	// shells are the shells this server runs or splices through, which
+	// Serve waits for once it hung them up.
+	shells  *shellSet
+	streams atomic.Int64
 	// tokenStreams counts the open streams of each token.
 	streamsMu    sync.Mutex
 	tokenStreams map[string]int
@@ -182,6 +196,9 @@ func New(cfg Config, log *slog.Logger, st *store.Store) (*Server, error) {
 	if cfg.ShutdownTimeout <= 0 {
 		cfg.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if cfg.ShellKeepalive <= 0 {
+		cfg.ShellKeepalive = DefaultShellKeepalive
+	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = prometheus.NewRegistry()
 		cfg.Metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -206,10 +223,12 @@ func New(cfg Config, log *slog.Logger, st *store.Store) (*Server, error) {
 		metrics:     m,
 		auditLog:    audit,
 		stop:        make(chan struct{}),
+		shells:      newShellSet(),
 		tickets:     newTicketBook(cfg.Now),
 		writeLimits: newWriteLimits(cfg.UserWritesPerSecond),
 		guesses:     newGuessLimits(),
 	}
+	s.life, s.endLife = context.WithCancelCause(context.Background())
 	s.engine = s.newEngine()
 	return s, nil
 }
@@ -258,8 +277,9 @@ func conn(r *http.Request, fallback http.ResponseWriter) *http.ResponseControlle
 func (s *Server) Routes() gin.RoutesInfo { return s.engine.Routes() }
 
 // Serve serves the API on ln until ctx is done, then ends every event stream,
-// waits up to ShutdownTimeout for the other requests and returns nil. It returns
-// the listener's error when serving fails. Serve closes ln. A Server serves once.
+// hangs up every shell, waits up to ShutdownTimeout for the other requests
+// and the shells and returns nil. It returns the listener's error when
+// serving fails. Serve closes ln. A Server serves once.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           s.engine,
@@ -271,18 +291,26 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
-		s.stopStreams()
+		s.stopping()
 		_ = s.Close()
 		return fmt.Errorf("serve api: %w", err)
 	case <-ctx.Done():
 	}
-	s.stopStreams()
+	s.stopping()
+	// Hijacked connections are the handlers' own: Shutdown does not wait
+	// for the shells on them, which end once hung up.
+	shellsDone := s.shells.stop()
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	defer cancel()
 	err := srv.Shutdown(sctx)
 	if err != nil {
 		s.log.Warn("api shutdown timed out", "err", err)
 		_ = srv.Close()
+	}
+	select {
+	case <-shellsDone:
+	case <-sctx.Done():
+		s.log.Warn("shells still ending at api shutdown", "shells", s.shells.count())
 	}
 	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		return fmt.Errorf("serve api: %w", serr)
@@ -293,9 +321,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // Close releases the audit file; Serve calls it when it ends.
 func (s *Server) Close() error { return s.auditLog.close() }
 
-// stopStreams ends every event stream, now and in the future.
-func (s *Server) stopStreams() {
-	s.stopOnce.Do(func() { close(s.stop) })
+// stopping ends every event stream and hangs up every shell, now and in
+// the future.
+func (s *Server) stopping() {
+	s.stopOnce.Do(func() {
+		close(s.stop)
+		s.endLife(fmt.Errorf("node %s is stopping", s.cfg.NodeName))
+	})
 }
 
 // ActiveStreams is the number of event streams being served.

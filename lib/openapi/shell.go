@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -86,24 +87,46 @@ func (s *Server) machineShell(c *gin.Context) {
 		s.writeErr(c, newErr(http.StatusServiceUnavailable, CodeUnavailable, "", "this node runs no machine shells"))
 		return
 	}
+	if !s.shells.add() {
+		s.writeErr(c, newErr(http.StatusServiceUnavailable, CodeUnavailable, "", "node %s is stopping", s.cfg.NodeName))
+		return
+	}
+	defer s.shells.done()
+	// The request's context goes on after the upgrade until the handler
+	// returns: the shell's ends when its client is gone or the node stops
+	// (see shellhangup.go).
+	ctx, hangUp := s.shellContext(c.Request.Context())
+	defer hangUp(nil)
 	var conn upgrade.Stream
 	var framed *shellframe.Writer
-	exit, err := s.cfg.MachineShell(c.Request.Context(), m.Metadata.Name, opts, func() (io.ReadWriter, error) {
+	stopWatch := func() {}
+	exit, err := s.cfg.MachineShell(ctx, m.Metadata.Name, opts, func() (io.ReadWriter, error) {
 		var err error
 		if conn, err = hijack(c, proto); err != nil {
 			return nil, err
 		}
-		if proto == RawShellProtocol {
-			return conn, nil
+		sc := &shellConn{in: conn, out: conn, gone: clientGone(hangUp)}
+		if proto == ShellProtocol {
+			framed = shellframe.NewWriter(conn)
+			sc.out = framed
 		}
-		framed = shellframe.NewWriter(conn)
-		return struct {
-			io.Reader
-			io.Writer
-		}{conn, framed}, nil
+		stopWatch = s.watchConns(ctx, framed, []upgrade.Stream{conn}, []func(error){sc.gone})
+		return sc, nil
 	})
+	hungUp := context.Cause(ctx)
+	if hungUp != nil && conn != nil {
+		// A client that reads nothing must not hold up the end.
+		if d, ok := conn.(interface{ SetWriteDeadline(time.Time) error }); ok {
+			_ = d.SetWriteDeadline(time.Now().Add(upgrade.Linger))
+		}
+	}
+	stopWatch()
 	if framed != nil {
-		if err == nil {
+		switch {
+		case hungUp != nil:
+			// The shell's status is the hang-up's: say why instead.
+			_ = framed.Fail(fmt.Sprintf("the shell was hung up: %v", hungUp))
+		case err == nil:
 			// The frame refuses an exit it cannot carry before sending it.
 			err = framed.Exit(exit)
 		}
@@ -120,8 +143,13 @@ func (s *Server) machineShell(c *gin.Context) {
 			log = append(log, "signal", exit.Signal)
 		}
 	}
+	if hungUp != nil {
+		log = append(log, "hangup", hungUp.Error())
+	}
 	s.log.Info("machine shell ended", append(log, "err", err)...)
 	switch {
+	case conn != nil && errors.Is(hungUp, errClientGone):
+		upgrade.Abort(conn)
 	case conn != nil:
 		upgrade.CloseLingering(conn)
 	case errors.Is(err, ErrNoShell):
@@ -145,8 +173,18 @@ func hijack(c *gin.Context, proto string) (upgrade.Stream, error) {
 // proxyShell opens the shell on the machine's node, with the client's
 // Upgrade token proto, and splices the two connections: the end of the
 // client's input reaches the shell, and the shell's frames the client.
+// When either side goes, or this node stops, both connections are reset:
+// the machine's node then hangs the shell up, and the client learns that
+// the connection ended before the shell's status.
 func (s *Server) proxyShell(c *gin.Context, m *types.Machine, proto string) {
-	req, ok := s.machineNodeRequest(c, m, context.WithoutCancel(c.Request.Context()), "Connection", "Upgrade", "Upgrade", proto)
+	if !s.shells.add() {
+		s.writeErr(c, newErr(http.StatusServiceUnavailable, CodeUnavailable, "", "node %s is stopping", s.cfg.NodeName))
+		return
+	}
+	defer s.shells.done()
+	ctx, hangUp := s.shellContext(context.WithoutCancel(c.Request.Context()))
+	defer hangUp(nil)
+	req, ok := s.machineNodeRequest(c, m, ctx, "Connection", "Upgrade", "Upgrade", proto)
 	if !ok {
 		return
 	}
@@ -174,5 +212,11 @@ func (s *Server) proxyShell(c *gin.Context, m *types.Machine, proto string) {
 		_ = far.Close()
 		return
 	}
-	upgrade.Splice(c.Request.Context(), near, far)
+	farGone := func(err error) { hangUp(fmt.Errorf("node %s is gone: %w", m.Spec.Node, err)) }
+	stopWatch := s.watchConns(ctx, nil, []upgrade.Stream{near, far}, []func(error){clientGone(hangUp), farGone})
+	upgrade.Splice(ctx, near, far)
+	stopWatch()
+	if cause := context.Cause(ctx); cause != nil {
+		s.log.Info("machine shell given up", "machine", m.Metadata.Name, "node", m.Spec.Node, "protocol", proto, "hangup", cause.Error())
+	}
 }

@@ -83,9 +83,15 @@ func fakeShell(node string) func(context.Context, string, drivers.ShellOptions, 
 func shellCluster(t *testing.T) (e, far *testEnv, cl *client.Client) {
 	t.Helper()
 	st := openStore(t)
-	far = newTestEnvOn(t, st, func(c *Config) { c.NodeName = "n2"; c.MachineShell = fakeShell("n2") })
+	// Keep-alives go out all along: they change nothing the client sees.
+	far = newTestEnvOn(t, st, func(c *Config) {
+		c.NodeName = "n2"
+		c.MachineShell = fakeShell("n2")
+		c.ShellKeepalive = time.Millisecond
+	})
 	e = newTestEnvOn(t, st, func(c *Config) {
 		c.MachineShell = fakeShell("n1")
+		c.ShellKeepalive = time.Millisecond
 		c.PeerClient, c.PeerScheme = far.http.Client(), "http"
 	})
 	dropper := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
