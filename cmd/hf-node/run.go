@@ -238,7 +238,7 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, held []o
 	api, err := openapi.New(openapi.Config{
 		AdminToken: admin.Static, Tokens: apiTokens(cfg.API.Tokens), NodeName: name, Ready: node.Ready, Metrics: reg,
 		MaxClaimsPerUser: cfg.API.MaxClaimsPerUser, MaxStreamsPerToken: cfg.API.MaxStreamsPerToken, UserWritesPerSecond: cfg.API.UserWritesPerSecond,
-		CORSOrigins: cfg.API.CORSOrigins, ResumeWindow: cfg.API.ResumeWindow,
+		CORSOrigins: cfg.API.CORSOrigins, ResumeWindow: cfg.API.ResumeWindow, ShellKeepalive: cfg.API.ShellKeepalive,
 		MinMachine:       types.Resources{CPU: cfg.Scheduler.MinCPU, RAMGB: cfg.Scheduler.MinRAMGB},
 		ValidateTemplate: validateTemplate(instances),
 		AuditFile:        filepath.Join(cfg.DataDir, "audit.log"),

@@ -125,6 +125,12 @@ type APIConfig struct {
 	// resumed (on any node) replays, to take in changes that reached the
 	// node later than the one the client left. Default: 1m.
 	ResumeWindow time.Duration `mapstructure:"resume_window" yaml:"resume_window"`
+	// ShellKeepalive is how often a machine shell's connection is checked
+	// while the shell is quiet: an empty frame goes to its client
+	// (hf-shell.v2), and the kernel is asked whether the client is still
+	// there. A client gone is noticed within about two of these, and its
+	// shell hung up. Default: 10s.
+	ShellKeepalive time.Duration `mapstructure:"shell_keepalive" yaml:"shell_keepalive"`
 }
 
 // Role is what a token may do.
@@ -349,6 +355,7 @@ const (
 	DefaultOfferTimeout        = 2 * time.Second
 	DefaultLostGrace           = 30 * time.Second
 	DefaultResumeWindow        = time.Minute
+	DefaultShellKeepalive      = 10 * time.Second
 	DefaultPoolMaxAssigned     = 8 * time.Hour
 	DefaultPoolMaxAge          = 24 * time.Hour
 	DefaultActivityResolution  = time.Minute
@@ -375,7 +382,8 @@ func defaults(dataDir string) Config {
 	return Config{
 		DataDir: dataDir,
 		Log:     LogConfig{Level: LogInfo, Format: LogText},
-		API:     APIConfig{Address: DefaultAPIAddress, MaxClaimsPerUser: 100, MaxStreamsPerToken: 16, UserWritesPerSecond: 20, ResumeWindow: DefaultResumeWindow},
+		API: APIConfig{Address: DefaultAPIAddress, MaxClaimsPerUser: 100, MaxStreamsPerToken: 16, UserWritesPerSecond: 20, ResumeWindow: DefaultResumeWindow,
+			ShellKeepalive: DefaultShellKeepalive},
 		Cluster: ClusterConfig{
 			Bind:                DefaultGossipAddress,
 			Profile:             DefaultProfile,

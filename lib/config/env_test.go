@@ -17,7 +17,7 @@ import (
 // returned for hf-node to warn of.
 func TestForeignEnvironment(t *testing.T) {
 	apiVars := []string{"HF_API_ADDRESS", "HF_API_ADMIN_TOKEN", "HF_API_CORS_ORIGINS", "HF_API_MAX_CLAIMS_PER_USER", "HF_API_MAX_STREAMS_PER_TOKEN",
-		"HF_API_PLAIN_HTTP", "HF_API_RESUME_WINDOW", "HF_API_TLS_HOSTS", "HF_API_USER_WRITES_PER_SECOND"}
+		"HF_API_PLAIN_HTTP", "HF_API_RESUME_WINDOW", "HF_API_SHELL_KEEPALIVE", "HF_API_TLS_HOSTS", "HF_API_USER_WRITES_PER_SECOND"}
 	for _, tc := range []struct {
 		name    string
 		env     []string

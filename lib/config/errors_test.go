@@ -145,6 +145,8 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{`config: api.tls_hosts[1]: want a DNS name (its first label may be *) or an IP address, got "fe80::1%eth0" (from HF_API_TLS_HOSTS)`}},
 		{name: "resume window", content: "api: {resume_window: 0s}\n",
 			want: []string{`config: api.resume_window:`}},
+		{name: "shell keepalive", content: "api: {shell_keepalive: 0s}\n",
+			want: []string{`config: api.shell_keepalive: must be a positive duration`}},
 		{name: "token role", content: "api: {tokens: [{name: ci, token: 0123456789abcdef, role: root}]}\n",
 			want: []string{`config: api.tokens[0].role: must be one of admin, operator, user, got "root"`}},
 		{name: "token name", content: "api: {tokens: [{token: 0123456789abcdef, role: user}]}\n",

@@ -58,7 +58,8 @@ func wantDefaults() config.Config {
 	return config.Config{
 		DataDir: config.DefaultDataDir(os.Geteuid(), lookup(testEnv)),
 		Log:     config.LogConfig{Level: "info", Format: "text"},
-		API:     config.APIConfig{Address: "127.0.0.1:7700", MaxClaimsPerUser: 100, MaxStreamsPerToken: 16, UserWritesPerSecond: 20, ResumeWindow: time.Minute},
+		API: config.APIConfig{Address: "127.0.0.1:7700", MaxClaimsPerUser: 100, MaxStreamsPerToken: 16, UserWritesPerSecond: 20, ResumeWindow: time.Minute,
+			ShellKeepalive: 10 * time.Second},
 		Cluster: config.ClusterConfig{
 			Bind:                "127.0.0.1:7701",
 			Join:                []string{},
@@ -147,6 +148,7 @@ func TestLoadFileRoundTrip(t *testing.T) {
 			TLSHosts:           []string{"hf.example.com", "*.lb.example.com", "192.0.2.10", "2001:db8::1"},
 			CORSOrigins:        []string{"https://fleet.example.com"},
 			ResumeWindow:       5 * time.Minute,
+			ShellKeepalive:     3 * time.Second,
 		},
 		Cluster: config.ClusterConfig{
 			Bind:                "10.0.0.1:7800",

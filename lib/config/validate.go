@@ -119,6 +119,7 @@ func (a *APIConfig) validate(p *problems) {
 		p.addf("api.max_streams_per_token", "must be at least 1, got %d", a.MaxStreamsPerToken)
 	}
 	positive(p, "api.resume_window", a.ResumeWindow)
+	positive(p, "api.shell_keepalive", a.ShellKeepalive)
 	for i, h := range a.TLSHosts {
 		if !validCertHost(h) {
 			p.addf(fmt.Sprintf("api.tls_hosts[%d]", i), "want a DNS name (its first label may be *) or an IP address, got %q", h)
