@@ -125,11 +125,14 @@ type ShellExit = shellframe.Exit
 // Sheller is implemented by drivers that can run an interactive shell in
 // a machine, as the machine's own user (never root on the host): its input
 // is read from stream and its output written to it until it exits or ctx
-// ends. Shell returns how the shell ended once its output is written (a
-// process the shell left holding its terminal may write on for a while:
-// the caller refuses what comes after), or an error when the shell has no
-// exit status (it could not start, or ctx ended before the driver learnt
-// it). Shell does not close stream.
+// ends. ctx ends when the shell's client is gone or its node stops: the
+// driver then hangs the shell up (SIGHUP to it and what it runs, SIGKILL
+// after a grace of seconds), so that nothing it started runs on, and the
+// shell's exit is the hang-up's. Shell returns how the shell ended once
+// its output is written (a process the shell left holding its terminal
+// may write on for a while: the caller refuses what comes after), or an
+// error when the shell has no exit status (it could not start, or could
+// not be hung up). Shell does not close stream.
 type Sheller interface {
 	Shell(ctx context.Context, r *types.Resource, opts ShellOptions, stream io.ReadWriter) (ShellExit, error)
 }

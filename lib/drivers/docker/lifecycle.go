@@ -14,7 +14,6 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/hf-fleet/hf/lib/drivers"
@@ -274,92 +273,4 @@ func (d *Driver) Logs(ctx context.Context, r *types.Resource, opts drivers.LogOp
 		return fmt.Errorf("logs %s: %w", r.ID, err)
 	}
 	return nil
-}
-
-// Shell implements drivers.Sheller: /bin/sh in the container through the
-// engine's exec, as the container's user (inside the container, never on
-// the host). Its exit is the exec's exit code; the engine reports a shell
-// killed by a signal as 128 plus the signal's number, without its name.
-func (d *Driver) Shell(ctx context.Context, r *types.Resource, opts drivers.ShellOptions, stream io.ReadWriter) (drivers.ShellExit, error) {
-	if r == nil {
-		return drivers.ShellExit{}, errors.New("shell: nil resource")
-	}
-	st, err := d.state()
-	if err != nil {
-		return drivers.ShellExit{}, fmt.Errorf("shell %s: %w", r.ID, err)
-	}
-	c, err := d.inspectOwn(ctx, st, r.ID)
-	if err != nil {
-		return drivers.ShellExit{}, fmt.Errorf("shell %s: %w", r.ID, err)
-	}
-	eo := container.ExecOptions{Cmd: []string{"/bin/sh"}, Tty: opts.TTY, AttachStdin: true, AttachStdout: true, AttachStderr: true,
-		Env: []string{"TERM=xterm-256color"}}
-	if opts.TTY {
-		eo.ConsoleSize = &[2]uint{uint(max(opts.Rows, 1)), uint(max(opts.Cols, 1))}
-	}
-	ex, err := st.cli.ContainerExecCreate(ctx, c.ID, eo)
-	if err != nil {
-		return drivers.ShellExit{}, fmt.Errorf("shell %s: %w", r.ID, err)
-	}
-	att, err := st.cli.ContainerExecAttach(ctx, ex.ID, container.ExecAttachOptions{Tty: opts.TTY, ConsoleSize: eo.ConsoleSize})
-	if err != nil {
-		return drivers.ShellExit{}, fmt.Errorf("shell %s: %w", r.ID, err)
-	}
-	defer att.Close()
-	go func() {
-		_, _ = io.Copy(att.Conn, stream)
-		if !opts.TTY {
-			_ = att.CloseWrite() // end of input; a terminal ends with its shell
-		}
-	}()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if opts.TTY {
-			_, _ = io.Copy(stream, att.Reader)
-		} else {
-			_, _ = stdcopy.StdCopy(stream, stream, att.Reader)
-		}
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return drivers.ShellExit{}, fmt.Errorf("shell %s: %w", r.ID, ctx.Err())
-	}
-	code, err := execExitCode(ctx, st.cli, ex.ID)
-	if err != nil {
-		return drivers.ShellExit{}, fmt.Errorf("shell %s: %w", r.ID, err)
-	}
-	return drivers.ShellExit{Code: code}, nil
-}
-
-// execExitWait is how long the engine has to mark an exec ended after its
-// output ended.
-const execExitWait = 5 * time.Second
-
-// execExitCode returns the exit code of exec id, whose output has ended.
-// The engine may close the output a moment before it marks the exec ended:
-// until then it is asked again, for up to execExitWait.
-func execExitCode(ctx context.Context, cli *client.Client, id string) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, execExitWait)
-	defer cancel()
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		res, err := cli.ContainerExecInspect(ctx, id)
-		if err != nil {
-			return 0, fmt.Errorf("exec inspect: %w", err)
-		}
-		if !res.Running {
-			if res.ExitCode < 0 || res.ExitCode > 255 {
-				return 0, fmt.Errorf("exec inspect: exit code %d is not a status", res.ExitCode)
-			}
-			return res.ExitCode, nil
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return 0, fmt.Errorf("exec inspect: still running after its output ended: %w", ctx.Err())
-		}
-	}
 }
