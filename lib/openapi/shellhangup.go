@@ -23,7 +23,7 @@ import (
 //   - while the shell is quiet, every ShellKeepalive an empty output frame
 //     goes out (hf-shell.v2): once the client is gone its host answers it
 //     with a reset, and the next write fails;
-//   - every ShellKeepalive the kernel is asked about the connection
+//   - five times as often the kernel is asked about the connection
 //     (upgrade.Gone, Linux): reset, timed out under TCP keep-alive, or
 //     what was sent unacknowledged for two intervals (the client's host
 //     vanished). This is all a raw hf-shell connection has once its input
@@ -40,6 +40,12 @@ var errClientGone = errors.New("the client is gone")
 // shellStall is how many keep-alive intervals what was sent on a shell's
 // connection may go unacknowledged before the client counts as gone.
 const shellStall = 2
+
+// shellChecks is how many times per keep-alive interval the kernel is
+// asked about a shell's connections: a getsockopt, cheap, that finds
+// sooner a reset drawn by a keep-alive (one written here, or through a
+// node between: that node resets its connection to this one in turn).
+const shellChecks = 5
 
 // shellSet counts the shells a server runs or splices through, so that
 // Serve, stopping, waits for them once it hung them up. Safe for
@@ -138,12 +144,12 @@ func (c *shellConn) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// watchConns checks conns every ShellKeepalive until ctx ends or the
-// returned stop is called, which waits for it: under hf-shell.v2 (framed
-// set) it sends a keep-alive while the shell is quiet, and it asks the
-// kernel whether each conn's peer is still there. It calls gone[i] with
-// why conns[i]'s peer is gone, once, and stops. conns get TCP keep-alive
-// at the same interval.
+// watchConns checks conns until ctx ends or the returned stop is called,
+// which waits for it: every ShellKeepalive under hf-shell.v2 (framed set)
+// it sends a keep-alive while the shell is quiet, and shellChecks times as
+// often it asks the kernel whether each conn's peer is still there. It
+// calls gone[i] with why conns[i]'s peer is gone, once, and stops. conns
+// get TCP keep-alive at ShellKeepalive.
 func (s *Server) watchConns(ctx context.Context, framed *shellframe.Writer, conns []upgrade.Stream, gone []func(error)) (stop func()) {
 	every := s.cfg.ShellKeepalive
 	for _, c := range conns {
@@ -153,15 +159,15 @@ func (s *Server) watchConns(ctx context.Context, framed *shellframe.Writer, conn
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		t := time.NewTicker(every)
+		t := time.NewTicker(max(every/shellChecks, time.Millisecond))
 		defer t.Stop()
-		for {
+		for n := 1; ; n++ {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
-			if framed != nil {
+			if framed != nil && n%shellChecks == 0 {
 				if err := framed.KeepAlive(); err != nil {
 					if !errors.Is(err, shellframe.ErrFinished) {
 						gone[0](fmt.Errorf("keep-alive: %w", err))
