@@ -24,9 +24,9 @@ import (
 //     goes out (hf-shell.v2): once the client is gone its host answers it
 //     with a reset, and the next write fails;
 //   - five times as often the kernel is asked about the connection
-//     (upgrade.Gone, Linux): reset, timed out under TCP keep-alive, or
-//     what was sent unacknowledged for two intervals (the client's host
-//     vanished). This is all a raw hf-shell connection has once its input
+//     (upgrade.PeerWatch, Linux): reset, timed out under TCP keep-alive,
+//     or what was sent unacknowledged for two intervals, 10 s at least
+//     (the client's host vanished). This is all a raw hf-shell connection has once its input
 //     ended: a killed client's host resets the connection only when the
 //     connection's last traces there are gone, a minute or so later.
 //
@@ -38,8 +38,13 @@ import (
 var errClientGone = errors.New("the client is gone")
 
 // shellStall is how many keep-alive intervals what was sent on a shell's
-// connection may go unacknowledged before the client counts as gone.
-const shellStall = 2
+// connection may go unacknowledged before the client counts as gone, and
+// minShellStall the least time: well above any round trip and delayed
+// acknowledgement.
+const (
+	shellStall    = 2
+	minShellStall = 10 * time.Second
+)
 
 // shellChecks is how many times per keep-alive interval the kernel is
 // asked about a shell's connections: a getsockopt, cheap, that finds
@@ -152,8 +157,11 @@ func (c *shellConn) Write(p []byte) (int, error) {
 // get TCP keep-alive at ShellKeepalive.
 func (s *Server) watchConns(ctx context.Context, framed *shellframe.Writer, conns []upgrade.Stream, gone []func(error)) (stop func()) {
 	every := s.cfg.ShellKeepalive
-	for _, c := range conns {
-		_ = upgrade.KeepAlive(c, every) // where it cannot, Gone cannot tell either
+	stall := max(shellStall*every, minShellStall)
+	watches := make([]*upgrade.PeerWatch, len(conns))
+	for i, c := range conns {
+		_ = upgrade.KeepAlive(c, every) // where it cannot, the watch cannot tell either
+		watches[i] = upgrade.NewPeerWatch(c, stall)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -175,8 +183,8 @@ func (s *Server) watchConns(ctx context.Context, framed *shellframe.Writer, conn
 					return
 				}
 			}
-			for i, c := range conns {
-				if err := upgrade.Gone(c, shellStall*every); err != nil {
+			for i, w := range watches {
+				if err := w.Gone(time.Now()); err != nil {
 					gone[i](err)
 					return
 				}

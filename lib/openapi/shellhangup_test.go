@@ -285,7 +285,7 @@ func TestShellKeepAlivesAreNoOutput(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, rw.CloseWrite())
 		out, err := io.ReadAll(rw)
-		require.NoError(t, err, machine)
+		require.NoError(t, err, "%s\nn1:\n%s\nn2:\n%s", machine, e.logs.String(), far.logs.String())
 		assert.Equal(t, "done\n", string(out), machine)
 		exit, err := rw.Exit()
 		require.NoError(t, err)
@@ -302,7 +302,7 @@ func TestShellKeepAlivesAreNoOutput(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, s.CloseWrite())
 			wire, err := io.ReadAll(s)
-			require.NoError(t, err)
+			require.NoError(t, err, "%s %s\nn1:\n%s\nn2:\n%s", machine, proto, e.logs.String(), far.logs.String())
 			_ = s.Close()
 			if proto == RawShellProtocol {
 				assert.Equal(t, "done\n", string(wire), "%s: raw output, no keep-alives", machine)

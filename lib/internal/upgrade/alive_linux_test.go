@@ -1,56 +1,62 @@
 package upgrade
 
 import (
+	"io"
+	"net/http/httptest"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
-// Gone tells a peer that reset the connection, not one that only ended its
-// input.
-func TestGone(t *testing.T) {
+// A watch tells a peer that reset the connection, not one that only ended
+// its input.
+func TestPeerWatchReset(t *testing.T) {
 	srv, streams := upgraded(t)
 	client, server := serverSide(t, srv, streams)
-	assert.NoError(t, Gone(server, time.Minute))
+	w := NewPeerWatch(server, time.Minute)
+	assert.NoError(t, w.Gone(time.Now()))
 	require.NoError(t, client.CloseWrite())
-	assert.NoError(t, Gone(server, time.Minute), "the end of the input is not the peer gone")
+	assert.NoError(t, w.Gone(time.Now()), "the end of the input is not the peer gone")
 	Abort(client)
-	// The reset reaches the server's socket asynchronously; writing draws
-	// it when the peer's close went out as a FIN instead.
-	assert.Eventually(t, func() bool {
-		_, _ = server.Write([]byte("x"))
-		return Gone(server, time.Minute) != nil
-	}, 10*time.Second, 10*time.Millisecond)
-	assert.ErrorIs(t, Gone(server, time.Minute), ErrGone)
+	var err error
+	require.Eventually(t, func() bool {
+		err = w.Gone(time.Now())
+		return err != nil
+	}, 10*time.Second, 10*time.Millisecond, "the reset reaches the server's socket")
+	assert.ErrorIs(t, err, ErrGone)
+	assert.ErrorIs(t, err, syscall.ECONNRESET)
 }
 
-// gone's judgement: a closed connection, or data unacknowledged for longer
-// than the stall; a peer that acknowledges (a full window included) is
-// there.
-func TestGoneJudgement(t *testing.T) {
-	const stall = 20 * time.Second
-	for _, tc := range []struct {
-		name     string
-		state    uint8
-		unacked  uint32
-		sinceAck time.Duration
-		gone     bool
-	}{
-		{"established, idle", 1, 0, time.Hour, false},
-		{"half-closed by the peer", 8, 0, time.Hour, false},
-		{"in flight, acknowledged lately", 1, 3, time.Second, false},
-		{"in flight, unacknowledged past the stall", 1, 1, stall + time.Second, true},
-		{"reset or timed out", tcpClose, 0, 0, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := gone(tc.state, tc.unacked, tc.sinceAck, stall)
-			if tc.gone {
-				assert.ErrorIs(t, err, ErrGone)
-			} else {
-				assert.NoError(t, err)
-			}
-		})
-	}
+// A connection that ended both ways is over, not a peer gone. (Over TCP:
+// TLS's CloseWrite sends its close_notify but leaves the TCP connection
+// open.)
+func TestPeerWatchEnded(t *testing.T) {
+	srv, streams := serveUpgrades(t, httptest.NewServer)
+	client, server := serverSide(t, srv, streams)
+	w := NewPeerWatch(server, time.Minute)
+	require.NoError(t, client.CloseWrite())
+	require.NoError(t, server.CloseWrite())
+	_, err := io.ReadAll(server)
+	require.NoError(t, err)
+	_, err = io.ReadAll(client)
+	require.NoError(t, err)
+	require.NoError(t, client.Close())
+	require.Eventually(t, func() bool { return tcpState(t, server) == tcpClose }, 10*time.Second, 10*time.Millisecond)
+	assert.NoError(t, w.Gone(time.Now()))
+}
+
+// tcpState is the state of s's TCP connection.
+func tcpState(t *testing.T, s Stream) uint8 {
+	rc, err := tcpConn(s).SyscallConn()
+	require.NoError(t, err)
+	var info *unix.TCPInfo
+	require.NoError(t, rc.Control(func(fd uintptr) {
+		info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+	}))
+	require.NoError(t, err)
+	return info.State
 }

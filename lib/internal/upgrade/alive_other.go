@@ -4,6 +4,6 @@ package upgrade
 
 import "time"
 
-// Gone reports whether the peer of s is gone, where the kernel tells
-// (Linux): elsewhere it cannot tell, and returns nil.
-func Gone(s Stream, stall time.Duration) error { return nil }
+// Gone reports, as of now, whether the peer is gone (see PeerWatch): only
+// Linux tells, elsewhere it returns nil.
+func (w *PeerWatch) Gone(now time.Time) error { return nil }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"syscall"
 	"testing"
 	"time"
 
@@ -17,8 +18,15 @@ import (
 // upgraded serves upgrades over TLS and hands each server side to the test.
 func upgraded(t *testing.T) (*httptest.Server, chan Stream) {
 	t.Helper()
+	return serveUpgrades(t, httptest.NewTLSServer)
+}
+
+// serveUpgrades serves upgrades on the server newServer starts and hands
+// each server side to the test.
+func serveUpgrades(t *testing.T, newServer func(http.Handler) *httptest.Server) (*httptest.Server, chan Stream) {
+	t.Helper()
 	streams := make(chan Stream, 1)
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := newServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s, ok := accept(w)
 		if !ok {
 			return
@@ -126,6 +134,65 @@ func TestSpliceGivesUp(t *testing.T) {
 			case <-spliced:
 			case <-time.After(10 * time.Second):
 				t.Fatal("Splice did not return")
+			}
+		})
+	}
+}
+
+// A watch's judgement over successive checks: a connection reset or timed
+// out is gone at once, one that ended both ways is not; data outstanding is gone once no acknowledgement at all came
+// for longer than the stall, counted from the first check that saw it
+// outstanding (a quiet connection's last acknowledgement, long ago, does
+// not count), and any acknowledgement between checks starts the count
+// again. A full window (nothing in flight) is a peer that is there.
+func TestPeerWatchJudgement(t *testing.T) {
+	const stall = 20 * time.Second
+	type check struct {
+		at       time.Duration // since the start
+		view     tcpView
+		wantGone bool
+	}
+	for _, tc := range []struct {
+		name   string
+		checks []check
+	}{
+		{"reset", []check{{0, tcpView{closed: true, err: syscall.ECONNRESET}, true}}},
+		{"timed out", []check{{0, tcpView{closed: true, err: syscall.ETIMEDOUT}, true}}},
+		{"ended both ways", []check{{0, tcpView{closed: true}, false}, {time.Minute, tcpView{closed: true, sinceAck: time.Hour}, false}}},
+		{"idle", []check{{0, tcpView{sinceAck: time.Hour}, false}, {time.Hour, tcpView{sinceAck: 2 * time.Hour}, false}}},
+		{"sent after a long quiet, acknowledged", []check{
+			{0, tcpView{unacked: 1, sinceAck: time.Hour}, false},
+			{2 * time.Second, tcpView{sinceAck: time.Second}, false},
+		}},
+		{"unacknowledged past the stall", []check{
+			{0, tcpView{unacked: 1, sinceAck: time.Hour}, false},
+			{10 * time.Second, tcpView{unacked: 2, sinceAck: time.Hour}, false},
+			{21 * time.Second, tcpView{unacked: 2, sinceAck: time.Hour}, true},
+		}},
+		{"busy and acknowledged all along", []check{
+			{0, tcpView{unacked: 9, sinceAck: 0}, false},
+			{15 * time.Second, tcpView{unacked: 9, sinceAck: time.Second}, false},
+			{30 * time.Second, tcpView{unacked: 9, sinceAck: time.Second}, false},
+			{45 * time.Second, tcpView{unacked: 9, sinceAck: 2 * time.Second}, false},
+		}},
+		{"an acknowledgement starts the count again", []check{
+			{0, tcpView{unacked: 1, sinceAck: time.Hour}, false},
+			{15 * time.Second, tcpView{unacked: 1, sinceAck: time.Second}, false},
+			{30 * time.Second, tcpView{unacked: 1, sinceAck: 16 * time.Second}, false},
+			{46 * time.Second, tcpView{unacked: 1, sinceAck: 32 * time.Second}, false},
+			{51 * time.Second, tcpView{unacked: 1, sinceAck: 37 * time.Second}, true},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &PeerWatch{stall: stall}
+			start := time.Unix(1700000000, 0)
+			for i, c := range tc.checks {
+				err := w.judge(c.view, start.Add(c.at))
+				if c.wantGone {
+					assert.ErrorIs(t, err, ErrGone, "check %d", i)
+				} else {
+					assert.NoError(t, err, "check %d", i)
+				}
 			}
 		})
 	}
