@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,8 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/hf-fleet/hf/lib/types"
 )
 
 // shellKeepalive is the nodes' api.shell_keepalive in these tests: short,
@@ -90,17 +86,6 @@ func assertGone(t *testing.T, cmd string, since time.Time, msg string) {
 	}
 }
 
-// boxTemplate is a small native template whose entry sleeps.
-func boxTemplate(t *testing.T) types.MachineTemplate {
-	return types.MachineTemplate{
-		Metadata: types.ObjectMeta{Name: "box"},
-		Spec: types.MachineTemplateSpec{
-			Resources:             types.Resources{CPU: 0.1, RAMGB: 0.1},
-			ProviderConfiguration: map[string]json.RawMessage{"native": rawJSON(t, map[string]any{"entry": `exec sleep 3600`})},
-		},
-	}
-}
-
 // TestNativeShellClientKilled: a shell whose hf-cli is killed (kill -9)
 // after its input ended, while the shell runs a long command, is hung up
 // with what it runs, from the machine's node and through another node;
@@ -112,21 +97,15 @@ func TestNativeShellClientKilled(t *testing.T) {
 	host := nativeHost(t)
 	n1 := startWithConfig(t, "", nativeConfig(prefix, host+"/a")+shellKeepalive)
 	n2 := startWithConfig(t, "", nativeConfig(prefix, host+"/b")+shellKeepalive, "--join", n1.Gossip)
-	n1.createTemplate(boxTemplate(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	out, errOut, code := n1.cli(ctx, nil, "claim", "create", "c1", "--template", "box", "--wait")
-	require.Equal(t, 0, code, out+errOut)
-	m := boundOnMachine.FindStringSubmatch(out + errOut)
-	require.NotNil(t, m, out+errOut)
+	node, machine := sleeperClaim(t, n1, "c1")
 	home, other := n1, n2
-	if m[1] == n2.Name {
+	if node == n2.Name {
 		home, other = n2, n1
 	}
 
 	for i, via := range []*proc{home, other} {
 		cmd := "sleep " + []string{"601", "602"}[i]
-		c := via.startShell(m[2], cmd+"\n", cmd)
+		c := via.startShell(machine, cmd+"\n", cmd)
 		start := time.Now()
 		require.NoError(t, c.cmd.Process.Kill())
 		<-c.done
@@ -136,7 +115,7 @@ func TestNativeShellClientKilled(t *testing.T) {
 	// The node between stops: it resets both of its connections, hf-cli
 	// learns that the shell's status will not come, and the machine's
 	// node hangs the shell up.
-	c := other.startShell(m[2], "sleep 603\n", "sleep 603")
+	c := other.startShell(machine, "sleep 603\n", "sleep 603")
 	start := time.Now()
 	other.stop()
 	t.Logf("node %s stopped in %s", other.Name, time.Since(start).Round(time.Millisecond))
@@ -158,22 +137,16 @@ func TestNativeShellNodeStops(t *testing.T) {
 	cleanupUsers(t, prefix)
 	host := nativeHost(t)
 	n := startWithConfig(t, "", nativeConfig(prefix, host)+shellKeepalive)
-	n.createTemplate(boxTemplate(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	out, errOut, code := n.cli(ctx, nil, "claim", "create", "c1", "--template", "box", "--wait")
-	require.Equal(t, 0, code, out+errOut)
-	m := boundOnMachine.FindStringSubmatch(out + errOut)
-	require.NotNil(t, m, out+errOut)
+	_, machine := sleeperClaim(t, n, "c1")
 
-	c := n.startShell(m[2], "sleep 604\n", "sleep 604")
+	c := n.startShell(machine, "sleep 604\n", "sleep 604")
 	start := time.Now()
 	n.stop()
 	t.Logf("node stopped in %s", time.Since(start).Round(time.Millisecond))
 	assert.Less(t, time.Since(start), hangUpBound, "the node does not wait long for its shells")
 	assert.Empty(t, procsRunning("sleep 604"), "the shell is gone once the node stopped")
 	assert.Equal(t, 255, c.exited(t), "stderr: %s", c.err.String())
-	assert.Equal(t, "hf-cli: machine "+m[2]+": no exit status from the shell: its node says: the shell was hung up: node "+n.Name+" is stopping\n", c.err.String())
+	assert.Equal(t, "hf-cli: machine "+machine+": no exit status from the shell: its node says: the shell was hung up: node "+n.Name+" is stopping\n", c.err.String())
 
 	// The machine lives on with its node's next start.
 	n = n.restart()
