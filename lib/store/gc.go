@@ -121,7 +121,7 @@ func (s *Store) CollectTombstones(olderThan time.Time) (int, error) {
 		return 0, err
 	}
 	defer s.leave()
-	if err := s.allowWrite(); err != nil {
+	if err := s.Writable(); err != nil {
 		return 0, err
 	}
 	s.tombs.scan.Lock()

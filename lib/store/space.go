@@ -126,13 +126,13 @@ func sparseRoom(fi os.FileInfo, limit int64) int64 {
 	return max(size, 0)
 }
 
-// need is the free space a write needs now, extra besides.
-func (g *spaceGuard) need(extra int64) (int64, error) {
+// need is the free space the store needs now to write at all.
+func (g *spaceGuard) need() (int64, error) {
 	sp, err := g.sparse()
 	if err != nil {
 		return 0, err
 	}
-	return sp + g.reserve() + extra, nil
+	return sp + g.reserve(), nil
 }
 
 // check is nil when there is room for extra bytes besides the reserve, or
@@ -149,7 +149,7 @@ func (g *spaceGuard) measure() (free, need int64, ok bool) {
 	if err != nil {
 		return 0, 0, false
 	}
-	need, err = g.need(0)
+	need, err = g.need()
 	if err != nil {
 		return 0, 0, false
 	}

@@ -42,7 +42,7 @@ func TestFullDiskIsRefusalNotACrash(t *testing.T) {
 	// Leave 8 MiB beyond what the store needs.
 	free, err := diskFree(mnt)
 	require.NoError(t, err)
-	need, err := s.space.need(0)
+	need, err := s.space.need()
 	require.NoError(t, err)
 	require.Greater(t, free, need+8<<20, "the tmpfs leaves room to fill")
 	filler := filepath.Join(mnt, "filler")

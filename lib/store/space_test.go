@@ -34,7 +34,7 @@ func TestWritesRefusedWhenTheDiskIsFull(t *testing.T) {
 		FreeSpace: func(string) (int64, error) { return free.Load(), nil }}
 	s := openStore(t, cfg)
 	putClaim(t, s, "a")
-	need, err := s.space.need(0)
+	need, err := s.space.need()
 	require.NoError(t, err)
 	assert.Greater(t, need, int64(4*8<<20), "the reserve covers a memtable's rotation at least")
 

@@ -371,7 +371,7 @@ func (s *Store) run(ws []*pendingWrite) error {
 		return err
 	}
 	defer s.leave()
-	if err := s.allowWrite(); err != nil {
+	if err := s.Writable(); err != nil {
 		return err
 	}
 	s.qmu.Lock()
@@ -600,10 +600,6 @@ func deleteSeq(txn *badger.Txn, rec Record) error {
 	return nil
 }
 
-// Writable is nil while the store takes writes, or the ErrNoSpace that
-// refuses them while its disk is too full.
-func (s *Store) Writable() error { return s.allowWrite() }
-
 // Admits is nil while the store has room for new work (a request through
 // the API): the disk has SpaceHeadroom beyond what any write needs, so the
 // writes of what is under way still find room once it says ErrNoSpace.
@@ -624,9 +620,10 @@ func (s *Store) Space() (free, need int64, ok bool) {
 	return s.space.figures(time.Now())
 }
 
-// allowWrite is nil when the store may write: in memory always, on disk
-// while its disk has room (see spaceGuard).
-func (s *Store) allowWrite() error {
+// Writable is nil while the store takes writes: in memory always, on disk
+// while its disk has room (see spaceGuard); else the ErrNoSpace that
+// refuses them.
+func (s *Store) Writable() error {
 	if s.space == nil {
 		return nil
 	}
