@@ -255,6 +255,7 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, held []o
 			exit, err := node.MachineShell(ctx, m, opts, open)
 			return exit, apiError(err)
 		},
+		AtOwner:    node.Ask,
 		PeerClient: &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: sec.CA.Pool(), MinVersion: tls.VersionTLS12}}},
 		PeerScheme: scheme,
 	}, log, st)
@@ -264,6 +265,7 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, held []o
 		_ = mem.Stop(context.Background())
 		return err
 	}
+	node.HandleAsks(openapi.UsersKey, api.DecideUserChange)
 
 	fmt.Fprintf(stdout, "hf-node %s %s\n", name, info.Version)
 	fmt.Fprintf(stdout, "  api:      %s://%s\n", scheme, apiAddr)

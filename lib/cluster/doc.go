@@ -1,5 +1,6 @@
 // Package cluster is the node loop of hf-node: what a node does in the
-// cluster, as four reconcilers over an indexed cache of the store.
+// cluster, as four reconcilers over an indexed cache of the store, and the
+// asks one node decides for the cluster.
 //
 // # One writer per facet
 //
@@ -70,6 +71,27 @@
 //	  E sees its bound claim's machine lost -> election {r+1} (Rebind) or
 //	  {r+1, failed} (onNodeLoss Fail); X, if it comes back, finds its claims
 //	  at a later round and releases its machines.
+//
+// # Asks: one node decides for the cluster
+//
+// What must not be decided on two nodes at once (the API's changes that
+// may take the last admin away) is decided by the owner of a key, the
+// rendezvous owner among the live members, on its own store (asks.go):
+//
+//	API node A: Ask(key, body)      owner O = rendezvous(key, live members)
+//	  O == A: decide here
+//	A --Ask(key, n, body)--> O        (direct reliable send, JSON)
+//	O: owns key as it sees it? reaches a majority of the nodes it knows?
+//	   owned key for OwnerSettle (or knows nobody else)?
+//	     yes: handler(body) -> Answer(n, body)    (the handler serializes)
+//	     no : Answer(n, why not)  -> A: ErrNotDecided (nothing was done)
+//	no answer within AskTimeout -> A: ErrNoAnswer (it may have been done)
+//
+// O's earlier decisions are in its store before it takes the next, so two
+// asks made on two nodes within a millisecond are decided one after the
+// other. A new owner waits OwnerSettle for the last owner's writes to reach
+// it, and the smaller side of a partition decides nothing; what is left is
+// an owner that dies before its write left it.
 //
 // # The reconcilers
 //

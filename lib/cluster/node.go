@@ -65,6 +65,13 @@ type Config struct {
 	// MaxRebinds is how many times a claim whose machine died is bound
 	// again before it fails instead (scheduler.max_rebinds; 0: no cap).
 	MaxRebinds int
+	// AskTimeout bounds how long Ask waits for the owner's answer
+	// (default 5s).
+	AskTimeout time.Duration
+	// OwnerSettle is how long a node must have owned a key before it
+	// decides that key's asks (default 5s): what the last owner wrote
+	// reaches it first. A node that knows no other member decides at once.
+	OwnerSettle time.Duration
 }
 
 func (c *Config) defaults() {
@@ -91,6 +98,12 @@ func (c *Config) defaults() {
 	}
 	if c.BindTimeout <= 0 {
 		c.BindTimeout = types.DefaultBindTimeout
+	}
+	if c.AskTimeout <= 0 {
+		c.AskTimeout = 5 * time.Second
+	}
+	if c.OwnerSettle <= 0 {
+		c.OwnerSettle = 5 * time.Second
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -133,6 +146,7 @@ type Node struct {
 	el      *elector
 	duties  *duties
 	rep     *reporter
+	asks    *asks
 	metrics *metrics
 	// viewNotice tells NodeView's watchers that membership moved it.
 	viewNotice notice
@@ -179,6 +193,7 @@ func New(cfg Config, log *slog.Logger, st *store.Store, instances []Instance, pe
 	n.el = newElector(n)
 	n.duties = newDuties(n)
 	n.rep = newReporter(n)
+	n.asks = newAsks(n)
 	n.cache.OnChange(n.onChange)
 	return n, nil
 }
@@ -200,6 +215,10 @@ func (n *Node) Deliver(m Message) {
 		n.acc.deliver(m)
 	case m.Type == wire.MsgAccept || m.Type == wire.MsgDecline:
 		n.el.deliver(m)
+	case m.Type == wire.MsgAsk:
+		n.asks.received(m)
+	case m.Type == wire.MsgAnswer:
+		n.asks.answered(m)
 	default:
 		n.log.Debug("message dropped", "type", m.Type, "from", m.From)
 	}
@@ -211,6 +230,7 @@ func (n *Node) MembershipChanged() {
 	n.view.membersChanged()
 	n.el.membersChanged()
 	n.duties.membersChanged()
+	n.asks.membersChanged()
 	n.rep.kick()
 	// Last: the duties note who went absent, which NodeView reads.
 	n.viewNotice.notify()

@@ -121,17 +121,23 @@ func (v *view) since(t time.Time) time.Time {
 // membership change; until one has answered, quorum is false and reprobe
 // is called when it has.
 func (v *view) quorum() bool {
+	q, _ := v.quorumAnswered()
+	return q
+}
+
+// quorumAnswered is quorum, and whether it is an answer: false while the
+// probe it waits for is under way (quorum is then false).
+func (v *view) quorumAnswered() (quorum, answered bool) {
 	live, known := v.members()
 	switch {
 	case 2*len(live) <= known:
 		v.note(false)
-		return false
+		return false, true
 	case len(live) == known:
 		v.note(true)
-		return true // nobody is absent: no verdict to pass
+		return true, true // nobody is absent: no verdict to pass
 	}
-	q, _ := v.confirmQuorum(reachFresh)
-	return q
+	return v.confirmQuorum(reachFresh)
 }
 
 // note records a quorum this node is sure of.

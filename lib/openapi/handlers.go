@@ -367,41 +367,65 @@ func (k kindRoutes) update(c *gin.Context) {
 		s.writeErr(c, forbidden("", "role %s may only terminate its machineclaims (status.phase Terminated)", p.Role))
 		return
 	}
-	for try := 0; ; try++ {
-		if try > 0 {
-			// keepFixed filled in what the body left out from the object
-			// read then: start again from the body.
-			if obj, err = decodeObject(k.kind, body); err != nil {
-				s.writeErr(c, err)
-				return
-			}
-			obj.Meta().Name = name
-		}
-		rec, stored, err := k.load(p, name)
-		if err != nil {
-			s.writeErr(c, err)
-			return
-		}
-		prepareUpdate(obj, stored)
-		if err := keepFixed(obj, stored); err != nil {
-			s.writeErr(c, err)
+	if u, ok := obj.(*types.User); ok && !enabledAdmin(u) {
+		// It may take an admin away: one node decides those (users.go).
+		// What this node can tell without it, it tells.
+		if types.ValidateName("name", name) != nil {
+			s.writeErr(c, notFound(k.kind, name))
 			return
 		}
 		if err := validate(obj); err != nil {
 			s.writeErr(c, err)
 			return
 		}
-		if err := s.checkEventSet(obj, stored); err != nil {
+		out, err := s.changeUser(c.Request.Context(), userChange{Name: name, Version: want, Body: body})
+		if err != nil {
 			s.writeErr(c, err)
 			return
+		}
+		s.writeRecord(c, http.StatusOK, out)
+		return
+	}
+	out, err := k.put(p, name, body, want)
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	s.writeRecord(c, http.StatusOK, out)
+}
+
+// put writes body, an update of object name, over the stored object as p
+// may see it, at version want (zero: whatever it is, read again and
+// written again while an owner writes it in between).
+func (k kindRoutes) put(p Principal, name string, body []byte, want types.Version) (store.Record, error) {
+	s := k.s
+	for try := 0; ; try++ {
+		// keepFixed fills in what the body left out from the object read:
+		// each try starts again from the body.
+		obj, err := decodeObject(k.kind, body)
+		if err != nil {
+			return store.Record{}, err
+		}
+		obj.Meta().Name = name
+		rec, stored, err := k.load(p, name)
+		if err != nil {
+			return store.Record{}, err
+		}
+		prepareUpdate(obj, stored)
+		if err := keepFixed(obj, stored); err != nil {
+			return store.Record{}, err
+		}
+		if err := validate(obj); err != nil {
+			return store.Record{}, err
+		}
+		if err := s.checkEventSet(obj, stored); err != nil {
+			return store.Record{}, err
 		}
 		if err := s.checkAdminKept(obj, stored); err != nil {
-			s.writeErr(c, err)
-			return
+			return store.Record{}, err
 		}
 		if err := s.checkContent(obj); err != nil {
-			s.writeErr(c, err)
-			return
+			return store.Record{}, err
 		}
 		// Written over what was just read, and only the API's own facets: a
 		// status its owner wrote meanwhile is neither a conflict nor undone.
@@ -409,12 +433,7 @@ func (k kindRoutes) update(c *gin.Context) {
 		if errors.Is(err, store.ErrConflict) && want.IsZero() && try < writeTries {
 			continue
 		}
-		if err != nil {
-			s.writeErr(c, err)
-			return
-		}
-		s.writeRecord(c, http.StatusOK, out)
-		return
+		return out, err
 	}
 }
 
@@ -480,14 +499,8 @@ func (k kindRoutes) delete(c *gin.Context) {
 	}
 	name := c.Param("name")
 	if k.kind == types.KindUser {
-		if err := s.checkUserUnused(name); err != nil {
-			s.writeErr(c, err)
-			return
-		}
-		if err := s.checkAdminLeft(name); err != nil {
-			s.writeErr(c, err)
-			return
-		}
+		k.deleteUser(c, name, want)
+		return
 	}
 	for try := 0; ; try++ {
 		rec, obj, err := k.load(p, name)
@@ -513,10 +526,29 @@ func (k kindRoutes) delete(c *gin.Context) {
 			s.writeErr(c, err)
 			return
 		}
-		if k.kind == types.KindUser {
-			s.deleteUserTokens(name)
-		}
 		s.writeRecord(c, http.StatusOK, rec)
 		return
 	}
+}
+
+// deleteUser deletes user name (at version want, when set) unless it still
+// holds claims or sessions, and then its tokens. One node decides every
+// user delete (users.go): it may take an admin away.
+func (k kindRoutes) deleteUser(c *gin.Context, name string, want types.Version) {
+	s := k.s
+	if types.ValidateName("name", name) != nil {
+		s.writeErr(c, notFound(k.kind, name))
+		return
+	}
+	if err := s.checkUserUnused(name); err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	rec, err := s.changeUser(c.Request.Context(), userChange{Name: name, Delete: true, Version: want})
+	if err != nil {
+		s.writeErr(c, err)
+		return
+	}
+	s.deleteUserTokens(name)
+	s.writeRecord(c, http.StatusOK, rec)
 }

@@ -335,55 +335,6 @@ func (s *Server) checkUserUnused(user string) error {
 		user, claims, sessions)
 }
 
-// checkAdminLeft refuses to delete the last enabled user holding the
-// admin role (409): nobody could manage users and tokens any more, and
-// every admin token, the nodes' local ones included, would stop. Two
-// deletes of the last two admins sent to two nodes at once may both pass.
-func (s *Server) checkAdminLeft(user string) error {
-	users, err := store.List[types.User](s.st, types.KindUser)
-	if err != nil {
-		return err
-	}
-	admin, others := false, 0
-	for _, u := range users {
-		switch {
-		case !u.HasRole(RoleAdmin):
-		case u.Metadata.Name == user:
-			admin = true
-		case !u.Spec.Disabled:
-			others++
-		}
-	}
-	if !admin || others > 0 {
-		return nil
-	}
-	return newErr(http.StatusConflict, CodeConflict, "", "user %s is the last enabled user with role admin: without it nobody could manage users and tokens, and every admin token (the nodes' local-* ones too) would stop working; give another user role admin first", user)
-}
-
-// checkAdminKept refuses an update of a user that takes role admin from,
-// or disables, the last enabled user holding it (409), as checkAdminLeft
-// refuses its delete: an admin demoting itself locked everybody out.
-func (s *Server) checkAdminKept(obj, stored types.Object) error {
-	u, ok := obj.(*types.User)
-	if !ok {
-		return nil
-	}
-	was := stored.(*types.User)
-	if !was.HasRole(RoleAdmin) || was.Spec.Disabled || (u.HasRole(RoleAdmin) && !u.Spec.Disabled) {
-		return nil
-	}
-	field := "spec.roles"
-	if u.HasRole(RoleAdmin) {
-		field = "spec.disabled"
-	}
-	err := s.checkAdminLeft(u.Metadata.Name)
-	var ae *apiError
-	if errors.As(err, &ae) {
-		ae.body.Field = field
-	}
-	return err
-}
-
 // deleteUserTokens deletes the tokens of user, just deleted. They stopped
 // working with it already (and a user made again under the name does not
 // take them back: types.Token.OfUser); this keeps them out of the token

@@ -127,6 +127,12 @@ type Config struct {
 	// is asked whether the client is still there. A client gone is
 	// noticed within about two of these, and its shell hung up.
 	ShellKeepalive time.Duration
+	// AtOwner has the node that decides key for the whole cluster run
+	// body through the handler every node registers for key, and returns
+	// its answer (cluster.Node.Ask). The API asks it for the changes of
+	// users that may take an admin away (UsersKey, DecideUserChange); an
+	// error is a 503 to retry. nil: this server decides them itself.
+	AtOwner func(ctx context.Context, key string, body []byte) ([]byte, error)
 	// PeerClient reaches the other nodes' APIs (trusting the cluster CA),
 	// with PeerScheme ("https"), for what another node must answer.
 	PeerClient *http.Client
@@ -164,6 +170,12 @@ type Server struct {
 	guesses *userBuckets
 	// tickets are the stream tickets this node issued (tickets.go).
 	tickets *ticketBook
+	// adminMu makes the check and the write of a user change that may
+	// take an admin away one step (decideUserChange).
+	adminMu sync.Mutex
+	// adminLeft, for tests, is called when a change that takes user's
+	// admin role away passed the check, before it is written.
+	adminLeft func(user string)
 }
 
 // New builds the server and its routes. It fails when the tokens are unusable

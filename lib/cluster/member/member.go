@@ -507,7 +507,7 @@ func (m *Member) Send(ctx context.Context, msg wire.Message) error {
 		return nil
 	}
 	encode := encodeElection
-	if node, ok := m.table.lookup(msg.To); ok && !m.noLinks && hasCap(node.Meta, capElectionBinary) {
+	if node, ok := m.table.lookup(msg.To); ok && msg.Type.Binary() && !m.noLinks && hasCap(node.Meta, capElectionBinary) {
 		encode = encodeElectionBinary
 	}
 	buf, err := encode(msg)
