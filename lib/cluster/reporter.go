@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -109,9 +110,11 @@ func (r *reporter) report(phase types.NodePhase) error {
 		if s, ok := in.Driver.(interface{ StatusText() string }); ok {
 			status = s.StatusText()
 		}
-		spec.Drivers = append(spec.Drivers, types.NodeDriver{
-			Name: in.Name, Driver: in.Type, Remote: in.Driver.IsRemote(), Status: status, Capacity: capa,
-		})
+		nd := types.NodeDriver{Name: in.Name, Driver: in.Type, Remote: in.Driver.IsRemote(), Status: status, Capacity: capa}
+		if g, ok := in.Driver.(drivers.GroupLimiter); ok {
+			nd.AllowedGroups = append([]string{}, g.AllowedGroups()...)
+		}
+		spec.Drivers = append(spec.Drivers, nd)
 	}
 	status := types.NodeStatus{Phase: phase, StartedAt: n.startedAt, Heartbeat: now, Machines: machines}
 	_, err := store.UpdateFacet(n.st, types.KindNode, n.cfg.Name, types.FacetReport, func(o *types.Node) error {

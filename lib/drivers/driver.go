@@ -89,6 +89,15 @@ type HostSharer interface {
 	SharesHost() bool
 }
 
+// GroupLimiter is implemented by drivers that put a machine in host groups
+// only from a list the node's config allows (native: allowed_groups). The
+// node reports the list (never nil: empty when none) in its Node object, so
+// that the API can refuse, when an Environment or a MachineSet is written,
+// groups that no node allows, instead of a claim failing at allocation.
+type GroupLimiter interface {
+	AllowedGroups() []string
+}
+
 // Explainer is implemented by drivers that can say why a machine ended or
 // failed on its own (its entry's exit status and last output), for the
 // claim's reason. Explain returns "" when it knows nothing more.

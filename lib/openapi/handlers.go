@@ -307,9 +307,10 @@ func (s *Server) writeToken(c *gin.Context, rec store.Record, bearer string) {
 // checkContent runs the checks of an object's content against the objects
 // it refers to, for a create and an update alike: claim metadata against
 // its template, provider configuration against the Provider's items (and
-// the node's drivers), an access code's secret against the others'.
+// the node's drivers), native groups against the nodes' reports, an access
+// code's secret against the others'.
 func (s *Server) checkContent(obj types.Object) error {
-	for _, check := range []func(types.Object) error{s.checkClaimMetadata, s.checkConfiguration, s.checkCodeUnique} {
+	for _, check := range []func(types.Object) error{s.checkClaimMetadata, s.checkConfiguration, s.checkGroups, s.checkCodeUnique} {
 		if err := check(obj); err != nil {
 			return err
 		}

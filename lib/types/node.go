@@ -45,6 +45,12 @@ type NodeDriver struct {
 	// Status is a short human-readable state ("ok", "unprivileged mode", an error).
 	Status   string   `json:"status,omitempty"`
 	Capacity Capacity `json:"capacity"`
+	// AllowedGroups are the host groups the driver may put a machine in
+	// (the native driver's allowed_groups), empty when none; nil when the
+	// driver has no such list, or the node does not say (an earlier
+	// release). The API refuses an Environment or MachineSet whose groups
+	// no node that could serve it allows.
+	AllowedGroups []string `json:"allowedGroups,omitzero"`
 }
 
 // Capacity is a driver's capacity on a node.

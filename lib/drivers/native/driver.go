@@ -120,6 +120,7 @@ var (
 	_ drivers.Driver        = (*Driver)(nil)
 	_ drivers.ActivityMeter = (*Driver)(nil)
 	_ drivers.Pauser        = (*Driver)(nil)
+	_ drivers.GroupLimiter  = (*Driver)(nil)
 )
 
 // New builds an unprepared native driver; it is a drivers.Factory.
@@ -340,6 +341,13 @@ func (d *Driver) templateConfig(t types.MachineTemplate) (TemplateConfig, error)
 		return TemplateConfig{}, err
 	}
 	return tc, nil
+}
+
+// AllowedGroups implements drivers.GroupLimiter: the node's allowed_groups.
+func (d *Driver) AllowedGroups() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string{}, d.cfg.AllowedGroups...)
 }
 
 // HostCapacity implements drivers.Driver: the host's CPUs, RAM and the disk
