@@ -19,19 +19,25 @@ type scaleOptions struct {
 	setMin, setMax bool
 }
 
-// newScaleCmd builds `set scale NAME --min N [--max M]`.
+// newScaleCmd builds `set scale NAME [--min N] [--max M]`: either flag
+// alone changes that value and keeps the set's other one.
 func newScaleCmd(f *Factory) *cobra.Command {
 	opts := &scaleOptions{f: f}
 	c := &cobra.Command{
-		Use:   "scale NAME --min N [--max M]",
-		Short: "Change how many warm machines a set keeps (and how many it may provision)",
+		Use:   "scale NAME [--min N] [--max M]",
+		Short: "Change how many warm machines a set keeps, how many it may provision, or both",
 		Long: "Set a machine set's spec.minAvailable (--min) and spec.maxProvisioned (--max,\n" +
-			"0 for no limit). The set is read and written back conditionally on the version\n" +
-			"read, so a concurrent change fails the command (exit 5) instead of being lost.\n" +
+			"0 for no limit); give one or both. A flag left out keeps the set's value, and\n" +
+			"the two must still agree (minAvailable at most maxProvisioned, unless that is 0).\n" +
+			"A --max below the set's live machines deletes none: claimed machines stay until\n" +
+			"their claims end, and the set creates no more until it is below the limit.\n" +
+			"The set is read and written back conditionally on the version read, so a\n" +
+			"concurrent change fails the command (exit 5) instead of being lost.\n" +
 			"A set a scheduled event made is the event's to size: the server refuses to\n" +
 			"scale it (exit 5, naming the event); change the event instead.",
 		Example: "  hf-cli set scale pool --min 3\n" +
-			"  hf-cli set scale pool --min 3 --max 10",
+			"  hf-cli set scale pool --min 3 --max 10\n" +
+			"  hf-cli set scale pool --max 0    # lift the limit, keep minAvailable",
 		Args: exactArgs(1, "one NAME"),
 		RunE: func(c *cobra.Command, args []string) error {
 			opts.name = args[0]
@@ -50,7 +56,7 @@ func newScaleCmd(f *Factory) *cobra.Command {
 func checkScaleFlags(opts *scaleOptions) error {
 	switch {
 	case !opts.setMin && !opts.setMax:
-		return usageErrorf("set scale needs --min N (and optionally --max M)")
+		return usageErrorf("set scale needs --min N, --max M or both")
 	case opts.setMin && opts.min < 0:
 		return usageErrorf("--min must not be negative, got %d", opts.min)
 	case opts.setMax && opts.max < 0:

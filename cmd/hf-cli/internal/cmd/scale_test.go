@@ -79,7 +79,7 @@ func TestSetScaleUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no flags", []string{"pool"}, "set scale needs --min N"},
+		{"no flags", []string{"pool"}, "set scale needs --min N, --max M or both"},
 		{"no name", []string{"--min", "1"}, "needs one NAME"},
 		{"two names", []string{"a", "b", "--min", "1"}, "needs one NAME"},
 		{"negative min", []string{"pool", "--min", "-1"}, "--min must not be negative"},
@@ -96,6 +96,26 @@ func TestSetScaleUsageErrors(t *testing.T) {
 			assert.Empty(t, c.srv.Requests(), "nothing reaches the server")
 		})
 	}
+}
+
+// --max alone is a scale of its own (the set's minAvailable kept), as the
+// command has always done it; its usage line, its help and its error said
+// that --min was required ("scale NAME --min N [--max M]").
+func TestSetScaleMaxAlone(t *testing.T) {
+	c := newCLI(t)
+	c.srv.Put(newSet("pool", "small", 2, 5))
+	r := c.run("set", "scale", "pool", "--max", "3")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Equal(t, "machineset/pool scaled (min 2, max 3)\n", r.out)
+	got := storedSet(t, c, "pool")
+	assert.Equal(t, 2, got.Spec.MinAvailable, "kept")
+	assert.Equal(t, 3, got.Spec.MaxProvisioned)
+
+	r = c.run("set", "scale", "--help")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Contains(t, r.out, "hf-cli set scale NAME [--min N] [--max M]")
+	assert.Contains(t, r.out, "give one or both. A flag left out keeps the set's value")
+	assert.Contains(t, r.out, "hf-cli set scale pool --max 0")
 }
 
 func TestSetScaleAgainstTheStoredSet(t *testing.T) {
