@@ -24,12 +24,6 @@ const (
 	clusterTokensPath = "/cluster/join-tokens"
 )
 
-// Join token lifetimes: the default and the longest.
-const (
-	DefaultJoinTTL = 24 * time.Hour
-	MaxJoinTTL     = 7 * 24 * time.Hour
-)
-
 // JoinBundle is what a joining node receives: the cluster's CA (certificate
 // and key, so it issues its own API certificate and can let others join in
 // turn) and the gossip keys, the one in use first.
@@ -114,10 +108,10 @@ func (s *Server) createJoinToken(c *gin.Context) {
 			return
 		}
 	}
-	ttl := DefaultJoinTTL
+	ttl := types.DefaultJoinTTL
 	if req.TTL != "" {
-		if ttl, err = time.ParseDuration(req.TTL); err != nil || ttl <= 0 || ttl > MaxJoinTTL {
-			s.writeErr(c, badRequest("ttl", "must be a duration above 0 and at most %s, got %q", MaxJoinTTL, req.TTL))
+		if ttl, err = time.ParseDuration(req.TTL); err != nil || ttl <= 0 || ttl > types.MaxJoinTTL {
+			s.writeErr(c, badRequest("ttl", "must be a duration above 0 and at most %s, got %q", types.MaxJoinTTL, req.TTL))
 			return
 		}
 	}

@@ -27,6 +27,13 @@ const (
 	JoinUser = "hf-join"
 )
 
+// Join token lifetimes: the default and the longest. The API refuses a
+// longer one, and hf-cli before it asks.
+const (
+	DefaultJoinTTL = 24 * time.Hour
+	MaxJoinTTL     = 7 * 24 * time.Hour
+)
+
 // User is a person or program known to the whole cluster: the roles its
 // tokens may carry. Replicated like every kind, so a token works on every
 // node.

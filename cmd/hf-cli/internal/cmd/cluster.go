@@ -56,12 +56,15 @@ func newJoinTokenCmd(f *Factory) *cobra.Command {
 		Short: "Make a join token and print the hf-node command that joins a new node with it (admin only)",
 		Long: "A new node started with the printed command fetches the cluster's CA and gossip\n" +
 			"keys from this node, over TLS pinned to the CA the token names. The token works\n" +
-			"for --ttl (default 24h, at most 168h) and for any number of nodes;\n" +
+			"for --ttl (default " + hours(types.DefaultJoinTTL) + ", at most " + hours(types.MaxJoinTTL) + ") and for any number of nodes;\n" +
 			"`hf-cli token revoke NAME` ends it earlier.",
 		Args: noArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			if ttl < 0 {
-				return usageErrorf("--ttl must not be negative, got %s", ttl)
+			// The server refuses the same (400); asked here, it is a
+			// usage error that names the flag, and nothing is sent.
+			if ttl < 0 || ttl > types.MaxJoinTTL {
+				return usageErrorf("--ttl must be from 0 to %s (0, or left out: the default %s), got %s",
+					hours(types.MaxJoinTTL), hours(types.DefaultJoinTTL), ttl)
 			}
 			cl, err := f.Client()
 			if err != nil {
@@ -81,8 +84,17 @@ func newJoinTokenCmd(f *Factory) *cobra.Command {
 			return err
 		},
 	}
-	c.Flags().DurationVar(&ttl, "ttl", 0, "how long the token works (default 24h)")
+	c.Flags().DurationVar(&ttl, "ttl", 0, "how long the token works (default "+hours(types.DefaultJoinTTL)+", at most "+hours(types.MaxJoinTTL)+")")
 	return c
+}
+
+// hours writes d as whole hours ("168h", where d.String() says
+// "168h0m0s"), or as Go does when it is not.
+func hours(d time.Duration) string {
+	if d > 0 && d%time.Hour == 0 {
+		return fmt.Sprintf("%dh", d/time.Hour)
+	}
+	return d.String()
 }
 
 // newKey returns base64 of keySize random bytes.
