@@ -129,7 +129,7 @@ type APIConfig struct {
 	// while the shell is quiet: an empty frame goes to its client
 	// (hf-shell.v2), and the kernel is asked whether the client is still
 	// there. A client gone is noticed within about two of these, and its
-	// shell hung up. Default: 10s.
+	// shell hung up. Default: 10s; at most MaxShellKeepalive.
 	ShellKeepalive time.Duration `mapstructure:"shell_keepalive" yaml:"shell_keepalive"`
 }
 
@@ -364,6 +364,15 @@ const (
 	DefaultTombstoneMinAge     = 10 * time.Minute
 	DefaultDriver              = "test"
 )
+
+// MaxShellKeepalive is the longest api.shell_keepalive. A client gone is
+// noticed within about two intervals, so a longer one leaves a shell whose
+// client was killed running (and what it started) for over ten minutes;
+// and NATs and load balancers commonly drop a connection idle for about
+// five minutes (AWS's for 350 s), which the keep-alive is also there to
+// prevent. (Linux refuses a TCP keep-alive of over 32767 s outright, and
+// the connection then had none at all.)
+const MaxShellKeepalive = 5 * time.Minute
 
 // MinMemoryLimitMB is the smallest memory_limit_mb: below it the runtime and
 // the store's fixed buffers alone pass the limit.

@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -147,6 +148,10 @@ func TestLoadErrors(t *testing.T) {
 			want: []string{`config: api.resume_window:`}},
 		{name: "shell keepalive", content: "api: {shell_keepalive: 0s}\n",
 			want: []string{`config: api.shell_keepalive: must be a positive duration`}},
+		{name: "shell keepalive too long", content: "api: {shell_keepalive: 100h}\n",
+			want: []string{`config: api.shell_keepalive: must be at most 5m0s (a client gone is noticed within about two of these), got 100h0m0s`, "line 1"}},
+		{name: "shell keepalive too long from env", env: []string{"HF_API_SHELL_KEEPALIVE=5m1s"},
+			want: []string{`config: api.shell_keepalive: must be at most 5m0s`, "got 5m1s (from HF_API_SHELL_KEEPALIVE)"}},
 		{name: "token role", content: "api: {tokens: [{name: ci, token: 0123456789abcdef, role: root}]}\n",
 			want: []string{`config: api.tokens[0].role: must be one of admin, operator, user, got "root"`}},
 		{name: "token name", content: "api: {tokens: [{token: 0123456789abcdef, role: user}]}\n",
@@ -255,4 +260,18 @@ func TestLoadMissingFile(t *testing.T) {
 			assert.Contains(t, err.Error(), "config: read /nonexistent/hf.yml")
 		})
 	}
+}
+
+// api.shell_keepalive takes up to MaxShellKeepalive; 100h was accepted,
+// and left a shell whose client was killed running for days.
+func TestShellKeepaliveBound(t *testing.T) {
+	for _, d := range []string{"250ms", "10s", "5m"} {
+		c, err := load(t, "api: {shell_keepalive: "+d+"}\n", nil, nil)
+		require.NoError(t, err, d)
+		want, err := time.ParseDuration(d)
+		require.NoError(t, err)
+		assert.Equal(t, want, c.API.ShellKeepalive, d)
+	}
+	_, err := load(t, "api: {shell_keepalive: 5m1s}\n", nil, nil)
+	assert.ErrorContains(t, err, "config: api.shell_keepalive: must be at most 5m0s")
 }

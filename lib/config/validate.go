@@ -120,6 +120,10 @@ func (a *APIConfig) validate(p *problems) {
 	}
 	positive(p, "api.resume_window", a.ResumeWindow)
 	positive(p, "api.shell_keepalive", a.ShellKeepalive)
+	if a.ShellKeepalive > MaxShellKeepalive {
+		p.addf("api.shell_keepalive", "must be at most %s (a client gone is noticed within about two of these), got %s",
+			MaxShellKeepalive, a.ShellKeepalive)
+	}
 	for i, h := range a.TLSHosts {
 		if !validCertHost(h) {
 			p.addf(fmt.Sprintf("api.tls_hosts[%d]", i), "want a DNS name (its first label may be *) or an IP address, got %q", h)
