@@ -520,14 +520,15 @@ func (a *acceptor) giveBack(claim string, round uint64, driver, reason string) {
 	}
 }
 
-// failureBackoff is how long to wait before handing back a claim whose
-// allocation failed here again: 100 ms, doubling per failure, at most 5 s.
-func (a *acceptor) failureBackoff(claim string) time.Duration {
+// failureBackoff counts one more failed allocation of claim here, and
+// returns how many there were and how long to wait before handing the
+// claim back: 100 ms, doubling per failure, at most 5 s.
+func (a *acceptor) failureBackoff(claim string) (time.Duration, int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	n := a.failures[claim]
 	a.failures[claim] = n + 1
-	return min(100*time.Millisecond<<min(n, 6), 5*time.Second)
+	return min(100*time.Millisecond<<min(n, 6), 5*time.Second), n + 1
 }
 
 func (a *acceptor) forgetFailures(claim string) {

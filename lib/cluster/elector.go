@@ -339,6 +339,7 @@ func (el *elector) feed(now time.Time, c *types.MachineClaim, cs scheduler.Claim
 	}
 	el.execute(el.e.Step(now, scheduler.ClaimRequested{
 		Claim: c.Metadata.Name, Request: req, Round: max(d.Round, el.issued[c.Metadata.Name]), Deadline: cs.Deadline, AcceptedBy: d.AcceptedBy,
+		Reason: d.Reason,
 	}))
 }
 

@@ -227,19 +227,27 @@ func showResource(m *types.Machine, res *types.Resource) {
 // capacity or quota) declines rather than fails: the same give-back, worded
 // as a decline and not counted as a failure; the claim waits and is offered
 // again once a report shows room.
+//
+// The reason says how many times the claim's allocation failed here: the
+// claim is offered again while this node still fits, so the last of its
+// reasons is what a claim failed at its bind timeout shows.
 func (a *acceptor) allocFailed(e entry, cause error) {
+	wait, n := a.failureBackoff(e.Claim)
 	reason := fmt.Sprintf("allocation on %s (driver %s) failed: %v", a.n.cfg.Name, e.Driver, cause)
 	if errors.Is(cause, drivers.ErrNoCapacity) {
 		reason = fmt.Sprintf("declined by %s (driver %s), no capacity: %v", a.n.cfg.Name, e.Driver, cause)
 		a.n.log.Info("allocation declined: no capacity", "machine", e.Machine, "claim", e.Claim, "err", cause)
 	} else {
+		if n > 1 {
+			reason = fmt.Sprintf("allocation on %s (driver %s) failed, %d times for this claim: %v", a.n.cfg.Name, e.Driver, n, cause)
+		}
 		a.n.metrics.allocFailed.WithLabelValues(e.Driver).Inc()
-		a.n.log.Info("allocation failed", "machine", e.Machine, "claim", e.Claim, "err", cause)
+		a.n.log.Info("allocation failed", "machine", e.Machine, "claim", e.Claim, "failures", n, "err", cause)
 	}
 	select {
 	case <-a.n.ctx.Done():
 		return // the restart reconcile drops the reservation
-	case <-time.After(a.failureBackoff(e.Claim)):
+	case <-time.After(wait):
 	}
 	a.giveBack(e.Claim, e.Round, e.Driver, reason)
 	a.dropMachine(e.Machine)

@@ -87,12 +87,20 @@ func TestBindTimeoutFailsWithReason(t *testing.T) {
 	assert.Empty(t, tn.machines())
 }
 
+// A claim whose allocation keeps failing fails at its bind timeout saying
+// what failed where, and that it was tried again: it read "not bound within
+// its bind timeout: waiting for capacity; last: allocation on n1 ...
+// failed", on a node with room.
 func TestAllocationFailureFailsAtDeadline(t *testing.T) {
 	tn := newTestNode(t, "n1", `{"cpus": 2, "ram_gb": 8}`)
 	tn.put(template("broken", 1, 1, `{"fail": true}`))
-	tn.put(claim("c", "broken", 500*time.Millisecond))
+	// Long enough for a few tries (backing off 100 ms, 200 ms, 400 ms).
+	tn.put(claim("c", "broken", 1500*time.Millisecond))
 	c := tn.waitPhase("c", types.ClaimFailed)
-	assert.Contains(t, c.Status.Reason, "fail")
+	assert.Contains(t, c.Status.Reason, "not bound within its bind timeout: every node that fits (n1) was tried; last: node n1 gave round ")
+	assert.Contains(t, c.Status.Reason, `allocation on n1 (driver test) failed, `)
+	assert.Contains(t, c.Status.Reason, ` times for this claim: allocate: template "broken" asks to fail`)
+	assert.NotContains(t, c.Status.Reason, "waiting for capacity")
 	require.Eventually(t, func() bool { return len(tn.machines()) == 0 }, 5*time.Second, 5*time.Millisecond)
 	assert.Equal(t, 0, testdriver.Held(tn.drv))
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/hf-fleet/hf/lib/types"
@@ -53,8 +54,9 @@ type claimState struct {
 	round uint64
 	phase phase
 	offer offer
-	// tried holds nodes that declined or did not answer since the claim last
-	// waited; CandidatesChanged clears it for waiting claims.
+	// tried holds nodes that declined, did not answer or gave the claim back
+	// since the claim last waited; CandidatesChanged clears it for waiting
+	// claims. lastDecline is what became of the last of those tries.
 	tried       map[string]bool
 	lastDecline string
 }
@@ -175,7 +177,8 @@ func (e *Elector) Pending() []string {
 func (e *Elector) requested(now time.Time, in ClaimRequested) []Action {
 	st, ok := e.claims[in.Claim]
 	if !ok {
-		st = &claimState{name: in.Claim, req: in.Request, deadline: in.Deadline, round: in.Round, tried: map[string]bool{}}
+		st = &claimState{name: in.Claim, req: in.Request, deadline: in.Deadline, round: in.Round, tried: map[string]bool{},
+			lastDecline: in.Reason}
 		maps.Copy(st.tried, in.Request.Exclude)
 		e.claims[in.Claim] = st
 		return e.resume(now, st, in.AcceptedBy)
@@ -193,7 +196,10 @@ func (e *Elector) requested(now time.Time, in ClaimRequested) []Action {
 	e.release(st.name)
 	if st.phase == phaseAccepted && in.AcceptedBy == "" {
 		st.tried[st.offer.node] = true
-		st.lastDecline = fmt.Sprintf("node %s gave the claim back", st.offer.node)
+		st.lastDecline = in.Reason
+		if st.lastDecline == "" {
+			st.lastDecline = fmt.Sprintf("node %s gave the claim back", st.offer.node)
+		}
 	}
 	return e.resume(now, st, in.AcceptedBy)
 }
@@ -404,7 +410,8 @@ func (e *Elector) fail(st *claimState) []Action {
 }
 
 // reason explains why the claim is not placed: what stops every candidate by
-// the reports, else what the candidates that should fit said.
+// the reports, else what became of it on the nodes that fit (the last
+// decline, unanswered offer or give-back, which says what failed there).
 func (e *Elector) reason(st *claimState) string {
 	if st.phase == phaseOffering && st.offer.node != "" {
 		return fmt.Sprintf("offer to node %s (round %d) is unanswered", st.offer.node, st.offer.round)
@@ -412,13 +419,41 @@ func (e *Elector) reason(st *claimState) string {
 	req := st.req
 	req.Exclude = nil
 	view := e.view()
-	if len(Rank(req, view)) == 0 {
+	ranked := Rank(req, view)
+	if len(ranked) == 0 {
 		return NoFitReason(req, view)
 	}
-	if st.lastDecline != "" {
-		return "every node that fits declined or did not answer; last: " + st.lastDecline
+	var fits, untried []string
+	for _, r := range ranked {
+		if slices.Contains(fits, r.Node) {
+			continue
+		}
+		fits = append(fits, r.Node)
+		if !st.tried[r.Node] {
+			untried = append(untried, r.Node)
+		}
 	}
-	return "waiting for capacity"
+	slices.Sort(fits)
+	slices.Sort(untried)
+	switch {
+	case len(untried) > 0 && st.lastDecline != "":
+		// Its deadline came before it went on to the others.
+		return fmt.Sprintf("%s; not yet offered to %s", st.lastDecline, nodeList(untried))
+	case len(untried) > 0:
+		return "not yet offered to " + nodeList(untried)
+	case st.lastDecline != "":
+		return fmt.Sprintf("every node that fits (%s) was tried; last: %s", nodeList(fits), st.lastDecline)
+	}
+	return fmt.Sprintf("every node that fits (%s) was tried", nodeList(fits))
+}
+
+// nodeList names nodes for a reason: a few, then how many more.
+func nodeList(nodes []string) string {
+	const shown = 3
+	if len(nodes) <= shown {
+		return strings.Join(nodes, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(nodes[:shown], ", "), len(nodes)-shown)
 }
 
 // view is the candidates with the elector's holds added to their reservations.

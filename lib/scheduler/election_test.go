@@ -97,7 +97,7 @@ func TestElectorDeclineThenNext(t *testing.T) {
 	require.True(t, ok, "%#v", acts[0])
 	assert.Equal(t, "c1", w.Claim)
 	// n2 and n3 still fit by the reports, so the last decline is the news.
-	assert.Equal(t, "every node that fits declined or did not answer; last: node n3 declined: disk", w.Reason)
+	assert.Equal(t, "every node that fits (n2, n3) was tried; last: node n3 declined: disk", w.Reason)
 }
 
 func TestElectorWaitingReasonAfterDeclines(t *testing.T) {
@@ -105,7 +105,7 @@ func TestElectorWaitingReasonAfterDeclines(t *testing.T) {
 	o := offerOf(t, e.Step(t0, request("c1", 2)))
 	acts := e.Step(t0, Declined{Claim: "c1", Node: "n1", Round: o.Round, Reason: "image missing"})
 	assert.Equal(t, []Action{Waiting{Claim: "c1",
-		Reason: "every node that fits declined or did not answer; last: node n1 declined: image missing"}}, acts)
+		Reason: "every node that fits (n1) was tried; last: node n1 declined: image missing"}}, acts)
 	_, ok := e.NextDeadline()
 	assert.True(t, ok, "a waiting claim still has its bind deadline")
 
@@ -265,7 +265,9 @@ func TestElectorDeclineAfterDeadlineFails(t *testing.T) {
 	require.Len(t, acts, 1)
 	f, ok := acts[0].(Fail)
 	require.True(t, ok, "%#v", acts[0])
-	assert.Equal(t, "not bound within its bind timeout: every node that fits declined or did not answer; last: node n1 declined: full", f.Reason)
+	// n2 and n3 were never offered it: the reason said that every node
+	// that fits had declined or not answered.
+	assert.Equal(t, "not bound within its bind timeout: node n1 declined: full; not yet offered to n2, n3", f.Reason)
 }
 
 func TestElectorResume(t *testing.T) {
@@ -384,7 +386,7 @@ func TestElectorWakesWaitingWhenAnOfferComesToNothing(t *testing.T) {
 	dl := resent(t, e, SendOffer{Claim: "a", Node: "n1", Driver: "test", Round: 1})
 	acts := e.Step(dl, Timeout{})
 	assert.Equal(t, []Action{
-		Waiting{Claim: "a", Reason: "every node that fits declined or did not answer; last: node n1 did not answer the offer in 3 tries of 1s"},
+		Waiting{Claim: "a", Reason: "every node that fits (n1) was tried; last: node n1 did not answer the offer in 3 tries of 1s"},
 		SendOffer{Claim: "b", Node: "n1", Driver: "test", Round: 1},
 	}, acts)
 
@@ -404,5 +406,54 @@ func TestElectorDeclineDetails(t *testing.T) {
 	assert.Equal(t, SendOffer{Claim: "c1", Node: "n9", Driver: "test", Round: 2}, o)
 	acts := e.Step(t0, Declined{Claim: "c1", Node: "n9", Round: 2})
 	assert.Equal(t, []Action{Waiting{Claim: "c1",
-		Reason: "every node that fits declined or did not answer; last: node n9 declined: no reason given"}}, acts)
+		Reason: "every node that fits (n1, n9) was tried; last: node n9 declined: no reason given"}}, acts)
+}
+
+// A claim whose allocation failed on the one node that fits is brought back
+// by the shell (ClaimRequested with the give-back's reason, after it dropped
+// the claim while the node worked on it). It waits for that node's next
+// report, and says what failed there: it read "waiting for capacity" on a
+// node with room, and failed at its bind timeout as "waiting for capacity;
+// last: allocation ... failed".
+func TestElectorReasonAfterAGiveBack(t *testing.T) {
+	const gaveBack = `node n1 gave round 6 back: allocation on n1 (driver test) failed: template "bad" asks to fail (6 failed allocations of the claim there)`
+	e := newElector(t, []Candidate{cand("n1", 8, 32, 0, 0)})
+	in := request("c1", 2)
+	in.Round, in.Request.Exclude, in.Reason = 6, map[string]bool{"n1": true}, gaveBack
+	assert.Equal(t, []Action{Waiting{Claim: "c1", Reason: "every node that fits (n1) was tried; last: " + gaveBack}}, e.Step(t0, in))
+
+	// Its deadline passes while it waits.
+	acts := e.Step(t0.Add(time.Minute), Timeout{})
+	assert.Equal(t, []Action{Fail{Claim: "c1", Reason: "not bound within its bind timeout: every node that fits (n1) was tried; last: " + gaveBack}}, acts)
+}
+
+// The same give-back seen by an elector that still waits on the round
+// (GaveBack not fed, the claim's next round comes first) names what failed
+// too, not only that the node gave the claim back.
+func TestElectorReasonOfARoundGivenBack(t *testing.T) {
+	e := newElector(t, []Candidate{cand("n1", 8, 32, 0, 0)})
+	o := offerOf(t, e.Step(t0, request("c1", 2)))
+	require.Len(t, e.Step(t0, Accepted{Claim: "c1", Node: o.Node, Driver: o.Driver, Round: o.Round}), 1)
+	in := request("c1", 2)
+	in.Round, in.Reason = o.Round+1, "node n1 gave round 1 back: allocation on n1 (driver test) failed: no image"
+	assert.Equal(t, []Action{Waiting{Claim: "c1",
+		Reason: "every node that fits (n1) was tried; last: node n1 gave round 1 back: allocation on n1 (driver test) failed: no image"}}, e.Step(t0, in))
+	without := NewElector(offerTO)
+	require.Empty(t, without.Step(t0, CandidatesChanged{Candidates: []Candidate{cand("n1", 8, 32, 0, 0)}}))
+	o = offerOf(t, without.Step(t0, request("c1", 2)))
+	require.Len(t, without.Step(t0, Accepted{Claim: "c1", Node: o.Node, Driver: o.Driver, Round: o.Round}), 1)
+	in.Reason = ""
+	assert.Equal(t, []Action{Waiting{Claim: "c1", Reason: "every node that fits (n1) was tried; last: node n1 gave the claim back"}}, without.Step(t0, in),
+		"without a reason from the shell, what the elector knows")
+}
+
+func TestElectorReasonListsAFewNodes(t *testing.T) {
+	var cands []Candidate
+	for _, n := range []string{"n5", "n4", "n3", "n2", "n1"} {
+		cands = append(cands, cand(n, 8, 32, 0, 0))
+	}
+	e := newElector(t, cands)
+	in := request("c1", 2)
+	in.Request.Exclude = map[string]bool{"n1": true, "n2": true, "n3": true, "n4": true, "n5": true}
+	assert.Equal(t, []Action{Waiting{Claim: "c1", Reason: "every node that fits (n1, n2, n3 and 2 more) was tried"}}, e.Step(t0, in))
 }

@@ -25,6 +25,12 @@ type ClaimRequested struct {
 	// AcceptedBy is the node recorded in the claim's status, if any. When it is
 	// alive the elector resumes waiting for it; otherwise it elects again.
 	AcceptedBy string
+	// Reason, when set, is why the claim is elected again (ClaimDecision's:
+	// the node of its last round gave it back, and why). The elector drops a
+	// claim while a live node works on it, so the give-back that brings it
+	// back may be news to it: without Reason, a claim whose every allocation
+	// failed read "waiting for capacity" on nodes with room.
+	Reason string
 }
 
 // CandidatesChanged carries the full, fresh set of candidates (capacity reports
