@@ -72,12 +72,16 @@ type acceptor struct {
 	usage    map[string]*usage   // by driver instance, of entries
 	byClaim  map[string][]string // claim -> machine names (mostly one: a slice, not a map each)
 	failures map[string]int      // claim -> failed allocations here
+
+	// refused logs the writes the store refuses that are tried again.
+	refused *refusals
 }
 
 func newAcceptor(n *Node) *acceptor {
 	return &acceptor{
 		n: n, inbox: queue.New[Message](), q: workqueue.New(nil),
 		entries: map[string]*entry{}, usage: map[string]*usage{}, byClaim: map[string][]string{}, failures: map[string]int{},
+		refused: newRefusals(n.log, n.cfg.Now),
 	}
 }
 
@@ -509,16 +513,26 @@ func (a *acceptor) giveBack(claim string, round uint64, driver, reason string) {
 		return nil
 	})
 	switch {
-	case err == nil && written:
-		a.n.log.Info("claim given back", "claim", claim, "round", round, "reason", reason)
 	case err != nil && !isNotFound(err) && !errors.Is(err, store.ErrFenced):
 		// Refused (the disk full, say): the claim's key comes back, and
 		// with nothing held for it here checkAccepted gives it back again;
 		// else the elector waited on this round until the claim's deadline.
-		a.n.log.Warn("give claim back", "claim", claim, "err", err)
+		a.refused.refused(writeGiveBack, claim, err, time.Second, "claim", claim)
 		a.q.AddAfter(claim, time.Second)
+		return
+	case err == nil && written:
+		a.n.log.Info("claim given back", "claim", claim, "round", round, "reason", reason)
 	}
+	a.refused.settled(writeGiveBack, claim)
 }
+
+// The acceptor's writes that are tried again when the store refuses them,
+// by the message that logs them (see refusals).
+const (
+	writeGiveBack = "give claim back"
+	writeBind     = "bind claim"
+	writeDrop     = "delete machine"
+)
 
 // failureBackoff counts one more failed allocation of claim here, and
 // returns how many there were and how long to wait before handing the

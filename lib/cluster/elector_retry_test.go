@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -9,17 +10,18 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/hf-fleet/hf/internal/syncbuf"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
 // nodeOnADisk is a test node whose store's disk has free's bytes free (1 TiB
-// to start with).
-func nodeOnADisk(t *testing.T) (*testNode, *atomic.Int64) {
+// to start with), logging to log (nil: testLogger).
+func nodeOnADisk(t *testing.T, log *slog.Logger) (*testNode, *atomic.Int64) {
 	free := new(atomic.Int64)
 	free.Store(1 << 40)
 	tn := &testNode{t: t, name: "n1", dir: t.TempDir(), driver: `{"cpus": 4, "ram_gb": 8}`,
-		free: func(string) (int64, error) { return free.Load(), nil }}
+		free: func(string) (int64, error) { return free.Load(), nil }, log: log}
 	tn.start()
 	t.Cleanup(tn.stop)
 	return tn, free
@@ -28,7 +30,12 @@ func nodeOnADisk(t *testing.T) (*testNode, *atomic.Int64) {
 // refusingNode is a test node whose store's disk has room until full is
 // set, and refuses every write while it is.
 func refusingNode(t *testing.T) (*testNode, func(full bool)) {
-	tn, free := nodeOnADisk(t)
+	return refusingNodeLogging(t, nil)
+}
+
+// refusingNodeLogging is refusingNode logging to log.
+func refusingNodeLogging(t *testing.T, log *slog.Logger) (*testNode, func(full bool)) {
+	tn, free := nodeOnADisk(t, log)
 	set := func(full bool) {
 		free.Store(1 << 40)
 		if full {
@@ -96,7 +103,7 @@ func TestLaterElectionWriteReplacesARefusedOne(t *testing.T) {
 // for a while already): what is under way needs the room left. The claim
 // says why it waits, and is bound once there is room again.
 func TestNearlyFullNodeTakesNoNewWork(t *testing.T) {
-	tn, free := nodeOnADisk(t)
+	tn, free := nodeOnADisk(t, nil)
 	tn.put(template("small", 1, 1, `{}`))
 	tn.put(claim("before", "small", time.Hour))
 	tn.waitPhase("before", types.ClaimBound)
@@ -141,4 +148,38 @@ func TestRefusedMachineDeleteIsTriedAgain(t *testing.T) {
 // testdriverRelease frees what the test driver holds for m.
 func testdriverRelease(tn *testNode, m *types.Machine) error {
 	return tn.drv.Deallocate(tn.t.Context(), m.Status.Resource)
+}
+
+// The acceptor's writes that the store refuses (its disk full) and that it
+// tries again every second are logged once each, not at each try, and
+// their count once they land: a full disk drew a warning per claim ("give
+// claim back") and per machine ("delete machine") every second for as long
+// as it lasted, after the store had said once that it refuses writes.
+func TestRefusedAcceptorWritesAreLoggedOnce(t *testing.T) {
+	logs := &syncbuf.Buffer{}
+	tn, full := refusingNodeLogging(t, slog.New(slog.NewTextHandler(logs, nil)))
+	count := func(msg string) int { return strings.Count(logs.String(), `msg="`+msg+`"`) }
+	// Its allocation takes long enough to fill the disk while it runs: the
+	// machine's record, once it is allocated, is refused, so the machine is
+	// released, its record's delete refused and the claim's round given back,
+	// refused too.
+	tn.put(template("slow", 1, 1, `{"delay": "2s"}`))
+	tn.put(claim("c", "slow", time.Hour))
+	require.Eventually(t, func() bool { return tn.node.acc.holds("c") }, 10*time.Second, 10*time.Millisecond, "accepted")
+	full(true)
+	require.Eventually(t, func() bool { return count("give claim back") == 1 && count("delete machine") == 1 },
+		10*time.Second, 20*time.Millisecond, "the first refusals are logged:\n%s", logs)
+	require.Never(t, func() bool { return count("give claim back") > 1 || count("delete machine") > 1 },
+		3500*time.Millisecond, 50*time.Millisecond, "tried again every second, logged once:\n%s", logs)
+	assert.Equal(t, 1, count("record running machine"))
+
+	full(false)
+	require.Eventually(t, func() bool {
+		l := logs.String()
+		return strings.Contains(l, `msg="refused write settled" node=n1 write="give claim back" claim=c refused=`) &&
+			strings.Contains(l, `msg="refused write settled" node=n1 write="delete machine" machine=`)
+	}, 10*time.Second, 20*time.Millisecond, "the count is logged once they land:\n%s", logs)
+	assert.Regexp(t, `write="give claim back" claim=c refused=([3-9]|\d\d+) suppressed=([2-9]|\d\d+)`, logs.String())
+	assert.Equal(t, 1, count("give claim back"))
+	tn.waitPhase("c", types.ClaimBound)
 }

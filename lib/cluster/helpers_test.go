@@ -34,6 +34,8 @@ type testNode struct {
 	now func() time.Time
 	// free is the free space its store sees on its disk (nil: the disk's).
 	free func(dir string) (int64, error)
+	// log, when set, is the node's and its store's logger (nil: testLogger).
+	log  *slog.Logger
 	st   *store.Store
 	drv  drivers.Driver
 	node *Node
@@ -57,7 +59,10 @@ func newTestNode(t *testing.T, name, driverCfg string) *testNode {
 func (tn *testNode) start() {
 	t := tn.t
 	t.Helper()
-	log := testLogger()
+	log := tn.log
+	if log == nil {
+		log = testLogger()
+	}
 	st, err := store.Open(store.Config{Dir: filepath.Join(tn.dir, "store"), NodeID: tn.name, Now: tn.now, FreeSpace: tn.free}, log)
 	require.NoError(t, err)
 	env := driversEnv(tn)
