@@ -83,7 +83,10 @@ func (s *Server) machineLogs(c *gin.Context) {
 
 // callersMachine loads the machine of the path as the caller may use it:
 // an admin or operator any, a user only one a claim of theirs is Bound to
-// now (404 otherwise, as for an object they cannot see).
+// now (404 otherwise, as for an object they cannot see); and one a node of
+// hf holds, which serves its logs and shells (409 for an external machine,
+// which names no node: it was a 503 saying that node "" could not be
+// reached, as if it might be later).
 func (s *Server) callersMachine(c *gin.Context) (*types.Machine, bool) {
 	p := principal(c)
 	_, obj, err := kindRoutes{s: s, kind: types.KindMachine}.load(p, c.Param("name"))
@@ -94,6 +97,11 @@ func (s *Server) callersMachine(c *gin.Context) (*types.Machine, bool) {
 	m := obj.(*types.Machine)
 	if !s.sight(p).boundTo(m.Metadata.Name) {
 		s.writeErr(c, notFound(types.KindMachine, m.Metadata.Name))
+		return nil, false
+	}
+	if m.Spec.Node == "" {
+		s.writeErr(c, newErr(http.StatusConflict, CodeConflict, "",
+			"machine %s is an external machine: it names no node, and only the node that holds a machine serves its logs and shells", m.Metadata.Name))
 		return nil, false
 	}
 	return m, true

@@ -43,6 +43,9 @@ func TestMachineLogs(t *testing.T) {
 		put(&types.Machine{TypeMeta: types.TypeMeta{Kind: types.KindMachine}, Metadata: types.ObjectMeta{Name: m.name},
 			Spec: types.MachineSpec{Node: m.node, Driver: "test", Claim: "c-" + m.name}})
 	}
+	// An external machine, as the proposal writes one: no node holds it.
+	put(&types.Machine{TypeMeta: types.TypeMeta{Kind: types.KindMachine}, Metadata: types.ObjectMeta{Name: "m-ext"},
+		Spec: types.MachineSpec{MachineTemplate: "small"}})
 	r := e.do("GET", "/api/v1/machines/m-here/logs?tail=3", adminTok, nil)
 	require.Equal(t, http.StatusOK, r.code, "%s", r.body)
 	assert.Equal(t, "n1 of m-here, tail 3 follow false\n", string(r.body))
@@ -53,6 +56,11 @@ func TestMachineLogs(t *testing.T) {
 
 	assert.Equal(t, http.StatusNotFound, e.do("GET", "/api/v1/machines/m-far/logs", bobTok, nil).code, "a user reads no machine of another's")
 	assert.Equal(t, http.StatusNotFound, e.do("GET", "/api/v1/machines/m-none/logs", adminTok, nil).code)
+	// An external machine has no node to serve its logs: a 409 saying so,
+	// not a 503 about node "" that cannot be reached.
+	r = e.do("GET", "/api/v1/machines/m-ext/logs", adminTok, nil)
+	assert.Equal(t, http.StatusConflict, r.code, "%s", r.body)
+	assert.Contains(t, r.errBody(t).Message, "machine m-ext is an external machine: it names no node")
 	for q, field := range map[string]string{"tail=-1": "tail", "tail=x": "tail", "tail=100001": "tail", "follow=maybe": "follow"} {
 		r := e.do("GET", "/api/v1/machines/m-here/logs?"+q, adminTok, nil)
 		assert.Equal(t, http.StatusBadRequest, r.code, q)

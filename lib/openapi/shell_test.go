@@ -116,7 +116,7 @@ func shellCluster(t *testing.T) (e, far *testEnv, cl *client.Client) {
 			Spec: types.NodeSpec{APIAddress: strings.TrimPrefix(addr, "http://")}, Status: types.NodeStatus{Phase: types.NodeUp}})
 	}
 	for _, m := range []struct{ name, node string }{{"m-here", "n1"}, {"m-far", "n2"}, {"m-noshell", "n1"}, {"m-paused", "n2"},
-		{"m-hasty", "n1"}, {"m-hasty-far", "n2"}, {"m-lost", "n3"}} {
+		{"m-hasty", "n1"}, {"m-hasty-far", "n2"}, {"m-lost", "n3"}, {"m-ext", ""}} {
 		put(&types.Machine{TypeMeta: types.TypeMeta{Kind: types.KindMachine}, Metadata: types.ObjectMeta{Name: m.name},
 			Spec: types.MachineSpec{Node: m.node, Driver: "test"}, Status: types.MachineStatus{Paused: m.name == "m-paused"}})
 	}
@@ -170,6 +170,11 @@ func TestMachineShell(t *testing.T) {
 	assert.Error(t, err, "a read after the context ended")
 	_, err = cl.MachineShell(t.Context(), "m-noshell", false, 0, 0)
 	assert.True(t, client.IsConflict(err), "%v", err)
+	// An external machine (no node) has no shell: it was a 503 about node
+	// "" that could not be reached.
+	_, err = cl.MachineShell(t.Context(), "m-ext", false, 0, 0)
+	assert.True(t, client.IsConflict(err), "%v", err)
+	assert.ErrorContains(t, err, "machine m-ext is an external machine")
 	// A paused machine's shell is refused before the upgrade, saying why:
 	// it was an empty session that exited 0.
 	_, err = cl.MachineShell(t.Context(), "m-paused", false, 0, 0)
