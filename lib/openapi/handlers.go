@@ -227,6 +227,10 @@ func (k kindRoutes) create(c *gin.Context) {
 		c.Set(auditNameKey, n)
 	}
 	prepareCreate(obj)
+	if err := checkMachineCreate(obj); err != nil {
+		s.writeErr(c, err)
+		return
+	}
 	if !p.Staff() {
 		if err := reservedMeta(obj.Meta()); err != nil {
 			s.writeErr(c, err)

@@ -376,7 +376,7 @@ func minimal(kind, name string) map[string]any {
 	case types.KindMachineSet:
 		spec = map[string]any{"availabilityConfiguration": map[string]any{"type": "Pool"}, "machineTemplate": "small"}
 	case types.KindMachine:
-		spec = map[string]any{"machineTemplate": "small", "node": "n1", "driver": "test"}
+		spec = map[string]any{"machineTemplate": "small"}
 	case types.KindMachineClaim:
 		spec = map[string]any{"machineTemplate": "small", "user": "alice"}
 	case types.KindScheduledEvent:

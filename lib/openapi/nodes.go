@@ -2,6 +2,7 @@ package openapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 
 	fastjson "github.com/goccy/go-json"
@@ -19,6 +20,45 @@ import (
 // errNodeCreate answers a POST of a Node.
 var errNodeCreate = newErr(http.StatusMethodNotAllowed, CodeMethodNotAllowed, "",
 	"nodes are made by the nodes themselves: start hf-node (with --join to add a host to this cluster) and it reports itself")
+
+// checkMachineCreate refuses a Machine created through the API that names
+// what a node writes of the machines it makes: the node (spec.node, the
+// label hf/node), its driver instance there, the claim and round it
+// allocated the machine for (spec.claim, spec.round, the label hf/claim).
+// A node makes its machines when it allocates them and is their only
+// writer; a record naming a node that never made it showed a machine
+// nobody holds, counted in its set and its node's machines, whose reap or
+// release that node never carried out. Through the API a Machine is an
+// external one, as the proposal writes it, naming none of these. Refused
+// whatever the role, as a write of a part the cluster owns is (403); the
+// message names the field too, as clients show a 403's message alone.
+func checkMachineCreate(o types.Object) error {
+	m, ok := o.(*types.Machine)
+	if !ok {
+		return nil
+	}
+	const why = "is written by the node that makes the machine, when it allocates it; a Machine created through the API is an external one, which names no node, driver, claim or round"
+	for _, f := range []struct {
+		field string
+		set   bool
+		value any
+	}{
+		{"spec.node", m.Spec.Node != "", m.Spec.Node},
+		{"spec.driver", m.Spec.Driver != "", m.Spec.Driver},
+		{"spec.claim", m.Spec.Claim != "", m.Spec.Claim},
+		{"spec.round", m.Spec.Round != 0, m.Spec.Round},
+	} {
+		if f.set {
+			return forbidden(f.field, "%s %s (got %q)", f.field, why, fmt.Sprint(f.value))
+		}
+	}
+	for _, l := range []string{types.LabelNode, types.LabelClaim} {
+		if v, ok := m.Metadata.Labels[l]; ok {
+			return forbidden("metadata.labels."+l, "label %s %s (got %q)", l, why, v)
+		}
+	}
+	return nil
+}
 
 // presentView is present, with this node's own view added to a Node
 // (Config.NodeView): whether it reaches it. The phase is the cluster's,

@@ -3,8 +3,10 @@ package openapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -62,7 +64,10 @@ func TestNodesAreTheirOwn(t *testing.T) {
 // node's maintenance flag is still the API's.
 func TestNodeWrittenFieldsAreRefused(t *testing.T) {
 	e := newTestEnv(t)
-	require.Equal(t, http.StatusCreated, e.do("POST", path(types.KindMachine), adminTok, minimal(types.KindMachine, "m1")).code)
+	// A machine its node made (through the store: the API makes none).
+	_, err := e.st.Put(&types.Machine{TypeMeta: types.TypeMeta{Kind: types.KindMachine}, Metadata: types.ObjectMeta{Name: "m1"},
+		Spec: types.MachineSpec{MachineTemplate: "small", Node: "n1", Driver: "test"}}, store.PutOptions{Create: true})
+	require.NoError(t, err)
 	asRead := e.do("GET", path(types.KindMachine, "m1"), adminTok, nil)
 	require.Equal(t, http.StatusOK, asRead.code)
 
@@ -382,4 +387,57 @@ func TestNodeWatchSelectorStopsFollowing(t *testing.T) {
 	require.Equal(t, WatchDelete, out.Type)
 	reach.set("b2", types.ReasonUnreachable)
 	assert.Empty(t, f.viewChanged(t.Logf), "a Node the stream no longer sends")
+}
+
+// A Machine created through the API names no node, nor what a node writes
+// of the machines it makes: an operator's or an admin's token could POST
+// one naming node n1, a record n1 never made, which showed a machine
+// nobody holds and whose reap n1 never carried out. Each such field is a
+// 403 naming it, and nothing is stored; an external machine (as the
+// proposal writes one) is still created.
+func TestMachineCreateNamingANodeIsRefused(t *testing.T) {
+	e := newTestEnv(t)
+	e.reportNode("n1", types.NodeUp)
+	e.makeUser("olga", RoleOperator)
+	opTok := e.makeToken("olga-1", "olga", RoleOperator)
+	spec := func(kv ...any) func(o map[string]any) {
+		return func(o map[string]any) {
+			for i := 0; i < len(kv); i += 2 {
+				o["spec"].(map[string]any)[kv[i].(string)] = kv[i+1]
+			}
+		}
+	}
+	label := func(k, v string) func(o map[string]any) {
+		return func(o map[string]any) { o["metadata"].(map[string]any)["labels"] = map[string]any{k: v} }
+	}
+	for _, tc := range []struct {
+		name, field string
+		mod         func(o map[string]any)
+	}{
+		// (spec.node alone was a 400 asking for spec.driver.)
+		{"node and driver", "spec.node", spec("node", "n1", "driver", "test")},
+		{"node", "spec.node", spec("node", "n1")},
+		{"driver", "spec.driver", spec("driver", "test")},
+		{"claim", "spec.claim", spec("claim", "c1")},
+		{"round", "spec.round", spec("round", 3)},
+		{"node label", "metadata.labels.hf/node", label("hf/node", "n1")},
+		{"claim label", "metadata.labels.hf/claim", label("hf/claim", "c1")},
+	} {
+		for role, tok := range map[string]string{"operator": opTok, "admin": adminTok} {
+			t.Run(fmt.Sprintf("%s as an %s", tc.name, role), func(t *testing.T) {
+				o := minimal(types.KindMachine, "m1")
+				tc.mod(o)
+				r := e.do("POST", path(types.KindMachine), tok, o)
+				require.Equal(t, http.StatusForbidden, r.code, "%s", r.body)
+				b := r.errBody(t)
+				assert.Equal(t, tc.field, b.Field)
+				assert.Contains(t, b.Message, " is written by the node that makes the machine, when it allocates it")
+				assert.Contains(t, b.Message, strings.TrimPrefix(tc.field, "metadata.labels."), "the message names it too")
+				assert.Equal(t, http.StatusNotFound, e.do("GET", path(types.KindMachine, "m1"), adminTok, nil).code, "nothing stored")
+			})
+		}
+	}
+	r := e.do("POST", path(types.KindMachine), opTok, minimal(types.KindMachine, "ext-1"))
+	require.Equal(t, http.StatusCreated, r.code, "an external machine: %s", r.body)
+	assert.Nil(t, r.obj(t)["spec"].(map[string]any)["node"])
 }
