@@ -112,6 +112,11 @@ func (a *acceptor) changed(kind, name string, old, obj types.Object) {
 	self := a.n.cfg.Name
 	switch kind {
 	case types.KindMachineClaim:
+		if obj == nil {
+			// A deleted claim is offered nowhere again: its count of
+			// failed allocations here goes with it.
+			a.forgetFailures(name)
+		}
 		if a.holds(name) || servedBy(old, self) || servedBy(obj, self) {
 			a.q.Add(name)
 		}

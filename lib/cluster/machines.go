@@ -251,6 +251,9 @@ func (a *acceptor) allocFailed(e entry, cause error) {
 	}
 	a.giveBack(e.Claim, e.Round, e.Driver, reason)
 	a.dropMachine(e.Machine)
+	if _, ok := a.n.cache.Get(types.KindMachineClaim, e.Claim); !ok {
+		a.forgetFailures(e.Claim) // deleted while this allocation ran
+	}
 }
 
 // dropMachine forgets a machine that holds nothing in its driver. A delete

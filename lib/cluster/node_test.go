@@ -105,6 +105,30 @@ func TestAllocationFailureFailsAtDeadline(t *testing.T) {
 	assert.Equal(t, 0, testdriver.Held(tn.drv))
 }
 
+// A deleted claim's count of failed allocations goes with it: it was kept
+// for good, one map entry per claim that ever failed on the node.
+func TestDeletedClaimForgetsItsFailures(t *testing.T) {
+	tn := newTestNode(t, "n1", `{"cpus": 2, "ram_gb": 8}`)
+	tn.put(template("broken", 1, 1, `{"fail": true}`))
+	tn.put(claim("c", "broken", time.Minute))
+	acc := tn.node.acc
+	failures := func() int {
+		acc.mu.Lock()
+		defer acc.mu.Unlock()
+		return acc.failures["c"]
+	}
+	require.Eventually(t, func() bool { return failures() > 0 }, 10*time.Second, 5*time.Millisecond, "an allocation failed")
+	_, err := tn.st.Delete(types.KindMachineClaim, "c", types.Version{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		acc.mu.Lock()
+		defer acc.mu.Unlock()
+		_, ok := acc.failures["c"]
+		return !ok
+	}, 10*time.Second, 5*time.Millisecond, "the count outlived its claim")
+	require.Eventually(t, func() bool { return len(tn.machines()) == 0 }, 10*time.Second, 5*time.Millisecond)
+}
+
 // A claim whose allocations keep failing says why while it is offered again:
 // an acceptance of a later round keeps why the round before was given back.
 // Its reason was empty between the give-back and its failure at the bind
