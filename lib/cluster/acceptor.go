@@ -531,12 +531,15 @@ func (a *acceptor) giveBack(claim string, round uint64, driver, reason string) {
 	a.refused.settled(writeGiveBack, claim)
 }
 
-// The acceptor's writes that are tried again when the store refuses them,
-// by the message that logs them (see refusals).
+// The writes that are tried again when the store refuses them, by the
+// message that logs them (see refusals): the acceptor's, and the two a node
+// makes on a timer (its report, a machine's last activity).
 const (
 	writeGiveBack = "give claim back"
 	writeBind     = "bind claim"
 	writeDrop     = "delete machine"
+	writeReport   = "report"
+	writeActivity = "record activity"
 )
 
 // failureBackoff counts one more failed allocation of claim here, and

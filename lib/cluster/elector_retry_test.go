@@ -17,11 +17,14 @@ import (
 
 // nodeOnADisk is a test node whose store's disk has free's bytes free (1 TiB
 // to start with), logging to log (nil: testLogger).
-func nodeOnADisk(t *testing.T, log *slog.Logger) (*testNode, *atomic.Int64) {
+func nodeOnADisk(t *testing.T, log *slog.Logger, config ...func(*Config)) (*testNode, *atomic.Int64) {
 	free := new(atomic.Int64)
 	free.Store(1 << 40)
 	tn := &testNode{t: t, name: "n1", dir: t.TempDir(), driver: `{"cpus": 4, "ram_gb": 8}`,
 		free: func(string) (int64, error) { return free.Load(), nil }, log: log}
+	for _, c := range config {
+		tn.config = c
+	}
 	tn.start()
 	t.Cleanup(tn.stop)
 	return tn, free
@@ -34,8 +37,8 @@ func refusingNode(t *testing.T) (*testNode, func(full bool)) {
 }
 
 // refusingNodeLogging is refusingNode logging to log.
-func refusingNodeLogging(t *testing.T, log *slog.Logger) (*testNode, func(full bool)) {
-	tn, free := nodeOnADisk(t, log)
+func refusingNodeLogging(t *testing.T, log *slog.Logger, config ...func(*Config)) (*testNode, func(full bool)) {
+	tn, free := nodeOnADisk(t, log, config...)
 	set := func(full bool) {
 		free.Store(1 << 40)
 		if full {
@@ -182,4 +185,21 @@ func TestRefusedAcceptorWritesAreLoggedOnce(t *testing.T) {
 	assert.Regexp(t, `write="give claim back" claim=c refused=([3-9]|\d\d+) suppressed=([2-9]|\d\d+)`, logs.String())
 	assert.Equal(t, 1, count("give claim back"))
 	tn.waitPhase("c", types.ClaimBound)
+}
+
+// The node's report, written on its timer, is refused every time while the
+// disk is full: it is logged once, not at every heartbeat, and its count
+// once it lands again.
+func TestRefusedReportIsLoggedOnce(t *testing.T) {
+	logs := &syncbuf.Buffer{}
+	_, full := refusingNodeLogging(t, slog.New(slog.NewTextHandler(logs, nil)), func(c *Config) { c.ReportInterval = 50 * time.Millisecond })
+	count := func(msg string) int { return strings.Count(logs.String(), `msg=`+msg+` `) }
+	full(true)
+	require.Eventually(t, func() bool { return count("report") == 1 }, 10*time.Second, 10*time.Millisecond, "the first refusal is logged:\n%s", logs)
+	require.Never(t, func() bool { return count("report") > 1 }, 2*time.Second, 50*time.Millisecond, "refused at every heartbeat, logged once:\n%s", logs)
+	full(false)
+	require.Eventually(t, func() bool {
+		return strings.Contains(logs.String(), `msg="refused write settled" node=n1 write=report refused=`)
+	}, 10*time.Second, 20*time.Millisecond, "the count is logged once it lands:\n%s", logs)
+	assert.Regexp(t, `write=report refused=([3-9]|\d\d+) suppressed=([2-9]|\d\d+)`, logs.String())
 }

@@ -121,7 +121,9 @@ func (a *acceptor) meterActivity(ctx context.Context, entries []entry, readings 
 				m.Status.LastActivity = r.active.UTC()
 			}
 		}); err != nil {
-			a.n.log.Warn("record activity", "machine", e.Machine, "err", err)
+			a.refused.refused(writeActivity, e.Machine, err, a.n.cfg.StatusInterval, "machine", e.Machine)
+		} else {
+			a.refused.settled(writeActivity, e.Machine)
 		}
 	}
 }

@@ -9,9 +9,10 @@ import (
 	"github.com/hf-fleet/hf/lib/store"
 )
 
-// refusals quiets the log of the acceptor's writes that the store refuses
-// and that are tried again every second until they land (a claim's binding
-// or give-back, the delete of a machine's record). While the disk is full
+// refusals quiets the log of the writes that the store refuses and that
+// are tried again until they land: the acceptor's, every second (a claim's
+// binding or give-back, the delete of a machine's record), and the node's
+// report and its machines' last activity, on their timers. While the disk is full
 // (store.ErrNoSpace) each of them failed every second, and each failure was
 // a warning: one per claim and machine per second, for as long as the disk
 // stayed full, when the store had said so once already.
