@@ -110,8 +110,8 @@ func (s *Server) createJoinToken(c *gin.Context) {
 	}
 	ttl := types.DefaultJoinTTL
 	if req.TTL != "" {
-		if ttl, err = time.ParseDuration(req.TTL); err != nil || ttl <= 0 || ttl > types.MaxJoinTTL {
-			s.writeErr(c, badRequest("ttl", "must be a duration above 0 and at most %s, got %q", types.MaxJoinTTL, req.TTL))
+		if ttl, err = time.ParseDuration(req.TTL); err != nil || ttl < types.MinJoinTTL || ttl > types.MaxJoinTTL {
+			s.writeErr(c, badRequest("ttl", "must be a duration of at least %s and at most %s, got %q", types.MinJoinTTL, types.MaxJoinTTL, req.TTL))
 			return
 		}
 	}
@@ -121,7 +121,7 @@ func (s *Server) createJoinToken(c *gin.Context) {
 		return
 	}
 	tok := &types.Token{Metadata: types.ObjectMeta{Name: "join-" + hex.EncodeToString(suffix)},
-		Spec: types.TokenSpec{User: types.JoinUser, Role: types.RoleJoin, ExpiresAt: s.cfg.Now().Add(ttl).UTC().Truncate(time.Second)}}
+		Spec: types.TokenSpec{User: types.JoinUser, Role: types.RoleJoin, ExpiresAt: ceilSecond(s.cfg.Now().Add(ttl).UTC())}}
 	types.SetKind(tok, types.KindToken)
 	bearer, err := mintToken(tok)
 	if err != nil {
@@ -156,4 +156,13 @@ func (s *Server) join(c *gin.Context) {
 		return
 	}
 	c.JSON(http.StatusOK, b)
+}
+
+// ceilSecond is t rounded up to the second: a token kept to the second
+// works at least as long as it was asked for.
+func ceilSecond(t time.Time) time.Time {
+	if f := t.Truncate(time.Second); f.Before(t) {
+		return f.Add(time.Second)
+	}
+	return t
 }

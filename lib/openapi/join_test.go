@@ -37,6 +37,20 @@ func withJoining(c *Config) {
 	c.MachineLogs = func(context.Context, string, drivers.LogOptions, io.Writer) error { return ErrLogsNotHere }
 }
 
+// A join token works for at least its TTL: its expiry, kept to the second,
+// is rounded up. It was rounded down, so a token of 1s made at .6 s into a
+// second worked for 0.4 s, and one under a second could be expired when made.
+func TestJoinTokenExpiryRoundsUp(t *testing.T) {
+	at := time.Date(2030, 1, 1, 0, 0, 0, 600_000_000, time.UTC)
+	e := newTestEnv(t, withJoining, func(c *Config) { c.Now = func() time.Time { return at } })
+	r := e.do("POST", "/api/v1/cluster/join-tokens", adminTok, map[string]any{"ttl": "1s"})
+	require.Equal(t, http.StatusCreated, r.code, "%s", r.body)
+	assert.Equal(t, "2030-01-01T00:00:02Z", r.obj(t)["expiresAt"])
+	r = e.do("POST", "/api/v1/cluster/join-tokens", adminTok, map[string]any{"ttl": "999ms"})
+	assert.Equal(t, http.StatusBadRequest, r.code, "%s", r.body)
+	assert.Contains(t, string(r.body), "at least 1s")
+}
+
 // A join token is made by an admin, shown once with the command that uses
 // it, fetches the cluster's secrets and does nothing else; it expires and
 // is revoked like any token.
@@ -68,7 +82,7 @@ func TestJoinTokens(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, e.do("POST", "/api/v1/cluster/join-tokens", aliceTok, nil).code)
 	assert.Contains(t, string(e.do("GET", path(types.KindToken), adminTok, nil).body), body["name"].(string), "a join token is a Token, listed and revoked as one")
 
-	for _, bad := range []string{`{"ttl": "0s"}`, `{"ttl": "200h"}`, `{"ttl": "soon"}`, `{"expires": "1h"}`} {
+	for _, bad := range []string{`{"ttl": "0s"}`, `{"ttl": "500ms"}`, `{"ttl": "200h"}`, `{"ttl": "soon"}`, `{"expires": "1h"}`} {
 		r := e.do("POST", "/api/v1/cluster/join-tokens", adminTok, bad)
 		assert.Equal(t, http.StatusBadRequest, r.code, bad)
 	}

@@ -27,10 +27,12 @@ const (
 	JoinUser = "hf-join"
 )
 
-// Join token lifetimes: the default and the longest. The API refuses a
-// longer one, and hf-cli before it asks.
+// Join token lifetimes: the default, the shortest and the longest. The API
+// refuses one out of range, and hf-cli before it asks. A token's expiry is
+// kept to the second, so a shorter one could be expired when it is made.
 const (
 	DefaultJoinTTL = 24 * time.Hour
+	MinJoinTTL     = time.Second
 	MaxJoinTTL     = 7 * 24 * time.Hour
 )
 

@@ -62,9 +62,9 @@ func newJoinTokenCmd(f *Factory) *cobra.Command {
 		RunE: func(c *cobra.Command, _ []string) error {
 			// The server refuses the same (400); asked here, it is a
 			// usage error that names the flag, and nothing is sent.
-			if ttl < 0 || ttl > types.MaxJoinTTL {
-				return usageErrorf("--ttl must be from 0 to %s (0, or left out: the default %s), got %s",
-					hours(types.MaxJoinTTL), hours(types.DefaultJoinTTL), ttl)
+			if ttl < 0 || (ttl > 0 && ttl < types.MinJoinTTL) || ttl > types.MaxJoinTTL {
+				return usageErrorf("--ttl must be from %s to %s (0, or left out: the default %s), got %s",
+					types.MinJoinTTL, hours(types.MaxJoinTTL), hours(types.DefaultJoinTTL), ttl)
 			}
 			cl, err := f.Client()
 			if err != nil {
