@@ -21,6 +21,11 @@ type view struct {
 	peers Peers
 	cache *cache.Cache
 	now   func() time.Time
+	// nodeDeleted reports whether the store holds the tombstone of node's
+	// Node object (hf-cli node delete); nil: none is. Memberlist goes on
+	// listing a member that died or left for ForgetAfter (24 h), so without
+	// it a deleted node still counted as known for that long.
+	nodeDeleted func(node string) bool
 	// ctx ends the probes; reprobe is called when a probe has an answer,
 	// to look again at what waited for it.
 	ctx     context.Context
@@ -179,7 +184,10 @@ func (v *view) confirmQuorum(maxAge time.Duration) (quorum, answered bool) {
 
 // members returns the live members and how many members this node knows:
 // every node with a Node object and every member memberlist has seen
-// lately (a node just joined may not have every Node object yet).
+// lately (a node just joined may not have every Node object yet), but not
+// one that is gone and whose Node object was deleted: a node stopped for
+// good and deleted (hf-cli node delete) no longer counts towards the
+// majority, so the nodes left can pass the verdicts on its machines.
 func (v *view) members() (live []string, known int) {
 	live = v.live()
 	gen := v.nodes.Load()
@@ -197,6 +205,9 @@ func (v *view) members() (live []string, known int) {
 		names[m] = true
 	}
 	for _, m := range v.peers.Known() {
+		if !names[m] && v.nodeDeleted != nil && v.nodeDeleted(m) {
+			continue // gone, and deleted by an operator
+		}
 		names[m] = true
 	}
 	for _, o := range v.cache.List(types.KindNode) {

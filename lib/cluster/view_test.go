@@ -49,6 +49,13 @@ func (p *fakePeers) Send(context.Context, Message) error { return errors.New("no
 // for nodes; reprobed receives a value each time a probe has answered.
 func newTestView(t *testing.T, peers *fakePeers, nodes ...string) (*view, chan struct{}) {
 	t.Helper()
+	v, reprobed, _ := newTestViewStore(t, peers, nodes...)
+	return v, reprobed
+}
+
+// newTestViewStore is newTestView that also returns the view's store.
+func newTestViewStore(t *testing.T, peers *fakePeers, nodes ...string) (*view, chan struct{}, *store.Store) {
+	t.Helper()
 	st, err := store.Open(store.Config{InMemory: true, NodeID: "n0"}, testLogger())
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
@@ -60,10 +67,13 @@ func newTestView(t *testing.T, peers *fakePeers, nodes ...string) (*view, chan s
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() { cancel(); c.Wait() })
 	require.NoError(t, c.Start(ctx))
-	v := &view{self: "n0", peers: peers, cache: c, now: time.Now}
+	v := &view{self: "n0", peers: peers, cache: c, now: time.Now, nodeDeleted: func(name string) bool {
+		deleted, err := st.Deleted(types.KindNode, name)
+		return err == nil && deleted
+	}}
 	reprobed := make(chan struct{}, 16)
 	v.start(ctx, func() { reprobed <- struct{}{} })
-	return v, reprobed
+	return v, reprobed, st
 }
 
 // TestQuorumCountsMembersWithoutNodeObjects: a node that joined lately may
@@ -75,6 +85,38 @@ func TestQuorumCountsMembersWithoutNodeObjects(t *testing.T) {
 	assert.False(t, v.quorum())
 	peers.known = []string{"n0"}
 	assert.True(t, v.quorum(), "alone in a cluster of one")
+}
+
+// TestQuorumForgetsADeletedNode: a node stopped for good and deleted
+// (hf-cli node delete) no longer counts towards the majority, although
+// memberlist goes on listing it as left or dead for a day: the one node
+// left of two passes the verdicts on its machines. It kept them Bound to
+// the deleted node for 24 h.
+func TestQuorumForgetsADeletedNode(t *testing.T) {
+	peers := &fakePeers{live: []string{"n0"}, known: []string{"n0", "n1"}}
+	v, _, st := newTestViewStore(t, peers, "n0", "n1")
+	assert.False(t, v.quorum(), "alone of two")
+
+	rec, err := st.Get(types.KindNode, "n1")
+	require.NoError(t, err)
+	_, err = st.Delete(types.KindNode, "n1", rec.Version)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { _, ok := v.cache.Get(types.KindNode, "n1"); return !ok }, 5*time.Second, time.Millisecond)
+	v.nodesChanged()
+	assert.True(t, v.quorum(), "n1 is deleted: alone of one")
+
+	// Back with its data dir, it is a member again.
+	peers.mu.Lock()
+	peers.live = []string{"n0", "n1"}
+	peers.mu.Unlock()
+	v.membersChanged()
+	assert.True(t, v.quorum())
+	peers.mu.Lock()
+	peers.live = []string{"n0"}
+	peers.known = []string{"n0", "n1", "n2"}
+	peers.mu.Unlock()
+	v.membersChanged()
+	assert.False(t, v.quorum(), "n2 has no Node object here yet: it counts")
 }
 
 // TestQuorumProbesTheLiveMembers: while a known member is absent, the live

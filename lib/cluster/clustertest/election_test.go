@@ -303,3 +303,37 @@ func TestDeletedDownNodeMachinesAreLost(t *testing.T) {
 		}, 20*time.Second, 10*time.Millisecond, "claim %s of deleted node %s", name, dead)
 	}
 }
+
+// The last node of two, its peer stopped for good and deleted (hf-cli
+// node delete), passes the lost verdict on the deleted node's machines and
+// binds their claims itself. Memberlist lists the peer as gone for a day,
+// and until then it counted as known: one live member of two is no
+// majority, so the claims stayed Bound to the deleted node's machines.
+func TestLastNodePassesVerdictOnDeletedPeer(t *testing.T) {
+	f := Start(t, 2, Options{Driver: `{"cpus": 4, "ram_gb": 8}`, LostGrace: 2 * time.Second, Node: func(_ int, c *cluster.Config) {
+		c.Placement = types.PlacementSpread
+	}})
+	f.Put(0, Template("one", 1, 1))
+	var onPeer string
+	for i := 0; i < 8 && onPeer == ""; i++ {
+		name := fmt.Sprintf("c%d", i)
+		f.Put(0, Claim(name, "one", time.Minute))
+		if waitClaim(t, f.Hosts[0], name, types.ClaimBound).Status.Node == f.Hosts[1].Name {
+			onPeer = name
+		}
+	}
+	require.NotEmpty(t, onPeer, "no claim bound on %s", f.Hosts[1].Name)
+	dead := f.Hosts[1].Name
+	f.Kill(1)
+	node, err := store.Get[types.Node](f.Hosts[0].Store, types.KindNode, dead)
+	require.NoError(t, err)
+	_, err = f.Hosts[0].Store.Delete(types.KindNode, dead, node.Metadata.Version)
+	require.NoError(t, err)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		got := f.Hosts[0].Claims()[onPeer]
+		if assert.NotNil(c, got) {
+			assert.Equal(c, types.ClaimBound, got.Status.Phase, got.Status.Reason)
+			assert.Equal(c, f.Hosts[0].Name, got.Status.Node)
+		}
+	}, 20*time.Second, 10*time.Millisecond, "claim %s of deleted node %s", onPeer, dead)
+}
