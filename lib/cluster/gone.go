@@ -74,17 +74,23 @@ func (d *duties) reconcileGone(name string) time.Duration {
 // markDown passes the down verdict on a gone node's Node object.
 func (d *duties) markDown(node *types.Node, gone time.Duration) {
 	n := d.n
+	marked := false
 	_, err := store.UpdateFacet(n.st, types.KindNode, node.Metadata.Name, types.FacetLiveness, func(o *types.Node) error {
+		marked = false
 		if o.DownHolds() {
 			return store.ErrNoChange
 		}
 		o.Status.Down = &types.NodeVerdict{Reason: "gone for " + gone.Round(time.Second).String(), At: n.cfg.Now(), By: n.cfg.Name,
 			Report: o.Metadata.Facets.Get(types.FacetReport), Was: o.Status.Phase}
+		marked = true
 		return nil
 	})
 	if err != nil && !isNotFound(err) {
 		n.log.Warn("mark node down", "member", node.Metadata.Name, "err", err)
 		return
+	}
+	if err != nil || !marked {
+		return // gone, or the verdict was in the store before the cache
 	}
 	n.log.Info("node marked down", "member", node.Metadata.Name)
 }
@@ -92,16 +98,25 @@ func (d *duties) markDown(node *types.Node, gone time.Duration) {
 // markLost passes the lost verdict on a gone node's machine.
 func (d *duties) markLost(m *types.Machine, reason string) {
 	n := d.n
+	// marked: this call wrote the verdict. The duty runs on the cache,
+	// which may not hold the verdict it wrote a moment ago; the store
+	// answers ErrNoChange then, and the loss was counted already.
+	marked := false
 	_, err := store.UpdateFacet(n.st, types.KindMachine, m.Metadata.Name, types.FacetLost, func(o *types.Machine) error {
+		marked = false
 		if o.LostHolds() {
 			return store.ErrNoChange
 		}
 		o.Status.Lost = &types.MachineVerdict{Reason: reason, At: n.cfg.Now(), By: n.cfg.Name,
 			Owner: o.Metadata.Facets.Get(types.FacetOwner), Was: o.Status.Phase, WasReason: o.Status.Reason}
+		marked = true
 		return nil
 	})
 	if err != nil && !isNotFound(err) {
 		n.log.Warn("mark machine lost", "machine", m.Metadata.Name, "err", err)
+		return
+	}
+	if err != nil || !marked {
 		return
 	}
 	n.metrics.lost.Inc()
