@@ -15,6 +15,11 @@ const apiPrefix = "/api/v1"
 func (s *Server) routes(e *gin.Engine) {
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
+	// Load balancers and uptime monitors probe with HEAD as often as with
+	// GET (HTTP requires HEAD wherever GET is served); net/http drops the
+	// body of a HEAD answer.
+	e.HEAD("/healthz", s.healthz)
+	e.HEAD("/readyz", s.readyz)
 	e.GET("/openapi.yaml", s.getSpec)
 	e.GET("/metrics", s.metrics.handler)
 	e.GET("/", s.dashboardIndex)

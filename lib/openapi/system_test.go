@@ -46,6 +46,18 @@ func TestSystemEndpoints(t *testing.T) {
 		notReady.Store(false)
 		assert.Equal(t, 200, e.do("GET", "/readyz", "", nil).code)
 	})
+	t.Run("healthz and readyz answer HEAD as GET, without the body", func(t *testing.T) {
+		// Load balancers and monitors probe with HEAD; it was a 405.
+		r := e.do("HEAD", "/healthz", "", nil)
+		assert.Equal(t, 200, r.code)
+		assert.Empty(t, r.body)
+		assert.Equal(t, 200, e.do("HEAD", "/readyz", "", nil).code)
+		notReady.Store(true)
+		r = e.do("HEAD", "/readyz", "", nil)
+		assert.Equal(t, http.StatusServiceUnavailable, r.code)
+		assert.Empty(t, r.body)
+		notReady.Store(false)
+	})
 	t.Run("openapi.yaml is the embedded document", func(t *testing.T) {
 		r := e.do("GET", "/openapi.yaml", "", nil)
 		require.Equal(t, 200, r.code)
