@@ -121,12 +121,14 @@ func (c *Client) Submit(ctx context.Context, obj types.Object) error {
 	return c.call(ctx, request{method: http.MethodPost, path: collection(kind), body: body}, nil)
 }
 
-// CreateOptions are the query parameters of a create.
+// CreateOptions are the query parameters of a create, and of an update
+// (UpdateWith).
 type CreateOptions struct {
 	// CapacityCheck says what the server does with a ScheduledEvent whose
 	// required machines do not fit the cluster during its window: "refuse"
-	// (the server's default: a conflict error), "warn" (created, with a
-	// warning; see WithWarningHandler) or "off". Other kinds ignore it.
+	// (the server's default: a conflict error), "warn" (written, with a
+	// warning; see WithWarningHandler) or "off". An update is checked only
+	// when it changes what the event needs or when. Other kinds ignore it.
 	CapacityCheck string
 }
 
@@ -160,6 +162,12 @@ func (c *Client) CreateRawWith(ctx context.Context, kind string, body []byte, op
 // If-Match and the server refuses the write with a conflict if the object
 // changed since.
 func (c *Client) Update(ctx context.Context, obj types.Object) (types.Object, error) {
+	return c.UpdateWith(ctx, obj, CreateOptions{})
+}
+
+// UpdateWith is Update with the write's options (CapacityCheck of a
+// ScheduledEvent).
+func (c *Client) UpdateWith(ctx context.Context, obj types.Object, opts CreateOptions) (types.Object, error) {
 	kind, body, err := encodeObject(obj)
 	if err != nil {
 		return nil, err
@@ -168,7 +176,7 @@ func (c *Client) Update(ctx context.Context, obj types.Object) (types.Object, er
 	if name == "" {
 		return nil, fmt.Errorf("update %s: metadata.name is empty", types.Plural(kind))
 	}
-	r := request{method: http.MethodPut, path: item(kind, name), body: body}
+	r := request{method: http.MethodPut, path: item(kind, name), query: opts.query(), body: body}
 	if v := obj.Meta().Version; !v.IsZero() {
 		r.header = http.Header{"If-Match": {v.String()}}
 	}

@@ -51,4 +51,31 @@ func TestEventCapacityCheck(t *testing.T) {
 	r = e.do(http.MethodPost, "/api/v1/scheduledevents?capacityCheck=maybe", adminTok, event("d", 1, 0))
 	assert.Equal(t, http.StatusBadRequest, r.code)
 	assert.Equal(t, "capacityCheck", r.errBody(t).Field)
+
+	// An update is checked as a create when it changes what the event
+	// needs or when (it raised c's count past the capacity unchecked, and
+	// hf-cli apply's --capacity-check did nothing).
+	r = e.do(http.MethodPut, "/api/v1/scheduledevents/c", adminTok, event("c", 5, 3*time.Hour))
+	require.Equal(t, http.StatusConflict, r.code, string(r.body))
+	assert.Equal(t, "spec.requiredMachines", r.errBody(t).Field)
+	assert.Contains(t, r.errBody(t).Message, "?capacityCheck=warn")
+	r = e.do(http.MethodPut, "/api/v1/scheduledevents/c", adminTok, event("c", 2, 30*time.Minute))
+	require.Equal(t, http.StatusConflict, r.code, "moved onto a and b: %s", r.body)
+	r = e.do(http.MethodPut, "/api/v1/scheduledevents/c", adminTok, event("c", 4, 3*time.Hour))
+	require.Equal(t, http.StatusOK, r.code, "4 of 4 fit: %s", r.body)
+	assert.Empty(t, r.header.Get("Warning"))
+	r = e.do(http.MethodPut, "/api/v1/scheduledevents/c?capacityCheck=warn", adminTok, event("c", 5, 3*time.Hour))
+	require.Equal(t, http.StatusOK, r.code, string(r.body))
+	assert.Contains(t, r.header.Get("Warning"), "199 hf")
+	r = e.do(http.MethodPut, "/api/v1/scheduledevents/c?capacityCheck=maybe", adminTok, event("c", 5, 3*time.Hour))
+	assert.Equal(t, http.StatusBadRequest, r.code)
+	assert.Equal(t, "capacityCheck", r.errBody(t).Field)
+	// An update that leaves its needs alone is not refused for what the
+	// cluster holds now: b overlaps a over capacity, and its name is
+	// changed all the same.
+	upd := event("b", 2, 30*time.Minute)
+	upd["spec"].(map[string]any)["displayName"] = "B"
+	r = e.do(http.MethodPut, "/api/v1/scheduledevents/b", adminTok, upd)
+	require.Equal(t, http.StatusOK, r.code, string(r.body))
+	assert.Empty(t, r.header.Get("Warning"))
 }

@@ -272,7 +272,7 @@ func (k kindRoutes) create(c *gin.Context) {
 		s.writeErr(c, err)
 		return
 	} else if warn != "" {
-		c.Header("Warning", `199 hf "`+strings.ReplaceAll(warn, `"`, `'`)+`"`)
+		c.Header("Warning", warning(warn))
 	}
 	bearer, err := s.prepareToken(obj)
 	if err != nil {
@@ -391,46 +391,54 @@ func (k kindRoutes) update(c *gin.Context) {
 		s.writeRecord(c, http.StatusOK, out)
 		return
 	}
-	out, err := k.put(p, name, body, want)
+	out, warn, err := k.put(p, name, body, want, c.Query("capacityCheck"))
 	if err != nil {
 		s.writeErr(c, err)
 		return
+	}
+	if warn != "" {
+		c.Header("Warning", warning(warn))
 	}
 	s.writeRecord(c, http.StatusOK, out)
 }
 
 // put writes body, an update of object name, over the stored object as p
 // may see it, at version want (zero: whatever it is, read again and
-// written again while an owner writes it in between).
-func (k kindRoutes) put(p Principal, name string, body []byte, want types.Version) (store.Record, error) {
+// written again while an owner writes it in between). capacityCheck is the
+// request's ?capacityCheck= (an event's); warn, what it has to say.
+func (k kindRoutes) put(p Principal, name string, body []byte, want types.Version, capacityCheck string) (_ store.Record, warn string, _ error) {
 	s := k.s
 	for try := 0; ; try++ {
 		// keepFixed fills in what the body left out from the object read:
 		// each try starts again from the body.
 		obj, err := decodeObject(k.kind, body)
 		if err != nil {
-			return store.Record{}, err
+			return store.Record{}, "", err
 		}
 		obj.Meta().Name = name
 		rec, stored, err := k.load(p, name)
 		if err != nil {
-			return store.Record{}, err
+			return store.Record{}, "", err
 		}
 		prepareUpdate(obj, stored)
 		if err := keepFixed(obj, stored); err != nil {
-			return store.Record{}, err
+			return store.Record{}, "", err
 		}
 		if err := validate(obj); err != nil {
-			return store.Record{}, err
+			return store.Record{}, "", err
 		}
 		if err := s.checkEventSet(obj, stored); err != nil {
-			return store.Record{}, err
+			return store.Record{}, "", err
 		}
 		if err := s.checkAdminKept(obj, stored); err != nil {
-			return store.Record{}, err
+			return store.Record{}, "", err
 		}
 		if err := s.checkContent(obj); err != nil {
-			return store.Record{}, err
+			return store.Record{}, "", err
+		}
+		warn, err := s.checkEventCapacityUpdate(obj, stored, capacityCheck)
+		if err != nil {
+			return store.Record{}, "", err
 		}
 		// Written over what was just read, and only the API's own facets: a
 		// status its owner wrote meanwhile is neither a conflict nor undone.
@@ -438,8 +446,13 @@ func (k kindRoutes) put(p Principal, name string, body []byte, want types.Versio
 		if errors.Is(err, store.ErrConflict) && want.IsZero() && try < writeTries {
 			continue
 		}
-		return out, err
+		return out, warn, err
 	}
+}
+
+// warning is the value of a Warning header carrying msg.
+func warning(msg string) string {
+	return `199 hf "` + strings.ReplaceAll(msg, `"`, `'`) + `"`
 }
 
 // terminate ends claim name as the proposal has a user do it, by setting

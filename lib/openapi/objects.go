@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"k8s.io/apimachinery/pkg/labels"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -465,11 +466,11 @@ func (s *Server) checkClaimMetadata(o types.Object) error {
 // is accepted and the reason returned as a warning; capacityCheck=off skips it.
 func (s *Server) checkEventCapacity(o types.Object, mode string) (string, error) {
 	ev, ok := o.(*types.ScheduledEvent)
-	if !ok || mode == "off" {
+	if !ok {
 		return "", nil
 	}
-	if mode != "" && mode != "warn" && mode != "refuse" {
-		return "", badRequest("capacityCheck", "want refuse, warn or off, got %q", mode)
+	if err := checkCapacityMode(mode); err != nil || mode == "off" {
+		return "", err
 	}
 	nodes, err := store.List[types.Node](s.st, types.KindNode)
 	if err != nil {
@@ -511,9 +512,48 @@ func (s *Server) checkEventCapacity(o types.Object, mode string) (string, error)
 		if mode == "warn" {
 			return why, nil
 		}
-		return "", newErr(http.StatusConflict, CodeConflict, "spec.requiredMachines", "%s (to accept it anyway, create it with ?capacityCheck=warn: hf-cli create|apply -f FILE --capacity-check warn)", why)
+		return "", newErr(http.StatusConflict, CodeConflict, "spec.requiredMachines", "%s (to accept it anyway, send it with ?capacityCheck=warn: hf-cli create|apply -f FILE --capacity-check warn)", why)
 	}
 	return "", nil
+}
+
+// checkCapacityMode refuses a capacityCheck that is none of refuse, warn
+// and off ("": refuse).
+func checkCapacityMode(mode string) error {
+	if mode != "" && mode != "warn" && mode != "refuse" && mode != "off" {
+		return badRequest("capacityCheck", "want refuse, warn or off, got %q", mode)
+	}
+	return nil
+}
+
+// checkEventCapacityUpdate is checkEventCapacity for an update of a
+// scheduled event from stored to o: one that changes what the event needs
+// or when (its required machines, times or expected users) is checked as a
+// create is; another (its name shown, its scenarios) is not, whatever the
+// cluster holds now. An update raised an event's needs past the cluster's
+// capacity unchecked, the capacity-check flag of hf-cli apply ignored.
+func (s *Server) checkEventCapacityUpdate(o, stored types.Object, mode string) (string, error) {
+	ev, ok := o.(*types.ScheduledEvent)
+	old, wasEvent := stored.(*types.ScheduledEvent)
+	if !ok || !wasEvent {
+		return "", nil
+	}
+	if err := checkCapacityMode(mode); err != nil {
+		return "", err
+	}
+	if !eventNeedsChanged(old.Spec, ev.Spec) {
+		return "", nil
+	}
+	return s.checkEventCapacity(o, mode)
+}
+
+// eventNeedsChanged reports whether b differs from a in what
+// scheduler.EventFits reads: the required machines, the window and the
+// expected users.
+func eventNeedsChanged(a, b types.ScheduledEventSpec) bool {
+	return !a.StartTime.Equal(b.StartTime) || !a.EndTime.Equal(b.EndTime) ||
+		!a.ProvisioningStartTime.Equal(b.ProvisioningStartTime) || a.ExpectedUsers != b.ExpectedUsers ||
+		!reflect.DeepEqual(a.RequiredMachines, b.RequiredMachines)
 }
 
 // maxObjectBytes bounds an object's JSON as the store will hold it. Encoding can

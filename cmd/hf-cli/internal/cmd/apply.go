@@ -44,7 +44,7 @@ var capacityChecks = []string{"refuse", "warn", "off"}
 // addCapacityCheckFlag gives a create or apply command --capacity-check.
 func addCapacityCheckFlag(c *cobra.Command, opts *fileOptions) {
 	c.Flags().StringVar(&opts.capacityCheck, "capacity-check", "",
-		"a ScheduledEvent that does not fit the cluster's capacity: refuse (the server's default), warn (create it with a warning) or off")
+		"a ScheduledEvent that does not fit the cluster's capacity (created, or updated in what it needs or when): refuse (the server's default), warn (write it with a warning) or off")
 }
 
 // newFileCmd builds the top-level `create|apply|delete -f FILE`. The top-level
@@ -180,9 +180,9 @@ func fileStep(ctx context.Context, f *Factory, c *client.Client, opts *fileOptio
 	return nil, "deleted", err
 }
 
-// applyDocument creates d (with create's options), or updates the existing
-// object with d's spec, labels and annotations (keeping its status),
-// conditional on the version read.
+// applyDocument creates d, or updates the existing object with d's spec,
+// labels and annotations (keeping its status), conditional on the version
+// read; both with create's options.
 func applyDocument(ctx context.Context, c *client.Client, d document, create client.CreateOptions) (types.Object, string, error) {
 	cur, err := c.Get(ctx, d.Kind, d.Name)
 	if client.IsNotFound(err) {
@@ -199,7 +199,8 @@ func applyDocument(ctx context.Context, c *client.Client, d document, create cli
 	if !changed {
 		return cur, "unchanged", nil
 	}
-	obj, err := c.Update(ctx, merged)
+	// An update that changes what an event needs is checked as a create is.
+	obj, err := c.UpdateWith(ctx, merged, create)
 	return obj, "configured", err
 }
 

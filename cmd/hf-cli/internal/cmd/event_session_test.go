@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,7 +172,7 @@ type overCapacity struct{}
 
 func (overCapacity) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := http.DefaultTransport.RoundTrip(req)
-	if err == nil && req.Method == http.MethodPost && req.URL.Query().Get("capacityCheck") == "warn" {
+	if err == nil && (req.Method == http.MethodPost || req.Method == http.MethodPut) && req.URL.Query().Get("capacityCheck") == "warn" {
 		resp.Header.Add("Warning", `199 hf "scheduled event ws-may needs cpu 121.0 of 24.0"`)
 	}
 	return resp, err
@@ -219,6 +220,51 @@ func TestCreateWithCapacityCheck(t *testing.T) {
 			assert.Equal(t, []string{tc.query}, posts)
 			_, ok := c.srv.Object(types.KindScheduledEvent, "ws-may")
 			assert.True(t, ok, "created")
+			if tc.warn {
+				assert.Equal(t, "warning: scheduled event ws-may needs cpu 121.0 of 24.0\n", r.err)
+			} else {
+				assert.Empty(t, r.err)
+			}
+		})
+	}
+}
+
+// apply -f of an event that exists passes --capacity-check on the update
+// as on the create: an update that raises what the event needs is checked
+// by the server as a create is. The flag did nothing for an event that
+// existed.
+func TestApplyUpdateWithCapacityCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		query string // the update's query
+		warn  bool
+	}{
+		{name: "default", args: []string{"apply", "-f", "{}"}, query: ""},
+		{name: "warn", args: []string{"apply", "-f", "{}", "--capacity-check", "warn"}, query: "capacityCheck=warn", warn: true},
+		{name: "event apply off", args: []string{"event", "apply", "-f", "{}", "--capacity-check", "off"}, query: "capacityCheck=off"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCLI(t)
+			c.transport = overCapacity{}
+			dir := t.TempDir()
+			first, more := filepath.Join(dir, "event.yaml"), filepath.Join(dir, "more.yaml")
+			require.NoError(t, os.WriteFile(first, []byte(eventYAML), 0o600))
+			require.NoError(t, os.WriteFile(more, []byte(strings.Replace(eventYAML, "count: 3", "count: 300", 1)), 0o600))
+			r := c.run("apply", "-f", first)
+			require.Equal(t, ExitOK, r.code, r.err)
+			args := slices.Clone(tc.args)
+			args[slices.Index(args, "{}")] = more
+			r = c.run(args...)
+			require.Equal(t, ExitOK, r.code, r.err)
+			assert.Equal(t, "scheduledevent/ws-may configured\n", r.out)
+			var puts []string
+			for _, rq := range c.srv.Requests() {
+				if rq.Method == http.MethodPut {
+					puts = append(puts, rq.Query)
+				}
+			}
+			assert.Equal(t, []string{tc.query}, puts)
 			if tc.warn {
 				assert.Equal(t, "warning: scheduled event ws-may needs cpu 121.0 of 24.0\n", r.err)
 			} else {
