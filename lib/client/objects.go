@@ -189,11 +189,28 @@ func (c *Client) UpdateWith(ctx context.Context, obj types.Object, opts CreateOp
 
 // Delete deletes kind/name.
 func (c *Client) Delete(ctx context.Context, kind, name string) error {
+	return c.DeleteWith(ctx, kind, name, DeleteOptions{})
+}
+
+// DeleteOptions are the query parameters of a delete.
+type DeleteOptions struct {
+	// Force deletes a Node that is Up by its last report but that the
+	// answering node cannot reach (it is gone for good). Other kinds
+	// ignore it.
+	Force bool
+}
+
+// DeleteWith is Delete with the delete's options.
+func (c *Client) DeleteWith(ctx context.Context, kind, name string, opts DeleteOptions) error {
 	kind, err := NormalizeKind(kind)
 	if err != nil {
 		return err
 	}
-	return c.call(ctx, request{method: http.MethodDelete, path: item(kind, name)}, nil)
+	var q url.Values
+	if opts.Force {
+		q = url.Values{"force": {"true"}}
+	}
+	return c.call(ctx, request{method: http.MethodDelete, path: item(kind, name), query: q}, nil)
 }
 
 // DecodeObject decodes one object of the JSON shape lib/types marshals. The

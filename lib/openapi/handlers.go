@@ -516,6 +516,13 @@ func (k kindRoutes) delete(c *gin.Context) {
 		return
 	}
 	name := c.Param("name")
+	force := false
+	if v := c.Query("force"); v != "" && k.kind == types.KindNode {
+		if force, err = strconv.ParseBool(v); err != nil {
+			s.writeErr(c, badRequest("force", "want true or false, got %q", v))
+			return
+		}
+	}
 	if k.kind == types.KindUser {
 		k.deleteUser(c, name, want)
 		return
@@ -526,7 +533,7 @@ func (k kindRoutes) delete(c *gin.Context) {
 			s.writeErr(c, err)
 			return
 		}
-		if err := checkNodeDown(obj); err != nil {
+		if err := s.checkNodeDown(obj, force); err != nil {
 			s.writeErr(c, err)
 			return
 		}

@@ -87,12 +87,26 @@ func (s *Server) withView(n *types.Node) *types.Node {
 // checkNodeDown refuses to delete a node that is Up (or Draining): it
 // reports again within a heartbeat and is back at once, with a new
 // createdAt. A node that is stopped (it reported Down) or gone (the down
-// verdict) may be deleted; one that never reported too.
-func checkNodeDown(o types.Object) error {
+// verdict) may be deleted; one that never reported too. So may, with
+// force, one that is not a live member as this node sees it (Config.
+// NodeView): a node that cannot reach a majority passes no down verdict,
+// so in a cluster of two the survivor never finds its dead peer Down, and
+// without force its operator could neither delete the peer nor get its
+// machines' claims bound again (the peer stays among the members whose
+// majority the verdicts need, for ever).
+func (s *Server) checkNodeDown(o types.Object, force bool) error {
 	n, ok := o.(*types.Node)
 	if !ok || (n.Status.Phase != types.NodeUp && n.Status.Phase != types.NodeDraining) {
 		return nil
 	}
+	name := n.Metadata.Name
+	if reach := s.withView(n).Status.Conditions.Get(types.ConditionReachable); reach != nil && reach.Status == types.ConditionFalse && n.Metadata.Name != s.cfg.NodeName {
+		if force {
+			return nil
+		}
+		return newErr(http.StatusConflict, CodeConflict, "", "node %s is %s by its last report, and node %s cannot reach it (%s): if it is gone for good, delete it with ?force=true (hf-cli node delete %s --force); if it comes back, it reports itself again",
+			name, n.Status.Phase, s.cfg.NodeName, reach.Reason, name)
+	}
 	return newErr(http.StatusConflict, CodeConflict, "", "node %s is %s: it would report itself again at once; stop hf-node on it first (it then reads Down and may be deleted), or drain it (hf-cli node drain %s) to stop new placements on it",
-		n.Metadata.Name, n.Status.Phase, n.Metadata.Name)
+		name, n.Status.Phase, name)
 }

@@ -58,6 +58,38 @@ func TestNodesAreTheirOwn(t *testing.T) {
 	assert.Equal(t, http.StatusOK, e.do("DELETE", path(types.KindNode, "b3"), adminTok, nil).code)
 }
 
+// A node that is Up by its last report but not a live member as the
+// answering node sees it is deleted with force=true: a node that reaches
+// no majority passes no down verdict, so in a cluster of two the survivor
+// never found its dead peer Down, and the peer could not be deleted ("stop
+// hf-node on it first", which was stopped). A live one is refused even so.
+func TestUnreachableNodeIsDeletedWithForce(t *testing.T) {
+	reach := newFakeReach()
+	e := newTestEnv(t, reach.config)
+	e.reportNode("n1", types.NodeUp)
+	e.reportNode("b2", types.NodeUp)
+	e.reportNode("b3", types.NodeUp)
+	reach.set("b2", types.ReasonNoQuorum)
+
+	r := e.do("DELETE", path(types.KindNode, "b2"), adminTok, nil)
+	require.Equal(t, http.StatusConflict, r.code, "%s", r.body)
+	assert.Contains(t, r.errBody(t).Message, "node n1 cannot reach it (NoQuorum)")
+	assert.Contains(t, r.errBody(t).Message, "hf-cli node delete b2 --force")
+	r = e.do("DELETE", path(types.KindNode, "b2")+"?force=maybe", adminTok, nil)
+	require.Equal(t, http.StatusBadRequest, r.code, "%s", r.body)
+	assert.Equal(t, "force", r.errBody(t).Field)
+	assert.Equal(t, http.StatusForbidden, e.do("DELETE", path(types.KindNode, "b2")+"?force=true", aliceTok, nil).code)
+
+	for _, live := range []string{"b3", "n1"} {
+		r = e.do("DELETE", path(types.KindNode, live)+"?force=true", adminTok, nil)
+		require.Equal(t, http.StatusConflict, r.code, "%s: %s", live, r.body)
+		assert.Contains(t, r.errBody(t).Message, "stop hf-node on it first")
+	}
+	r = e.do("DELETE", path(types.KindNode, "b2")+"?force=true", adminTok, nil)
+	require.Equal(t, http.StatusOK, r.code, "%s", r.body)
+	assert.Equal(t, http.StatusNotFound, e.do("GET", path(types.KindNode, "b2"), adminTok, nil).code)
+}
+
 // A PUT of a machine or a node may not change what the node writes: it
 // used to answer 200 and change nothing (a new spec.node, say). It is a
 // 409 naming the field; the object as read goes back unchanged, and a

@@ -163,6 +163,9 @@ type deleteOptions struct {
 	// cascade (users): delete the user's sessions and claims first (the
 	// server deletes the user's tokens with it).
 	cascade bool
+	// force (nodes): delete a node the server cannot reach although its
+	// last report says Up (client.DeleteOptions.Force).
+	force bool
 }
 
 func newDeleteCmd(f *Factory, res *resource) *cobra.Command {
@@ -188,6 +191,10 @@ func newDeleteCmd(f *Factory, res *resource) *cobra.Command {
 	if res.Kind == types.KindUser {
 		// The server refuses to delete a user who holds claims or sessions.
 		c.Flags().BoolVar(&opts.cascade, "cascade", false, "first delete the user's sessions and claims (releasing their machines); the user's tokens go with the user")
+	}
+	if res.Kind == types.KindNode {
+		// The last node of two never finds its dead peer Down.
+		c.Flags().BoolVar(&opts.force, "force", false, "delete a node that is Up by its last report but that the answering node cannot reach: it is gone for good (its machines are then found lost and their claims bound elsewhere)")
 	}
 	return c
 }
@@ -268,7 +275,7 @@ func deleteOne(ctx context.Context, f *Factory, c *client.Client, opts *deleteOp
 		machine = o.(*types.MachineClaim).Status.Machine
 	}
 	rctx, cancel := f.requestContext(ctx)
-	err := c.Delete(rctx, kind, name)
+	err := c.DeleteWith(rctx, kind, name, client.DeleteOptions{Force: opts.force})
 	cancel()
 	if err != nil || !opts.wait {
 		return err

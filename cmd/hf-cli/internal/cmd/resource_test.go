@@ -293,6 +293,25 @@ func TestDelete(t *testing.T) {
 	assert.Equal(t, ExitUsage, r.code)
 }
 
+// node delete --force passes force=true, which deletes a node the server
+// cannot reach although its last report says Up (the last node of two
+// never finds its dead peer Down); other kinds have no --force.
+func TestNodeDeleteForce(t *testing.T) {
+	c := newCLI(t)
+	c.srv.Put(&types.Node{TypeMeta: types.TypeMeta{Kind: types.KindNode}, Metadata: types.ObjectMeta{Name: "n2"}})
+	r := c.run("node", "delete", "n2", "--force")
+	require.Equal(t, ExitOK, r.code, r.err)
+	assert.Equal(t, "node/n2 deleted\n", r.out)
+	var queries []string
+	for _, rq := range c.srv.Requests() {
+		if rq.Method == "DELETE" {
+			queries = append(queries, rq.Query)
+		}
+	}
+	assert.Equal(t, []string{"force=true"}, queries)
+	assert.Equal(t, ExitUsage, c.run("claim", "delete", "c1", "--force").code)
+}
+
 // startWaitingDelete starts `claim delete NAME --wait` and returns it once
 // the claim is gone and the CLI watches, failing if it returned meanwhile
 // (while what the caller says still holds).
