@@ -171,7 +171,7 @@ func newVersionCmd(f *Factory) *cobra.Command {
 		RunE: func(c *cobra.Command, _ []string) error {
 			v := versionInfo{Version: f.Version, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 			if v.Version == "" {
-				v.Version = "devel"
+				v.Version = "dev" // as hf-node says of a build with no version (see lib/buildinfo)
 				if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 					v.Version = bi.Main.Version
 				}

@@ -35,6 +35,8 @@ type cli struct {
 	// transport, when set, carries the commands' API requests, so a test can
 	// act between them.
 	transport http.RoundTripper
+	// unversioned runs the commands as a build with no version stamped.
+	unversioned bool
 }
 
 // newCLI starts a fake server and points HF_ENDPOINT/HF_TOKEN at it, with
@@ -83,6 +85,9 @@ func (c *cli) start(ctx context.Context, args ...string) *running {
 	}
 	if c.now != nil {
 		env.Now = c.now
+	}
+	if c.unversioned {
+		env.Version = ""
 	}
 	if c.transport != nil {
 		env.HTTPClient = &http.Client{Transport: c.transport}

@@ -141,6 +141,15 @@ func TestKeygen(t *testing.T) {
 	assert.Len(t, key, 32)
 }
 
+// A build with no version says "dev", as hf-node does (hf-cli said "devel").
+func TestVersionUnstamped(t *testing.T) {
+	c := newCLI(t)
+	c.unversioned = true
+	r := c.run("version", "--client")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Regexp(t, `^hf-cli dev \(go\S+, \S+/\S+\)\n$`, r.out)
+}
+
 func TestVersionHealthWhoAmI(t *testing.T) {
 	c := newCLI(t)
 	r := c.run("version")
