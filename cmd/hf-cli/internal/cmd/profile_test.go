@@ -118,8 +118,10 @@ func TestPrecedence(t *testing.T) {
 			[]string{"--profile", "good"}, 0},
 		{"flag token beats --profile", map[string]string{"HF_PROFILE": "", "HF_ENDPOINT": "", "HF_TOKEN": ""},
 			[]string{"--profile", "good", "--token", "wrong"}, ExitAuth},
+		// A profile named that does not exist is a usage error (it exited 1).
 		{"missing profile", map[string]string{"HF_PROFILE": "", "HF_ENDPOINT": "", "HF_TOKEN": ""},
-			[]string{"--profile", "nope"}, ExitError},
+			[]string{"--profile", "nope"}, ExitUsage},
+		{"HF_PROFILE missing", map[string]string{"HF_PROFILE": "nope", "HF_ENDPOINT": "", "HF_TOKEN": ""}, nil, ExitUsage},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

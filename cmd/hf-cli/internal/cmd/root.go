@@ -281,9 +281,9 @@ func (f *Factory) clientFor(endpoint string) (*client.Client, error) {
 // activeProfile returns the selected profile (--profile, HF_PROFILE, current),
 // nil when none is selected. Naming a profile that does not exist is an error.
 func (f *Factory) activeProfile() (*Profile, error) {
-	name, explicit := f.profile, true
+	name, explicit, from := f.profile, true, "--profile"
 	if name == "" {
-		name = f.Getenv("HF_PROFILE")
+		name, from = f.Getenv("HF_PROFILE"), "HF_PROFILE"
 	}
 	cfg, path, err := f.loadConfig()
 	if err != nil {
@@ -298,7 +298,8 @@ func (f *Factory) activeProfile() (*Profile, error) {
 	p, ok := cfg.Profiles[name]
 	if !ok {
 		if explicit {
-			return nil, fmt.Errorf("profile %q not found in %s", name, path)
+			// A mistake in the command line, as a bad flag is (it exited 1).
+			return nil, usageErrorf("%s: profile %q not found in %s (hf-cli profile list shows them)", from, name, path)
 		}
 		return nil, fmt.Errorf("current profile %q not found in %s (run `hf-cli profile use NAME`)", name, path)
 	}
