@@ -516,10 +516,10 @@ func (a *acceptor) act(e entry, claim *types.MachineClaim, d scheduler.MachineDe
 	case scheduler.Bind:
 		a.bind(e, claim)
 	case scheduler.Release:
-		a.startRelease(e, d.Reason)
+		a.startRelease(e, d.Reason, e.Claim != "" && claim == nil)
 	case scheduler.GiveBack:
 		a.giveBack(e.Claim, e.Round, e.Driver, d.Reason)
-		a.startRelease(e, d.Reason)
+		a.startRelease(e, d.Reason, false)
 	}
 }
 

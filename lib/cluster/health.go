@@ -188,7 +188,7 @@ func (a *acceptor) machineGone(e entry, ended bool, why string) {
 		a.n.metrics.lost.Inc()
 	}
 	a.n.log.Info("machine gone", "machine", e.Machine, "claim", e.Claim, "ended", ended, "reason", why)
-	a.startRelease(e, why)
+	a.startRelease(e, why, false)
 }
 
 // bindingGone records in claim's binding, while it is Bound to machine at

@@ -177,9 +177,10 @@ func (a *acceptor) allocate(e entry, claim *types.MachineClaim) {
 	a.n.log.Debug("machine allocated", "machine", e.Machine, "claim", e.Claim, "round", e.Round)
 }
 
-// provisioningShownAfter is how long an allocation runs before its machine
-// is shown Provisioning: a fast driver's machines go from Pending to Running
-// without the extra write.
+// provisioningShownAfter is how long an allocation (or a release, see
+// release) runs before its machine is shown Provisioning (Terminating): a
+// fast driver's machines go from Pending to Running, and from Running to
+// gone, without the extra write.
 const provisioningShownAfter = 200 * time.Millisecond
 
 // showProvisioning marks the machine Provisioning if the allocation is
@@ -187,14 +188,7 @@ const provisioningShownAfter = 200 * time.Millisecond
 // that: it returns once no such write is under way, so the Running write
 // that follows is the last.
 func (a *acceptor) showProvisioning(machine string) (stop func()) {
-	var mu sync.Mutex
-	done := false
-	t := time.AfterFunc(provisioningShownAfter, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if done {
-			return
-		}
+	shown := a.showLater(func() {
 		if err := a.setMachine(machine, func(m *types.Machine) {
 			m.Status.Phase = types.MachineProvisioning
 			m.Status.PhaseTimes.Mark(string(types.MachineProvisioning), a.n.cfg.Now())
@@ -202,11 +196,30 @@ func (a *acceptor) showProvisioning(machine string) (stop func()) {
 			a.n.log.Debug("show provisioning", "machine", machine, "err", err)
 		}
 	})
-	return func() {
+	return func() { shown() }
+}
+
+// showLater runs write if the operation it shows is still under way after
+// provisioningShownAfter. The returned function ends that: it returns once
+// write is not running, and reports whether it ran.
+func (a *acceptor) showLater(write func()) (stop func() (shown bool)) {
+	var mu sync.Mutex
+	done, shown := false, false
+	t := time.AfterFunc(provisioningShownAfter, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return
+		}
+		shown = true
+		write()
+	})
+	return func() bool {
 		t.Stop()
 		mu.Lock()
+		defer mu.Unlock()
 		done = true
-		mu.Unlock()
+		return shown
 	}
 }
 
@@ -352,8 +365,9 @@ func (a *acceptor) joinPool(e entry, claim *types.MachineClaim, set string) {
 	a.n.log.Debug("machine joined pool", "machine", e.Machine, "set", set)
 }
 
-// startRelease releases a machine on a goroutine of its own.
-func (a *acceptor) startRelease(e entry, why string) {
+// startRelease releases a machine on a goroutine of its own. gone says
+// that the machine's claim is gone (see release).
+func (a *acceptor) startRelease(e entry, why string, gone bool) {
 	if !a.claimBusy(e.Machine) {
 		return
 	}
@@ -363,7 +377,7 @@ func (a *acceptor) startRelease(e entry, why string) {
 	}
 	a.n.spawn(func() {
 		var wait time.Duration
-		if !a.release(e.Machine, why) {
+		if !a.release(e.Machine, why, gone) {
 			wait = 5 * time.Second // the driver failed: try again later
 		}
 		a.doneBusy(e.Machine, key, wait)
@@ -373,15 +387,26 @@ func (a *acceptor) startRelease(e entry, why string) {
 // release marks the machine Terminating, deallocates it and deletes its
 // record; false when the driver failed (the machine stays Terminating). The
 // release finishes even when the node is stopping.
-func (a *acceptor) release(name, why string) bool {
+//
+// A machine whose claim is gone (deleted: the end of every claim) is
+// shown Terminating only when its release takes longer than
+// provisioningShownAfter, as an allocation is shown Provisioning: the
+// record is deleted right after, and that write, with its copy on every
+// peer, was one of the eight a claim makes from create to delete. Nothing
+// reads that phase before the delete: the record holds the
+// resource until it is deallocated, so a crash in between leaves a record
+// that a restart settles as before (its claim gone, the machine is
+// released, or dropped when the driver no longer holds it). A machine whose
+// claim still exists (fenced, ended, reaped) is shown Terminating first, as
+// a restart reads that phase as a release under way.
+func (a *acceptor) release(name, why string, gone bool) bool {
 	e, ok := a.get(name)
 	if !ok {
 		return true
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(a.n.ctx), rollbackTimeout)
 	defer cancel()
-	if e.Phase != types.MachineTerminating {
-		a.update(name, func(x *entry) { x.Phase = types.MachineTerminating })
+	mark := func() {
 		if err := a.setMachine(name, func(m *types.Machine) {
 			m.Status.Phase = types.MachineTerminating
 			m.Status.Reason = why
@@ -390,20 +415,43 @@ func (a *acceptor) release(name, why string) bool {
 			a.n.log.Warn("mark terminating", "machine", name, "err", err)
 		}
 	}
-	if e.Resource != nil {
-		in, ok := a.n.instances[e.Driver]
-		if !ok {
-			a.n.log.Warn("release: no such driver", "machine", name, "driver", e.Driver)
-			return false
+	shown := func() bool { return true }
+	if e.Phase != types.MachineTerminating {
+		a.update(name, func(x *entry) { x.Phase = types.MachineTerminating })
+		if gone && e.Claim != "" {
+			shown = a.showLater(mark)
+		} else {
+			mark()
 		}
-		if err := in.Driver.Deallocate(ctx, e.Resource); err != nil && !errors.Is(err, drivers.ErrNotFound) {
-			a.n.log.Warn("deallocate", "machine", name, "err", err)
-			return false
-		}
-		a.n.metrics.released.WithLabelValues(e.Driver).Inc()
+	}
+	released := a.releaseResource(ctx, e)
+	if !shown() && !released {
+		mark() // the machine stays, Terminating: show it
+	}
+	if !released {
+		return false
 	}
 	a.dropMachine(name)
 	a.n.log.Info("machine released", "machine", name, "claim", e.Claim, "reason", why)
+	return true
+}
+
+// releaseResource deallocates what e holds in its driver; false when the
+// driver failed.
+func (a *acceptor) releaseResource(ctx context.Context, e entry) bool {
+	if e.Resource == nil {
+		return true
+	}
+	in, ok := a.n.instances[e.Driver]
+	if !ok {
+		a.n.log.Warn("release: no such driver", "machine", e.Machine, "driver", e.Driver)
+		return false
+	}
+	if err := in.Driver.Deallocate(ctx, e.Resource); err != nil && !errors.Is(err, drivers.ErrNotFound) {
+		a.n.log.Warn("deallocate", "machine", e.Machine, "err", err)
+		return false
+	}
+	a.n.metrics.released.WithLabelValues(e.Driver).Inc()
 	return true
 }
 

@@ -81,7 +81,10 @@ func (a *acceptor) reconcileStart(ctx context.Context) error {
 			}
 			a.dropMachine(name)
 		default:
-			if m.Spec.Claim != "" && m.Status.Phase != types.MachineTerminating {
+			// A machine of a claim that is gone was being released (its
+			// record is shown Terminating only when that takes long, see
+			// release): nothing was lost.
+			if m.Spec.Claim != "" && m.Status.Phase != types.MachineTerminating && a.claimLive(m.Spec.Claim) {
 				a.machineGoneAtStart(m, "driver "+m.Spec.Driver+" no longer holds it")
 			}
 			a.dropMachine(name)
@@ -106,6 +109,13 @@ func idOf(r *types.Resource) string {
 		return ""
 	}
 	return r.ID
+}
+
+// claimLive reports whether the store holds claim live (true also when it
+// cannot tell).
+func (a *acceptor) claimLive(claim string) bool {
+	_, err := a.n.st.Get(types.KindMachineClaim, claim)
+	return !isNotFound(err)
 }
 
 // machineGoneAtStart records in its claim's binding that a machine of this
