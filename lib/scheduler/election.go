@@ -130,6 +130,10 @@ func (e *Elector) Step(now time.Time, in Input) []Action {
 		out = e.nodeDown(now, in)
 	case ClaimGone:
 		e.gone(in.Claim)
+	case ClaimAccepted:
+		if st, ok := e.claims[in.Claim]; ok && (st.phase != phaseAccepted || st.offer.node != in.Node || st.offer.round != in.Round) {
+			e.gone(in.Claim)
+		}
 	}
 	// Waking only offers or waits, it never releases, so this runs once.
 	if e.freed {

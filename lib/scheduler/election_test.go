@@ -457,3 +457,39 @@ func TestElectorReasonListsAFewNodes(t *testing.T) {
 	in.Request.Exclude = map[string]bool{"n1": true, "n2": true, "n3": true, "n4": true, "n5": true}
 	assert.Equal(t, []Action{Waiting{Claim: "c1", Reason: "every node that fits (n1, n2, n3 and 2 more) was tried"}}, e.Step(t0, in))
 }
+
+// Allocations that fail on two nodes of three: each gives the claim back
+// after accepting it, and the claim goes on to the third, never back to a
+// node that failed it (while there is one not tried). The shell feeds
+// ClaimAccepted each time the record shows the acceptance, as its reconcile
+// does; that keeps the claim's tries.
+func TestElectorGiveBacksGoOnToNodesNotTried(t *testing.T) {
+	e := newElector(t, threeNodes())
+	o := offerOf(t, e.Step(t0, request("c1", 2)))
+	for _, want := range []string{"n1", "n2"} {
+		require.Equal(t, want, o.Node)
+		require.Len(t, e.Step(t0, Accepted{Claim: "c1", Node: o.Node, Driver: o.Driver, Round: o.Round}), 1)
+		assert.Empty(t, e.Step(t0, ClaimAccepted{Claim: "c1", Node: o.Node, Round: o.Round}), "the record of the acceptance")
+		o = offerOf(t, e.Step(t0, GaveBack{Claim: "c1", Node: o.Node, Round: o.Round, Reason: "allocation on " + o.Node + " failed"}))
+	}
+	assert.Equal(t, SendOffer{Claim: "c1", Node: "n3", Driver: "test", Round: 3}, o)
+
+	// The last one gives it back too: every node was tried, the claim waits.
+	require.Len(t, e.Step(t0, Accepted{Claim: "c1", Node: "n3", Driver: "test", Round: 3}), 1)
+	assert.Empty(t, e.Step(t0, ClaimAccepted{Claim: "c1", Node: "n3", Round: 3}))
+	assert.Equal(t, []Action{Waiting{Claim: "c1", Reason: "every node that fits (n1, n2, n3) was tried; last: allocation on n3 failed"}},
+		e.Step(t0, GaveBack{Claim: "c1", Node: "n3", Round: 3, Reason: "allocation on n3 failed"}))
+}
+
+// A record of an acceptance the elector does not wait for (another
+// elector's, before a membership change) makes what it holds stale: it
+// drops the claim as on ClaimGone, and its offer is not sent again.
+func TestElectorClaimAcceptedElsewhereDropsTheClaim(t *testing.T) {
+	e := newElector(t, threeNodes())
+	o := offerOf(t, e.Step(t0, request("c1", 2)))
+	require.Equal(t, "n1", o.Node)
+	assert.Empty(t, e.Step(t0, ClaimAccepted{Claim: "c1", Node: "n2", Round: 4}))
+	assert.Empty(t, e.Pending())
+	assert.Empty(t, e.Step(t0.Add(time.Hour), Timeout{}), "no offer left to send again")
+	assert.Empty(t, e.Step(t0, ClaimAccepted{Claim: "other", Node: "n2", Round: 1}), "a claim it does not hold")
+}

@@ -93,6 +93,18 @@ type ClaimGone struct {
 	Claim string
 }
 
+// ClaimAccepted says the claim's record names Node, alive, as having accepted
+// Round: the node works on it. When that is the acceptance the elector waits
+// for, it keeps the claim with the nodes it has tried, so that a give-back
+// goes on to a node not tried yet rather than back to one that failed
+// already; anything else it holds of the claim is stale and is dropped, as on
+// ClaimGone.
+type ClaimAccepted struct {
+	Claim string
+	Node  string
+	Round uint64
+}
+
 func (ClaimRequested) isInput()    {}
 func (CandidatesChanged) isInput() {}
 func (Accepted) isInput()          {}
@@ -101,6 +113,7 @@ func (GaveBack) isInput()          {}
 func (Timeout) isInput()           {}
 func (NodeDown) isInput()          {}
 func (ClaimGone) isInput()         {}
+func (ClaimAccepted) isInput()     {}
 
 // SendOffer asks Node to reserve capacity on Driver for (Claim, Round). It goes
 // by direct reliable send, not gossip. Round strictly increases for each new

@@ -362,8 +362,15 @@ func (s *psim) reconcileElector(nd *pnode, claim string) {
 	d := DecideClaim(cs, o.Status.Phase, "", types.LostRebind, alive, s.quorum(nd))
 	switch d.Action {
 	case Forget, Wait:
+		if d.Action == Forget && o.Status.Phase == types.ClaimRequested && cs.Election.Node != "" {
+			s.stepElector(nd, ClaimAccepted{Claim: claim, Node: cs.Election.Node, Round: cs.Election.Round})
+			return
+		}
 		s.stepElector(nd, ClaimGone{Claim: claim})
 	case Elect:
+		if node := d.Exclude + d.AcceptedBy; node != "" {
+			s.stepElector(nd, GaveBack{Claim: claim, Node: node, Round: d.Round, Reason: d.Reason})
+		}
 		if Owner(claim, nd.members) != nd.name {
 			return
 		}

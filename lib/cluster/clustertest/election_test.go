@@ -337,3 +337,22 @@ func TestLastNodePassesVerdictOnDeletedPeer(t *testing.T) {
 		}
 	}, 20*time.Second, 10*time.Millisecond, "claim %s of deleted node %s", onPeer, dead)
 }
+
+// Allocations fail on two nodes of three (an image missing from their
+// engines, say): the claim is given back by each and bound on the third,
+// which has the most room and so comes last under pack. It used to take
+// turns between the two failing nodes until its bind timeout: the elector
+// forgot the nodes it had tried whenever one accepted the claim.
+func TestAllocationFailuresMoveOnToANodeNotTried(t *testing.T) {
+	f := Start(t, 3, Options{DriverFor: func(i int) string {
+		if i == 2 {
+			return `{"cpus": 8, "ram_gb": 8}`
+		}
+		return `{"cpus": 4, "ram_gb": 8, "failure_rate": 1}`
+	}})
+	f.Put(0, Template("one", 1, 1))
+	f.Put(0, Claim("c1", "one", time.Minute))
+	c := waitClaim(t, f.Hosts[0], "c1", types.ClaimBound)
+	assert.Equal(t, "n2", c.Status.Node)
+	assert.Equal(t, uint64(3), c.Status.Round, "n0 and n1 once each, then n2")
+}
