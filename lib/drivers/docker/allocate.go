@@ -72,6 +72,10 @@ func (d *Driver) Allocate(ctx context.Context, t types.MachineTemplate, meta map
 	for _, w := range created.Warnings {
 		log.Debug("docker create warning", "warning", w)
 	}
+	if err := d.ownVolumes(ctx, st, id, spec.Config.User, tc.Volumes); err != nil {
+		d.remove(st, id)
+		return nil, fmt.Errorf("allocate: container %s: %w", spec.Name, err)
+	}
 	r, err := d.start(ctx, st, id)
 	if err != nil {
 		d.remove(st, id)

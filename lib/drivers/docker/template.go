@@ -30,7 +30,9 @@ type TemplateConfig struct {
 	// a bare number is tcp). Each becomes a connect endpoint.
 	Ports []string `json:"ports"`
 	// Volumes are paths in the container backed by anonymous volumes, which
-	// are removed with the container.
+	// are removed with the container. Each is the container user's (its top
+	// directory, mode 0755), so a machine that runs as nobody can write to
+	// it.
 	Volumes []string `json:"volumes"`
 	// Privileged runs the container privileged; the node must allow it
 	// (allow_privileged).
