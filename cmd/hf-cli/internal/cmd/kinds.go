@@ -3,7 +3,6 @@ package cmd
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -180,12 +179,16 @@ func resourceFor(name string) (*resource, bool) {
 // ref names an object the way messages do: "machineclaim/c1".
 func ref(kind, name string) string { return strings.ToLower(kind) + "/" + name }
 
-// num renders a capacity number: integers plainly, fractions with one decimal.
+// num renders a capacity number with at most two decimals and no trailing
+// zeros ("2", "2.5", "0.25"), as the dashboard does: one decimal showed a
+// template's 0.25 CPU as 0.2.
 func num(v float64) string {
-	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
-		return strconv.FormatInt(int64(v), 10)
+	s := strconv.FormatFloat(v, 'f', 2, 64)
+	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	if s == "-0" {
+		return "0"
 	}
-	return strconv.FormatFloat(v, 'f', 1, 64)
+	return s
 }
 
 func yesNo(b bool) string {

@@ -115,9 +115,15 @@ func TestAgeAndLatency(t *testing.T) {
 	assert.Equal(t, "850µs", latency(850*time.Microsecond))
 	assert.Equal(t, "12ms", latency(12*time.Millisecond+300*time.Microsecond))
 	assert.Equal(t, "2.35s", latency(2345*time.Millisecond))
-	assert.Equal(t, "2", num(2))
-	assert.Equal(t, "2.5", num(2.5))
-	assert.Equal(t, "0.3", num(1.0/3))
+	for v, want := range map[float64]string{
+		2: "2", 2.5: "2.5", 1.0 / 3: "0.33",
+		// A template of a quarter CPU is not shown as 0.2, nor a node's
+		// 1.25 free CPUs as 1.2 (a 0.25 claim would seem not to fit
+		// five times); the dashboard shows two decimals too.
+		0.25: "0.25", 1.25: "1.25", 0.05: "0.05", 23.539: "23.54", 0.999: "1", -0.5: "-0.5",
+	} {
+		assert.Equal(t, want, num(v), "%v", v)
+	}
 }
 
 func TestKeygen(t *testing.T) {
