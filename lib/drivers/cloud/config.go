@@ -1,9 +1,11 @@
 package cloud
 
 import (
+	"fmt"
 	"math"
 	"net/url"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/hf-fleet/hf/lib/drivers"
@@ -220,7 +222,30 @@ func (c AWSConfig) Validate() error {
 	if err := c.Activity.validate(); err != nil {
 		return err
 	}
+	if err := c.Defaults.validate(); err != nil {
+		return err
+	}
 	return c.Common.validate()
+}
+
+// validate checks the defaults by a template's rules, under defaults.*: a
+// bad one would pass the node's start and then fail every template that
+// leaves its key out, with an error naming a key the template does not have.
+func (d AWSDefaults) validate() error {
+	switch {
+	case d.InstanceType != "" && !awsName.MatchString(d.InstanceType):
+		return types.Invalid("defaults.instance_type", "%q is not an instance type", d.InstanceType)
+	case d.SubnetID != "" && len(d.SubnetTags) > 0:
+		return types.Invalid("defaults.subnet_id", "give a subnet_id or subnet_tags, not both")
+	case d.SubnetID != "" && !resourceID.MatchString(d.SubnetID):
+		return types.Invalid("defaults.subnet_id", "%q is not a subnet id (subnet-...)", d.SubnetID)
+	}
+	for i, g := range d.SecurityGroupIDs {
+		if !resourceID.MatchString(g) || !strings.HasPrefix(g, "sg-") {
+			return types.Invalid(fmt.Sprintf("defaults.security_group_ids[%d]", i), "%q is not a security group id (sg-...)", g)
+		}
+	}
+	return nil
 }
 
 func (a AWSActivity) validate() error {
@@ -247,6 +272,10 @@ func (c GCEConfig) Validate() error {
 	}
 	if err := validateRetry(c.RetryMaxAttempts, c.RetryMaxBackoff); err != nil {
 		return err
+	}
+	if c.Defaults.MachineType != "" && !gceName.MatchString(c.Defaults.MachineType) {
+		// As AWSDefaults.validate: checked by a template's rule, here.
+		return types.Invalid("defaults.machine_type", "%q is not a machine type", c.Defaults.MachineType)
 	}
 	return c.Common.validate()
 }

@@ -66,6 +66,14 @@ func TestConfigErrorsNameTheKey(t *testing.T) {
 		{TypeGCE, `{"zone": "europe-west1-b", "quota": {"vcpus": 4}}`, "project"},
 		{TypeGCE, `{"project": "my-project", "zone": "Europe", "quota": {"vcpus": 4}}`, "zone"},
 		{TypeGCE, `{"project": "my-project", "zone": "europe-west1-b", "quota": {"vcpus": "four"}}`, "quota.vcpus"},
+		// Defaults are checked as a template's keys are, when the node
+		// starts: a bad one used to pass and then fail every template
+		// that leaves the key out, naming the template's key.
+		{TypeAWS, `{"region": "eu-central-1", "quota": {"vcpus": 4}, "defaults": {"subnet_id": "subnet-1"}}`, `defaults.subnet_id: "subnet-1" is not a subnet id`},
+		{TypeAWS, `{"region": "eu-central-1", "quota": {"vcpus": 4}, "defaults": {"subnet_id": "subnet-0123456789abcdef0", "subnet_tags": {"a": "b"}}}`, "defaults.subnet_id: give a subnet_id or subnet_tags"},
+		{TypeAWS, `{"region": "eu-central-1", "quota": {"vcpus": 4}, "defaults": {"instance_type": "T3 small"}}`, "defaults.instance_type"},
+		{TypeAWS, `{"region": "eu-central-1", "quota": {"vcpus": 4}, "defaults": {"security_group_ids": ["sg-0123456789abcdef0", "default"]}}`, "defaults.security_group_ids[1]"},
+		{TypeGCE, `{"project": "my-project", "zone": "europe-west1-b", "quota": {"vcpus": 4}, "defaults": {"machine_type": "E2 small"}}`, "defaults.machine_type"},
 	} {
 		t.Run(tc.want, func(t *testing.T) {
 			var err error
