@@ -178,6 +178,29 @@ func cgroupCPUUsec(dirs []string) (uint64, bool) {
 	return 0, false
 }
 
+// cgroupOOMKills counts the processes the kernel's OOM killer killed in the
+// cgroup dirs for going over the memory limit: oom_kill in a cgroup v2 dir's
+// memory.events, or in cgroup v1's memory.oom_control (kernel 4.13 on), in
+// the dir that has it; 0 when none says.
+func cgroupOOMKills(dirs []string) uint64 {
+	for _, dir := range dirs {
+		for _, name := range []string{"memory.events", "memory.oom_control"} {
+			b, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				continue
+			}
+			for line := range strings.SplitSeq(string(b), "\n") {
+				if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+					if n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64); err == nil {
+						return n
+					}
+				}
+			}
+		}
+	}
+	return 0
+}
+
 // startConfined runs start, which forks one process with attr, so that the
 // process begins in a machine's cgroups: the cgroup v2 dir v2 (clone3 with
 // CLONE_INTO_CGROUP, through attr) or the cgroup v1 dirs v1, so not even its

@@ -313,6 +313,13 @@ func (d *Driver) reapLocked() bool {
 		}
 		delete(d.children, pid)
 		if h, ok := d.held[id]; ok && h.m.PID == pid {
+			if code != nil && *code == -1 {
+				// Killed: say so when it was the machine's memory limit,
+				// or "killed by signal killed" leaves its user guessing.
+				if n := cgroupOOMKills(h.m.cgroups()); n > 0 {
+					desc += fmt.Sprintf(" (out of memory: the kernel killed %d of the machine's processes for going over its RAM)", n)
+				}
+			}
 			h.m.ExitCode, h.m.Exit = code, desc
 			d.unsaved = true
 			d.log.Info("entry ended", "resource", id, "pid", pid, "exit", desc)

@@ -916,3 +916,41 @@ func (s *slowClient) Write(b []byte) (int, error) {
 	time.Sleep(s.delay)
 	return s.ShellStream.Write(b)
 }
+
+// An entry the kernel kills for going over the machine's RAM says so: the
+// machine's failure read "entry killed by signal killed" and left its user
+// guessing who killed it; an entry killed otherwise says nothing of memory.
+func TestEntryKilledOverMemorySaysSo(t *testing.T) {
+	needRoot(t)
+	h := newTestHost(t)
+	d := h.driver(t, t.TempDir(), nil)
+	if cg := d.cgroupSetup(); !cg.Limits {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("this host's cgroups cannot hold machines to their limits (%s); CI=true, so the test must not be skipped", cg.Reason)
+		}
+		t.Skip("limits are not enforced on this host: " + cg.Reason)
+	}
+	for _, tc := range []struct {
+		name, entry, want string
+		oom               bool
+	}{
+		{"over its RAM", "exec dd if=/dev/zero of=/dev/null bs=200M count=1", "entry killed by signal killed (out of memory: the kernel killed 1 of the machine's processes for going over its RAM)", true},
+		{"killed otherwise", "kill -KILL $$", "entry killed by signal killed", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tmpl := machineTemplate("oom", TemplateConfig{Entry: tc.entry})
+			tmpl.Spec.Resources = types.Resources{CPU: 0.2, RAMGB: 0.0625}
+			r, err := d.Allocate(t.Context(), tmpl, nil)
+			if err != nil {
+				// Killed within the start grace: the allocation says why.
+				assert.Contains(t, err.Error(), tc.want)
+				return
+			}
+			t.Cleanup(func() { _ = d.Deallocate(context.Background(), r) })
+			waitPhase(t, d, r, types.MachineFailed)
+			got := d.Explain(t.Context(), r)
+			assert.True(t, strings.HasPrefix(got, tc.want), "%q", got)
+			assert.Equal(t, tc.oom, strings.Contains(got, "out of memory"), "%q", got)
+		})
+	}
+}

@@ -45,6 +45,7 @@ func createCgroup(cgroupSetup, string, types.Resources, int64) ([]string, error)
 func cgroupProcs(string) []int { return nil }
 
 func cgroupCPUUsec([]string) (uint64, bool) { return 0, false }
+func cgroupOOMKills([]string) uint64        { return 0 }
 
 func killCgroup(string) bool { return false }
 
