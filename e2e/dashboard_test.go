@@ -190,6 +190,11 @@ spec:
 	nodes := eval[[]string](t, ctx, `[...document.querySelectorAll('section.node')].filter(n => n.querySelectorAll('.bar-row[data-kind="cpu"] .bar, .bar-row[data-kind="ram"] .bar').length == 2).map(n => n.dataset.node)`)
 	assert.ElementsMatch(t, []string{n1.Name, n2.Name, n3.Name}, nodes, "three nodes with a CPU and a RAM bar")
 	assert.Equal(t, "admin · admin", eval[string](t, ctx, `document.getElementById('whoami').textContent`))
+	// Healthy drivers say what they are plainly; only a driver in trouble
+	// is shown as a warning (every test and docker driver was).
+	assert.Empty(t, eval[[]string](t, ctx, `[...document.querySelectorAll('.driver h3 .warn')].map(w => w.textContent)`), "no warning for a healthy driver")
+	assert.Equal(t, []string{" · test driver: fake machines, capacity from its config, not this host's"},
+		eval[[]string](t, ctx, `[...new Set([...document.querySelectorAll('.driver h3 .status')].map(w => w.textContent))]`))
 	shot(t, ctx, dir, "fleet")
 
 	// A claim made in the page turns Bound without a reload.

@@ -42,7 +42,9 @@ type NodeDriver struct {
 	Driver string `json:"driver"`
 	// Remote drivers (cloud) may be served by any node.
 	Remote bool `json:"remote,omitempty"`
-	// Status is a short human-readable state ("ok", "unprivileged mode", an error).
+	// Status is a short human-readable state: "ok" or "ok: <details>" when
+	// the driver works as configured (the dashboard shows anything else as
+	// a warning), else what is wrong ("unprivileged mode: ...", an error).
 	Status   string   `json:"status,omitempty"`
 	Capacity Capacity `json:"capacity"`
 	// AllowedGroups are the host groups the driver may put a machine in

@@ -228,7 +228,7 @@ func (d *Driver) StatusText() string {
 	if err != nil {
 		return fmt.Sprintf("engine at %s unreachable: %v", st.host, err)
 	}
-	return fmt.Sprintf("engine %s, api %s", v.Version, st.cli.ClientVersion())
+	return fmt.Sprintf("ok: engine %s, api %s", v.Version, st.cli.ClientVersion())
 }
 
 // HostCapacity implements drivers.Driver: this host's CPUs, RAM and the disk

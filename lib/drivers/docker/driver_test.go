@@ -41,7 +41,7 @@ func TestStatusText(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	d := f.driver(t, "node-a", "docker", nil)
-	assert.Regexp(t, regexp.MustCompile(`^engine \S+, api 1\.\d+$`), d.StatusText())
+	assert.Regexp(t, regexp.MustCompile(`^ok: engine \S+, api 1\.\d+$`), d.StatusText())
 	require.NoError(t, d.Close())
 	assert.Equal(t, drivers.ErrNotPrepared.Error(), d.StatusText())
 	require.NoError(t, d.Close(), "closing twice is fine")

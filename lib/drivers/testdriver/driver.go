@@ -432,7 +432,7 @@ func (d *Driver) sortedLocked() []types.Resource {
 
 // StatusText says what the driver is in node reports: not a real host's.
 func (d *Driver) StatusText() string {
-	return "test driver: fake machines, capacity from its config, not this host's"
+	return "ok: test driver: fake machines, capacity from its config, not this host's"
 }
 
 // Logs implements drivers.LogReader with two lines a test can look for (a

@@ -246,6 +246,15 @@ function unreachable(n) {
   return (n.status.conditions || []).find((c) => c.type === 'Reachable' && c.status === 'False') || null;
 }
 
+// driverStatus shows a driver's status after its name: "ok" not at all,
+// "ok: details" plainly, anything else (an error, a degraded mode) as a
+// warning. Every healthy docker and test driver used to look like a warning.
+function driverStatus(s) {
+  if (!s || s === 'ok') return '';
+  const ok = s.startsWith('ok: ');
+  return h('span', { class: ok ? 'status' : 'warn' }, ' · ' + (ok ? s.slice(4) : s));
+}
+
 function fleetBody() {
   const nodes = sorted('Node');
   if (!nodes.length) return h('p', { class: 'empty' }, 'No nodes have reported yet.');
@@ -264,7 +273,7 @@ function fleetBody() {
         const u = c.usable || {}; const used = c.used || {}; const res = c.reserved || {}; const free = c.free || {};
         return h('div', { class: 'driver', 'data-driver': d.name },
           h('h3', {}, d.name, d.driver && d.driver !== d.name ? ' (' + d.driver + ')' : '', d.remote ? ' · remote' : '',
-            d.status && d.status !== 'ok' ? h('span', { class: 'warn' }, ' · ' + d.status) : ''),
+            driverStatus(d.status)),
           bar('CPU', [{ value: used.cpu || 0, cls: 'used', title: 'used' }, { value: res.cpu || 0, cls: 'reserved', title: 'reserved' }],
             u.cpu || 0, num(used.cpu) + ' used' + (res.cpu ? ' + ' + num(res.cpu) + ' reserved' : '') + ' of ' + num(u.cpu) + ' CPUs · ' + num(free.cpu) + ' free', 'cpu'),
           bar('RAM', [{ value: used.ramGB || 0, cls: 'used', title: 'used' }, { value: res.ramGB || 0, cls: 'reserved', title: 'reserved' }],
