@@ -59,6 +59,19 @@ type claimState struct {
 	// claims. lastDecline is what became of the last of those tries.
 	tried       map[string]bool
 	lastDecline string
+	// triedOnce holds every node tried since the elector took the claim up,
+	// for its reason: tried is cleared for a new pass, and a node tried in
+	// an earlier pass has been offered the claim.
+	triedOnce map[string]bool
+}
+
+// try notes that node declined, did not answer or gave the claim back.
+func (st *claimState) try(node string) {
+	st.tried[node] = true
+	if st.triedOnce == nil {
+		st.triedOnce = map[string]bool{}
+	}
+	st.triedOnce[node] = true
 }
 
 // hold is capacity the elector counts against a candidate on top of its last
@@ -183,7 +196,9 @@ func (e *Elector) requested(now time.Time, in ClaimRequested) []Action {
 	if !ok {
 		st = &claimState{name: in.Claim, req: in.Request, deadline: in.Deadline, round: in.Round, tried: map[string]bool{},
 			lastDecline: in.Reason}
-		maps.Copy(st.tried, in.Request.Exclude)
+		for node := range in.Request.Exclude {
+			st.try(node)
+		}
 		e.claims[in.Claim] = st
 		return e.resume(now, st, in.AcceptedBy)
 	}
@@ -199,7 +214,7 @@ func (e *Elector) requested(now time.Time, in ClaimRequested) []Action {
 	st.round = in.Round
 	e.release(st.name)
 	if st.phase == phaseAccepted && in.AcceptedBy == "" {
-		st.tried[st.offer.node] = true
+		st.try(st.offer.node)
 		st.lastDecline = in.Reason
 		if st.lastDecline == "" {
 			st.lastDecline = fmt.Sprintf("node %s gave the claim back", st.offer.node)
@@ -217,7 +232,7 @@ func (e *Elector) resume(now time.Time, st *claimState, acceptedBy string) []Act
 			st.offer = offer{node: acceptedBy, round: st.round}
 			return nil
 		}
-		st.tried[acceptedBy] = true
+		st.try(acceptedBy)
 		st.lastDecline = fmt.Sprintf("node %s accepted round %d but is gone", acceptedBy, st.round)
 	}
 	// No offer is out; phaseOffering makes next emit Waiting if nothing fits.
@@ -371,7 +386,7 @@ func (e *Elector) matching(claim, node string, round uint64) *claimState {
 
 // giveUp excludes the claim's offered (or accepting) node and elects again.
 func (e *Elector) giveUp(now time.Time, st *claimState, why string) []Action {
-	st.tried[st.offer.node] = true
+	st.try(st.offer.node)
 	st.lastDecline = why
 	e.release(st.name)
 	st.phase, st.offer = phaseOffering, offer{}
@@ -433,7 +448,7 @@ func (e *Elector) reason(st *claimState) string {
 			continue
 		}
 		fits = append(fits, r.Node)
-		if !st.tried[r.Node] {
+		if !st.triedOnce[r.Node] {
 			untried = append(untried, r.Node)
 		}
 	}

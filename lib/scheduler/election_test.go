@@ -493,3 +493,31 @@ func TestElectorClaimAcceptedElsewhereDropsTheClaim(t *testing.T) {
 	assert.Empty(t, e.Step(t0.Add(time.Hour), Timeout{}), "no offer left to send again")
 	assert.Empty(t, e.Step(t0, ClaimAccepted{Claim: "other", Node: "n2", Round: 1}), "a claim it does not hold")
 }
+
+// A claim tried on every node that fits, offered again in a new pass (a
+// fresh report), and given back at its bind timeout by the first node of
+// that pass: its reason says every node was tried. It said "not yet
+// offered to n2, n3", which it had been, in the pass before (the new pass
+// clears the nodes it excludes, not what the claim went through).
+func TestElectorReasonCountsEarlierPasses(t *testing.T) {
+	e := newElector(t, threeNodes())
+	o := offerOf(t, e.Step(t0, request("c1", 2)))
+	for range 3 {
+		require.Len(t, e.Step(t0, Accepted{Claim: "c1", Node: o.Node, Driver: o.Driver, Round: o.Round}), 1)
+		assert.Empty(t, e.Step(t0, ClaimAccepted{Claim: "c1", Node: o.Node, Round: o.Round}))
+		acts := e.Step(t0, GaveBack{Claim: "c1", Node: o.Node, Round: o.Round, Reason: "allocation on " + o.Node + " failed"})
+		if o.Node == "n3" {
+			require.Equal(t, []Action{Waiting{Claim: "c1", Reason: "every node that fits (n1, n2, n3) was tried; last: allocation on n3 failed"}}, acts)
+			break
+		}
+		o = offerOf(t, acts)
+	}
+	o = offerOf(t, e.Step(t0.Add(time.Second), CandidatesChanged{Candidates: threeNodes()}))
+	require.Equal(t, "n1", o.Node, "a new pass")
+	require.Len(t, e.Step(t0, Accepted{Claim: "c1", Node: o.Node, Driver: o.Driver, Round: o.Round}), 1)
+	assert.Empty(t, e.Step(t0, ClaimAccepted{Claim: "c1", Node: o.Node, Round: o.Round}))
+	in := request("c1", 2)
+	in.Round, in.Reason = o.Round+1, "node n1 gave round 4 back: its bind timeout passed before the machine was allocated"
+	assert.Equal(t, []Action{Fail{Claim: "c1", Reason: "not bound within its bind timeout: every node that fits (n1, n2, n3) was tried; last: " + in.Reason}},
+		e.Step(t0.Add(2*time.Minute), in))
+}
