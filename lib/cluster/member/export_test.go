@@ -35,3 +35,11 @@ func (m *Member) CollectNow(ctx context.Context) (int, bool, error) {
 	c, ok := m.ae.keeper.checkNow(ctx)
 	return c.n, ok, c.err
 }
+
+// RelayedKept is how many pushed versions the member remembers having
+// relayed.
+func (m *Member) RelayedKept() int {
+	m.relayed.mu.Lock()
+	defer m.relayed.mu.Unlock()
+	return len(m.relayed.seen)
+}

@@ -41,6 +41,13 @@ func TestFanoutRelays(t *testing.T) {
 	assert.Equal(t, 20.0, w["hf_replication_records_pushed_total"], "the writer sent each write to 2 children")
 	assert.Equal(t, 70.0, pushed, "a tree over 8 members has 7 edges per write")
 	assert.Equal(t, 50.0, relayed)
+	// Only the 3 members with children in the writer's tree remember
+	// which versions they relayed; the 4 leaves had nothing to relay.
+	kept := 0
+	for _, n := range c.Nodes {
+		kept += n.Member.RelayedKept()
+	}
+	assert.Equal(t, 30, kept)
 }
 
 // TestFanoutBypass: when the writer cannot reach one of its children, it

@@ -322,6 +322,7 @@ func (m *Member) applyMessage(buf []byte) {
 	}
 	applied := 0
 	var fresh []store.Record // pushed records to relay
+	relays := m.relaysFor()
 	// One batch: the message's records share a commit.
 	for i, res := range m.st.ApplyBatch(msg.Records) {
 		r := msg.Records[i]
@@ -340,7 +341,7 @@ func (m *Member) applyMessage(buf []byte) {
 		// their way), and the members below this one in its writer's tree
 		// would otherwise wait for a periodic round. Each version is
 		// relayed once, so copies that meet again stop here.
-		if t == msgPush && (res.Changed || res.Held) && writerOf(&r) != m.cfg.Name && m.relayed.first(r.Kind, r.Name, r.Version) {
+		if t == msgPush && (res.Changed || res.Held) && writerOf(&r) != m.cfg.Name && relays(writerOf(&r)) && m.relayed.first(r.Kind, r.Name, r.Version) {
 			fresh = append(fresh, r)
 		}
 	}
@@ -348,6 +349,33 @@ func (m *Member) applyMessage(buf []byte) {
 	m.metrics.received.Add(float64(len(msg.Records)))
 	m.metrics.applied.Add(float64(applied))
 	m.log.Debug("records received", "type", t, "peer", msg.From, "records", len(msg.Records), "applied", applied)
+}
+
+// relaysFor returns whether this member has children in a writer's
+// dissemination tree, as its view shows it now (built on the first ask,
+// once per writer): a member with none relays nothing of that writer's, and
+// need not remember which versions it relayed (in a cluster of up to
+// Fanout+1 members, every push).
+func (m *Member) relaysFor() func(writer string) bool {
+	var (
+		view fanout.View
+		made bool
+		has  map[string]bool
+	)
+	return func(writer string) bool {
+		if m.cfg.Fanout <= 0 {
+			return false
+		}
+		r, ok := has[writer]
+		if !ok {
+			if !made {
+				view, made, has = m.table.view(), true, map[string]bool{}
+			}
+			r = len(view.Children(writer, m.cfg.Name, m.cfg.Fanout)) > 0
+			has[writer] = r
+		}
+		return r
+	}
 }
 
 // relayedVersions remembers the last record versions this member relayed,
