@@ -2,6 +2,7 @@ package testdriver
 
 import (
 	"encoding/json"
+	"slices"
 	"sync"
 	"testing"
 
@@ -32,6 +33,14 @@ func TestConformance(t *testing.T) {
 					mu.Lock()
 					dirs = append(dirs, dataDir)
 					mu.Unlock()
+					// Checked while its subtest runs only: loading the
+					// state of a data dir made it again once the subtest
+					// had removed it, and left it in /tmp.
+					t.Cleanup(func() {
+						mu.Lock()
+						defer mu.Unlock()
+						dirs = slices.DeleteFunc(dirs, func(d string) bool { return d == dataDir })
+					})
 					d := New(drivers.Env{Instance: tc.instance, DataDir: dataDir, NodeName: "node-a"})
 					require.NoError(t, d.Prepare(t.Context(), []byte(tc.cfg)))
 					return d
