@@ -96,7 +96,10 @@ func TestNodeViewChangedFollowsMembership(t *testing.T) {
 	tmpl := template("small", 1, 1, `{}`)
 	_, err = st.Put(tmpl, store.PutOptions{Create: true})
 	require.NoError(t, err)
-	assert.Never(t, func() bool { return closed(ch) }, 100*time.Millisecond, 5*time.Millisecond, "another kind's record moves no view")
+	// The condition reads a copy: testify's Never may return before its
+	// last check has, and ch is set again below (a data race).
+	unmoved := ch
+	assert.Never(t, func() bool { return closed(unmoved) }, 100*time.Millisecond, 5*time.Millisecond, "another kind's record moves no view")
 
 	status, _ := reach("n1")
 	require.Equal(t, types.ConditionTrue, status)
