@@ -232,17 +232,24 @@ func (c AWSConfig) Validate() error {
 // bad one would pass the node's start and then fail every template that
 // leaves its key out, with an error naming a key the template does not have.
 func (d AWSDefaults) validate() error {
-	switch {
-	case d.InstanceType != "" && !awsName.MatchString(d.InstanceType):
+	if d.InstanceType != "" && !awsName.MatchString(d.InstanceType) {
 		return types.Invalid("defaults.instance_type", "%q is not an instance type", d.InstanceType)
-	case d.SubnetID != "" && len(d.SubnetTags) > 0:
-		return types.Invalid("defaults.subnet_id", "give a subnet_id or subnet_tags, not both")
-	case d.SubnetID != "" && !resourceID.MatchString(d.SubnetID):
-		return types.Invalid("defaults.subnet_id", "%q is not a subnet id (subnet-...)", d.SubnetID)
 	}
-	for i, g := range d.SecurityGroupIDs {
+	return checkAWSNetwork("defaults.", d.SubnetID, d.SubnetTags, d.SecurityGroupIDs)
+}
+
+// checkAWSNetwork checks a subnet (by id or by tags) and security groups, as
+// a template or the driver's defaults (prefix "defaults.") give them.
+func checkAWSNetwork(prefix, subnetID string, subnetTags map[string]string, groups []string) error {
+	switch {
+	case subnetID != "" && len(subnetTags) > 0:
+		return types.Invalid(prefix+"subnet_id", "give a subnet_id or subnet_tags, not both")
+	case subnetID != "" && !resourceID.MatchString(subnetID):
+		return types.Invalid(prefix+"subnet_id", "%q is not a subnet id (subnet-...)", subnetID)
+	}
+	for i, g := range groups {
 		if !resourceID.MatchString(g) || !strings.HasPrefix(g, "sg-") {
-			return types.Invalid(fmt.Sprintf("defaults.security_group_ids[%d]", i), "%q is not a security group id (sg-...)", g)
+			return types.Invalid(fmt.Sprintf("%ssecurity_group_ids[%d]", prefix, i), "%q is not a security group id (sg-...)", g)
 		}
 	}
 	return nil

@@ -1,7 +1,6 @@
 package cloud
 
 import (
-	"fmt"
 	"regexp"
 	"strings"
 
@@ -121,15 +120,9 @@ func (tc AWSTemplate) validate() error {
 		return types.Invalid("instance_type", "%q is not an instance type", tc.InstanceType)
 	case tc.KeyName != "" && tc.GenerateKeyPair:
 		return types.Invalid("generate_key_pair", "give a key_name or generate_key_pair, not both")
-	case tc.SubnetID != "" && len(tc.SubnetTags) > 0:
-		return types.Invalid("subnet_id", "give a subnet_id or subnet_tags, not both")
-	case tc.SubnetID != "" && !resourceID.MatchString(tc.SubnetID):
-		return types.Invalid("subnet_id", "%q is not a subnet id (subnet-...)", tc.SubnetID)
 	}
-	for i, g := range tc.SecurityGroupIDs {
-		if !resourceID.MatchString(g) || !strings.HasPrefix(g, "sg-") {
-			return types.Invalid(fmt.Sprintf("security_group_ids[%d]", i), "%q is not a security group id (sg-...)", g)
-		}
+	if err := checkAWSNetwork("", tc.SubnetID, tc.SubnetTags, tc.SecurityGroupIDs); err != nil {
+		return err
 	}
 	for k := range tc.Tags {
 		if k == "" || strings.HasPrefix(k, "aws:") || strings.HasPrefix(k, awsTagPrefix) || k == "Name" {
