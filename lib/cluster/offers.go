@@ -220,9 +220,7 @@ func (a *acceptor) reserve(m Message) (*types.Capacity, error) {
 	a.putLocked(&entry{Machine: name, Claim: m.Claim, Set: mach.Spec.MachineSet, Driver: in.Name, Round: m.Round, Res: size, Phase: types.MachinePending, Busy: true})
 	a.mu.Unlock()
 	// Persisted before anyone hears of it: a restart finds the reservation.
-	// Provisional: the allocation replaces it within moments, and the
-	// peers need only that (replication holds its copies back a little).
-	if _, err := a.n.st.Put(mach, store.PutOptions{Create: true, Provisional: true}); err != nil {
+	if _, err := a.n.st.Put(mach, store.PutOptions{Create: true}); err != nil {
 		a.remove(name)
 		return nil, fmt.Errorf("persist reservation: %w", err)
 	}

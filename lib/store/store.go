@@ -172,12 +172,6 @@ type PutOptions struct {
 	// another fails with ErrNotOwner. A create writes only these and keeps
 	// facets of others that came before the object.
 	Facets []string
-	// Provisional says that the writer will replace this write within
-	// moments (a reservation, by the allocation that follows it): its
-	// event says so (Event.Provisional), and replication holds its copies
-	// back for a little while in case the next write of the object comes
-	// and makes them pointless. The write is committed as any other.
-	Provisional bool
 }
 
 // EventType says what a watch event is.
@@ -213,10 +207,6 @@ func (t EventType) String() string {
 type Event struct {
 	Type   EventType
 	Record Record
-
-	// Provisional: the write was a Put with PutOptions.Provisional (live
-	// events only).
-	Provisional bool
 
 	// shared, when set, is the decoding of Record that every watcher's copy
 	// of a commit's event shares (see View).

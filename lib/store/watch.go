@@ -189,12 +189,11 @@ func (s *Store) dropWatcher(w *watcher) {
 // watchers see commits in Seq order.
 // The watchers' events share one decoding of rec: share when the write
 // decoded it already, else made by the first watcher that asks.
-func (s *Store) notify(rec Record, share *sharedObject, provisional bool) {
+func (s *Store) notify(rec Record, share *sharedObject) {
 	if len(s.watchers) == 0 {
 		return
 	}
 	ev := eventOf(rec)
-	ev.Provisional = provisional
 	if ev.Type == EventPut {
 		if ev.shared = share; share == nil {
 			ev.shared = &sharedObject{}

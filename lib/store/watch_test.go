@@ -486,19 +486,3 @@ func TestWatchSnapshotOfFiltersReplay(t *testing.T) {
 	assert.Equal(t, []string{"put b 6", "put c 8"}, replay(ReplayFilter{Kinds: claims, Live: true}))
 	assert.Contains(t, replay(ReplayFilter{Kinds: claims}), "put a 9", "unfiltered, the entry is read")
 }
-
-// A provisional Put says so in its event; other writes do not.
-func TestWatchTellsProvisionalWrites(t *testing.T) {
-	s, _ := newMemStore(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	events := s.Watch(ctx, s.Seq())
-	_, err := s.Put(claim("c"), PutOptions{Provisional: true})
-	require.NoError(t, err)
-	c := claim("c")
-	c.Spec.User = "bob"
-	_, err = s.Put(c, PutOptions{})
-	require.NoError(t, err)
-	assert.True(t, next(t, events).Provisional)
-	assert.False(t, next(t, events).Provisional)
-}

@@ -32,7 +32,7 @@ func (s *Store) Put(obj types.Object, opt PutOptions) (Record, error) {
 		return Record{}, fmt.Errorf("put: %w", err)
 	}
 	saved := *obj.Meta()
-	rec, err := s.writeWith(kind, name, opt.Provisional, func(prev Record, exists bool) (Record, error) {
+	rec, err := s.write(kind, name, func(prev Record, exists bool) (Record, error) {
 		live := exists && !prev.Deleted
 		switch {
 		case opt.Create && live:
@@ -354,13 +354,7 @@ func (s *Store) applyNext(rec Record, w *pendingWrite) func(prev Record, exists 
 // once (a batch too big for one transaction is split and run again), so it
 // must not have effects outside the record it returns.
 func (s *Store) write(kind, name string, next func(prev Record, exists bool) (Record, error)) (Record, error) {
-	return s.writeWith(kind, name, false, next)
-}
-
-// writeWith is write, telling watchers whether the write is provisional
-// (PutOptions.Provisional).
-func (s *Store) writeWith(kind, name string, provisional bool, next func(prev Record, exists bool) (Record, error)) (Record, error) {
-	w := &pendingWrite{kind: kind, name: name, next: next, provisional: provisional, done: make(chan struct{})}
+	w := &pendingWrite{kind: kind, name: name, next: next, done: make(chan struct{})}
 	if err := s.run([]*pendingWrite{w}); err != nil {
 		return Record{}, err
 	}
@@ -460,9 +454,7 @@ type pendingWrite struct {
 	// share is the decoding of rec the write made (an apply's check), for
 	// the watchers; set by next.
 	share *sharedObject
-	// provisional is PutOptions.Provisional, for the watchers.
-	provisional bool
-	done        chan struct{}
+	done  chan struct{}
 }
 
 // commitBatch commits batch in one transaction and finishes each write.
@@ -542,7 +534,7 @@ func (s *Store) commitBatch(batch []*pendingWrite) {
 				if w.rec.Deleted {
 					s.tombs.noted(w.rec.DeletedAt)
 				}
-				s.notify(w.rec, w.share, w.provisional)
+				s.notify(w.rec, w.share)
 			}
 		}
 		if s.space != nil {

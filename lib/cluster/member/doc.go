@@ -22,12 +22,7 @@
 //	             store.Watch (own writes: Version.Node == A)
 //	             v
 //	pusher: coalesce ~5 ms ---> one queue + sender per peer, for A's
-//	        (a provisional write    | children in A's tree (Fanout, default 3)
-//	         waits up to 50 ms for  |
-//	         the next one of its    |
-//	         object, which replaces |
-//	         it;                    |
-//	         a watch resync ->      |
+//	        (a watch resync ->      | children in A's tree (Fanout, default 3)
 //	         anti-entropy with      | sends what queued while its last message
 //	         every peer)            | was in flight as one batch <= 240 KB
 //	                                | (a failed send -> anti-entropy with it,

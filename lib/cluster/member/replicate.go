@@ -29,43 +29,27 @@ const maxPendingBytes = 16 << 20
 // children in its dissemination tree (broadcast), in batches. Records this
 // node received are not pushed from here: applyMessage relays those that
 // came by push and were new (relay), and anti-entropy repairs what the tree
-// missed. A provisional write (a reservation) is held back for holdFor
-// first, and dropped when the next write of its object comes meanwhile. On
+// missed. On
 // EventResync (the watch fell behind and dropped events) it asks for an
-// anti-entropy round with every peer, so no write is lost silently. When
-// ctx ends it sends what it holds and what the watch has already delivered.
+// anti-entropy round with every peer, so no write is lost silently. When ctx
+// ends it sends what it holds and what the watch has already delivered.
 func (m *Member) pushLoop(ctx context.Context, events <-chan store.Event) {
 	var (
 		batch []store.Record
 		size  int
-		// superseded counts the held writes dropped for a newer one since
-		// the last flush.
-		superseded int
-		timer      = time.NewTimer(time.Hour)
-		wait       <-chan time.Time
-		held       holds
-		holdTimer  = time.NewTimer(time.Hour)
-		holdWait   <-chan time.Time
+		timer = time.NewTimer(time.Hour)
+		wait  <-chan time.Time
 	)
 	timer.Stop()
-	holdTimer.Stop()
 	defer timer.Stop()
-	defer holdTimer.Stop()
 	flush := func() {
 		if len(batch) > 0 {
-			m.broadcast(batch, superseded)
+			m.broadcast(batch)
 		}
-		batch, size, superseded = nil, 0, 0
+		batch, size = nil, 0
 		if wait != nil {
 			timer.Stop()
 			wait = nil
-		}
-	}
-	queue := func(r store.Record) {
-		batch = append(batch, r)
-		size += recordSize(&r)
-		if size >= batchBytes {
-			flush()
 		}
 	}
 	add := func(ev store.Event) {
@@ -76,47 +60,21 @@ func (m *Member) pushLoop(ctx context.Context, events <-chan store.Event) {
 			return
 		case ev.Record.Version.Node != m.cfg.Name:
 			return
-		case ev.Provisional:
-			held.hold(ev.Record, time.Now().Add(holdFor))
-			return
 		}
-		if held.supersede(&ev.Record) {
-			superseded++
-		}
-		queue(ev.Record)
-	}
-	// rearm sets the hold timer to the earliest held write.
-	rearm := func() {
-		holdTimer.Stop()
-		holdWait = nil
-		if due, ok := held.next(); ok {
-			holdTimer.Reset(time.Until(due))
-			holdWait = holdTimer.C
+		batch = append(batch, ev.Record)
+		size += recordSize(&ev.Record)
+		if size >= batchBytes {
+			flush()
 		}
 	}
 	for {
 		select {
 		case ev, ok := <-events:
 			if !ok {
-				for _, r := range held.take(time.Time{}, true) {
-					queue(r)
-				}
 				flush()
 				return
 			}
 			add(ev)
-			if len(batch) > 0 && wait == nil {
-				timer.Reset(coalesceWindow)
-				wait = timer.C
-			}
-			if ev.Provisional && holdWait == nil {
-				rearm()
-			}
-		case <-holdWait:
-			for _, r := range held.take(time.Now(), false) {
-				queue(r)
-			}
-			rearm()
 			if len(batch) > 0 && wait == nil {
 				timer.Reset(coalesceWindow)
 				wait = timer.C
@@ -139,9 +97,6 @@ func (m *Member) pushLoop(ctx context.Context, events <-chan store.Event) {
 					break drain
 				}
 			}
-			for _, r := range held.take(time.Time{}, true) {
-				queue(r)
-			}
 			flush()
 			return
 		}
@@ -150,11 +105,8 @@ func (m *Member) pushLoop(ctx context.Context, events <-chan store.Event) {
 
 // broadcast queues batch, this node's own writes, for its children in its
 // own dissemination tree (every live peer when Fanout is negative).
-// superseded held writes were dropped for writes of the batch: they count
-// as coalesced for each of those peers.
-func (m *Member) broadcast(batch []store.Record, superseded int) {
+func (m *Member) broadcast(batch []store.Record) {
 	peers := m.table.view().Broadcast(m.cfg.Name, m.cfg.Fanout)
-	m.metrics.coalesced.Add(float64(superseded * len(peers)))
 	for _, p := range peers {
 		m.senders.enqueue(p, batch)
 	}
