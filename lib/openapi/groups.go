@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hf-fleet/hf/lib/scheduler"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -144,10 +145,7 @@ func (l groupLayer) serves(d types.NodeDriver, tmpl *types.MachineTemplate) bool
 		prov = l.prov.Metadata.Name
 	}
 	if tmpl != nil {
-		if !slices.ContainsFunc([]string{d.Name, nativeType, prov}, func(k string) bool {
-			_, ok := tmpl.Spec.ProviderConfiguration[k]
-			return ok && k != ""
-		}) {
+		if _, ok := scheduler.TemplateEntry(tmpl, d.Name, nativeType, prov); !ok {
 			return false
 		}
 	}

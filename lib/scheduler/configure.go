@@ -88,16 +88,11 @@ func Resolve(p ConfigSources) (Resolved, error) {
 	}
 
 	// The template's entry, as JSON values by key.
-	key, entry := "", map[string]json.RawMessage{}
-	for _, k := range []string{p.Instance, p.DriverType, out.Provider} {
-		if raw, ok := t.Spec.ProviderConfiguration[k]; ok && k != "" {
-			key = k
-			if len(bytes.TrimSpace(raw)) > 0 {
-				if err := json.Unmarshal(raw, &entry); err != nil {
-					return out, types.Invalid("spec.providerConfiguration."+k, "must be a JSON object: %v", err)
-				}
-			}
-			break
+	entry := map[string]json.RawMessage{}
+	key, found := TemplateEntry(t, p.Instance, p.DriverType, out.Provider)
+	if raw := t.Spec.ProviderConfiguration[key]; found && len(bytes.TrimSpace(raw)) > 0 {
+		if err := json.Unmarshal(raw, &entry); err != nil {
+			return out, types.Invalid("spec.providerConfiguration."+key, "must be a JSON object: %v", err)
 		}
 	}
 	field := "spec.providerConfiguration." + key
@@ -225,4 +220,16 @@ func stringForm(v json.RawMessage) string {
 		return buf.String()
 	}
 	return strconv.Quote(string(v))
+}
+
+// TemplateEntry is the key of t's providerConfiguration entry for a driver
+// instance: its instance name, else its driver type, else the name of its
+// Provider ("" when it has none), the first t has.
+func TemplateEntry(t *types.MachineTemplate, instance, driverType, provider string) (string, bool) {
+	for _, k := range []string{instance, driverType, provider} {
+		if _, ok := t.Spec.ProviderConfiguration[k]; ok && k != "" {
+			return k, true
+		}
+	}
+	return "", false
 }
