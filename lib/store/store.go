@@ -486,6 +486,14 @@ func (s *Store) Deleted(kind, name string) (bool, error) {
 	return ok && rec.Deleted, err
 }
 
+// Lookup returns kind/name's record, live or deleted (a tombstone, or
+// facets without their object), without the assembled object JSON (Data is
+// nil: the facets are the record); ok is false when the store holds none.
+// The record shares its facets with the store's: read only.
+func (s *Store) Lookup(kind, name string) (rec Record, ok bool, err error) {
+	return s.lookup(kind, name)
+}
+
 // lookup reads kind/name's record, live or a tombstone (ok false: none).
 func (s *Store) lookup(kind, name string) (rec Record, ok bool, err error) {
 	if err := s.enter(); err != nil {

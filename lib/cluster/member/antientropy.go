@@ -2,7 +2,6 @@ package member
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -361,7 +360,7 @@ func (a *antiEntropy) run(ctx context.Context, t target) bool {
 			push = append(push, tree.under(s.level, s.index, inFlight)...)
 		}
 		var err error
-		if pushed, err = a.sendKeys(ctx, t.peer, roundKey{m.cfg.Name, id}, msgRecords, tree, push); err != nil {
+		if pushed, err = a.sendKeys(ctx, t.peer, roundKey{m.cfg.Name, id}, msgRecords, push); err != nil {
 			m.log.Debug("anti-entropy push failed", "peer", t.peer, "err", err)
 		}
 	}
@@ -483,7 +482,7 @@ func (a *antiEntropy) answer(ctx context.Context, buf []byte) {
 			}
 			if tree := a.keeper.current(ctx); tree != nil {
 				var n int
-				n, err = a.sendKeys(ctx, req.From, roundKey{req.From, req.Round}, msgPullResp, tree, req.Keys)
+				n, err = a.sendKeys(ctx, req.From, roundKey{req.From, req.Round}, msgPullResp, req.Keys)
 				m.log.Debug("pull answered", "peer", req.From, "asked", len(req.Keys), "sent", n)
 			}
 		}
@@ -555,7 +554,7 @@ func (a *antiEntropy) answerTree(ctx context.Context, req treeReq) error {
 	if len(missing) == 0 {
 		return nil
 	}
-	n, err := a.sendKeys(ctx, req.From, roundKey{req.From, req.Round}, msgRecords, tree, missing)
+	n, err := a.sendKeys(ctx, req.From, roundKey{req.From, req.Round}, msgRecords, missing)
 	m.log.Debug("records sent for empty subtrees", "peer", req.From, "records", n)
 	return err
 }
@@ -565,9 +564,8 @@ func (a *antiEntropy) answerTree(ctx context.Context, req treeReq) error {
 // returns how many it sent; msgRecords are not sent while another round's
 // stream to peer is under way (beginStream). A live record is read from the
 // store (it may have changed since the tree saw it: then the newer version
-// goes); a tombstone comes from the tree unless a live record replaced it. A
-// key gone from both is skipped.
-func (a *antiEntropy) sendKeys(ctx context.Context, peer string, round roundKey, t msgType, tree *hashTree, keys []Key) (int, error) {
+// goes), and so is a tombstone. A key the store no longer holds is skipped.
+func (a *antiEntropy) sendKeys(ctx context.Context, peer string, round roundKey, t msgType, keys []Key) (int, error) {
 	m := a.m
 	if len(keys) == 0 {
 		return 0, nil
@@ -600,21 +598,15 @@ func (a *antiEntropy) sendKeys(ctx context.Context, peer string, round roundKey,
 		if err := ctx.Err(); err != nil {
 			return sent, err
 		}
-		rec, err := m.st.Get(k.Kind, k.Name)
+		rec, ok, err := m.st.Lookup(k.Kind, k.Name)
 		switch {
-		case err == nil:
-		case errors.Is(err, store.ErrNotFound):
-			tomb, ok := tree.tomb(k)
-			if !ok {
-				continue
-			}
-			if a.proofs.covers(peer, leafOf(k), tomb.Seq) {
-				// The peer held it: it lacks it because it collected it.
-				continue
-			}
-			rec = tomb
-		default:
+		case err != nil:
 			return sent, err
+		case !ok:
+			continue
+		case rec.Deleted && a.proofs.covers(peer, leafOf(k), rec.Seq):
+			// The peer held it: it lacks it because it collected it.
+			continue
 		}
 		batch = append(batch, rec)
 		size += recordSize(&rec)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 	"time"
 	"unsafe"
@@ -294,7 +295,7 @@ func TestKeeperFollowsStore(t *testing.T) {
 	_, err = st.Delete(types.KindMachineClaim, "before-1", types.Version{})
 	require.NoError(t, err)
 	require.Eventually(t, same, 30*time.Second, 20*time.Millisecond, "after the burst")
-	_, ok := k.current(ctx).tomb(Key{types.KindMachineClaim, "before-1"})
+	ok := k.current(ctx).hasTomb(Key{types.KindMachineClaim, "before-1"})
 	assert.True(t, ok, "the tree holds the tombstone")
 
 	clock = clock.Add(48 * time.Hour)
@@ -302,7 +303,7 @@ func TestKeeperFollowsStore(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Eventually(t, same, 30*time.Second, 20*time.Millisecond, "after the collection")
-	_, ok = k.current(ctx).tomb(Key{types.KindMachineClaim, "before-1"})
+	ok = k.current(ctx).hasTomb(Key{types.KindMachineClaim, "before-1"})
 	assert.False(t, ok, "the rebuilt tree has no collected tombstone")
 }
 
@@ -368,4 +369,43 @@ func TestHashTreeTrim(t *testing.T) {
 	more := rec("c99999", 1, 0)
 	tr.apply(&more)
 	assert.Equal(t, levels(treeOf(append(recs, more)...)), levels(tr), "records after a trim")
+}
+
+// The tree keeps little of a tombstone: its entry and what a collection
+// picks it by, not the record (anti-entropy reads that from the store). A
+// copy of each record made a burst's deleted claims the biggest thing a
+// node held for the ten minutes tombstones are kept, and slowed the bursts
+// after it (the collector scanned it over and over).
+func TestHashTreeTombstonesAreSmall(t *testing.T) {
+	const n = 20_000
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	tr := newHashTree()
+	before := heap()
+	for i := range n {
+		// A tombstone as the store hands it: the facets that outlived the
+		// deletion with their data (a late status write), and its time.
+		r := rec(fmt.Sprintf("bench-0123abcd-%05d", i), 10, uint64(i+1))
+		r.Deleted, r.Tomb, r.DeletedAt = true, types.Version{HLC: 9, Node: "n1"}, time.Unix(1_700_000_000, 0)
+		r.Facets[0].Data = []byte(`{"phase":"Terminating","node":"n2","machine":"m-0123456789abcdef"}`)
+		tr.apply(&r)
+	}
+	per := float64(heap()-before) / n
+	runtime.KeepAlive(tr)
+	t.Logf("%.0f bytes of heap per tombstone", per)
+	assert.Less(t, per, 300.0, "bytes per tombstone (entry, name, collection key)")
+	assert.Len(t, tr.tombs, n)
+	got := collectible(tr, func() *[NumLeaves]uint64 {
+		var f [NumLeaves]uint64
+		for i := range f {
+			f[i] = n
+		}
+		return &f
+	}(), time.Unix(1_700_000_001, 0))
+	assert.Len(t, got, n, "each one collectible once every peer holds it")
+	assert.Empty(t, collectible(tr, &[NumLeaves]uint64{}, time.Unix(1_700_000_001, 0)), "none before the peers do")
 }

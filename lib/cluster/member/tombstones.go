@@ -139,11 +139,12 @@ func collectible(t *hashTree, floor *[NumLeaves]uint64, olderThan time.Time) []s
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	var out []store.Tombstone
+	before := olderThan.UnixNano()
 	for k, r := range t.tombs {
-		if r.Tomb.IsZero() || !r.DeletedAt.Before(olderThan) || r.Seq == 0 || r.Seq > floor[leafOf(k)] {
+		if r.deletedAt == 0 || r.deletedAt >= before || r.seq == 0 || r.seq > floor[leafOf(k)] {
 			continue
 		}
-		out = append(out, store.Tombstone{Kind: k.Kind, Name: k.Name, Version: r.Version})
+		out = append(out, store.Tombstone{Kind: k.Kind, Name: k.Name, Version: r.version})
 	}
 	return out
 }
