@@ -267,6 +267,9 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, held []o
 	}
 	node.HandleAsks(openapi.UsersKey, api.DecideUserChange)
 
+	if err := writeAPIURL(cfg.DataDir, scheme, apiAddr); err != nil {
+		log.Warn("the API's URL not saved in the data dir: hf-cli on this host will not find it", "err", err)
+	}
 	fmt.Fprintf(stdout, "hf-node %s %s\n", name, info.Version)
 	fmt.Fprintf(stdout, "  api:      %s://%s\n", scheme, apiAddr)
 	fmt.Fprintf(stdout, "  gossip:   %s\n", mem.Addr())

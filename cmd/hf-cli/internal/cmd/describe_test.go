@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -161,6 +162,32 @@ func TestLoginTakesLocalNodeOverProfile(t *testing.T) {
 	c.localToken = nil
 	r = c.run("whoami")
 	assert.Equal(t, 0, r.code, "the saved profile holds the node's token: %s", r.err)
+}
+
+// login with no endpoint goes to the node on this host where its data dir
+// says its API is (HF_DATA_DIR=DIR hf-cli login dialled 127.0.0.1:7700
+// whatever the node's api.address); a URL that is not a loopback http(s)
+// one, or none, leaves the default.
+func TestLoginFindsLocalNodesAPI(t *testing.T) {
+	c := newCLI(t)
+	delete(c.env, "HF_ENDPOINT")
+	delete(c.env, "HF_TOKEN")
+	c.localToken = func() (string, error) { return clienttest.Token, nil }
+	c.localEndpoint = func() (string, error) { return c.srv.URL + "\n", nil }
+	r := c.run("login")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Contains(t, r.out, "logged in to "+c.srv.URL+" ")
+	r = c.run("whoami")
+	require.Equal(t, 0, r.code, r.err)
+
+	for _, bad := range []string{"", "https://10.0.0.5:7700", "ftp://127.0.0.1:21", c.srv.URL + "/api", "::not a url"} {
+		c.localEndpoint = func() (string, error) { return bad, nil }
+		f := &Factory{Env: Env{LocalEndpoint: c.localEndpoint}}
+		assert.Equal(t, DefaultEndpoint, f.defaultEndpoint(), "%q", bad)
+	}
+	c.localEndpoint = func() (string, error) { return "", os.ErrNotExist }
+	assert.Equal(t, DefaultEndpoint, (&Factory{Env: Env{LocalEndpoint: c.localEndpoint}}).defaultEndpoint())
+	assert.Equal(t, DefaultEndpoint, (&Factory{}).defaultEndpoint())
 }
 
 // token create -o json leaves out expiresAt for a token that never expires,

@@ -23,13 +23,15 @@ type cli struct {
 	// localToken is Env.LocalToken (nil: no node on this host).
 	localToken func() (string, error)
 	// localCA is Env.LocalCA (nil: no node on this host).
-	localCA  func() ([]byte, error)
-	t        *testing.T
-	srv      *clienttest.Server
-	env      map[string]string
-	terminal bool
-	stdin    string
-	rand     io.Reader
+	localCA func() ([]byte, error)
+	// localEndpoint is Env.LocalEndpoint (nil: no node on this host).
+	localEndpoint func() (string, error)
+	t             *testing.T
+	srv           *clienttest.Server
+	env           map[string]string
+	terminal      bool
+	stdin         string
+	rand          io.Reader
 	// now is the commands' clock (nil: time.Now).
 	now func() time.Time
 	// transport, when set, carries the commands' API requests, so a test can
@@ -94,6 +96,7 @@ func (c *cli) start(ctx context.Context, args ...string) *running {
 	}
 	env.LocalToken = c.localToken
 	env.LocalCA = c.localCA
+	env.LocalEndpoint = c.localEndpoint
 	go func() { r.done <- Main(ctx, env, args) }()
 	return r
 }

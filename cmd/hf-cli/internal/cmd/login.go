@@ -24,7 +24,8 @@ func newLoginCmd(f *Factory) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "login [ENDPOINT] [--token T] [--ca-file CA] [--name PROFILE]",
 		Short: "Sign in to a cluster and keep it as the current profile",
-		Long: "Checks the endpoint (default " + DefaultEndpoint + ") with the token and saves both, with\n" +
+		Long: "Checks the endpoint (default: the API of the node on this host, which it writes to\n" +
+			"<data dir>/" + APIURLFile + " when it starts, else " + DefaultEndpoint + ") with the token and saves both, with\n" +
 			"the cluster CA, as a profile that becomes the current one. For a node on this\n" +
 			"host the token and the CA are read from its data dir; elsewhere give --ca-file\n" +
 			"(a node's <data dir>/cluster/ca.crt) and --token, or type the token when asked.",
@@ -32,7 +33,7 @@ func newLoginCmd(f *Factory) *cobra.Command {
 			"  hf-cli login https://10.0.0.5:7700 --ca-file ca.crt --name lab",
 		Args: maxArgs(1, "one ENDPOINT"),
 		RunE: func(c *cobra.Command, args []string) error {
-			endpoint := DefaultEndpoint
+			endpoint := f.defaultEndpoint()
 			if len(args) == 1 {
 				endpoint = args[0]
 			}

@@ -61,6 +61,9 @@ type Env struct {
 	// LocalCA reads the cluster CA a node on this host keeps in its data
 	// dir (nil: none), trusted for a loopback endpoint when no CA is given.
 	LocalCA func() ([]byte, error)
+	// LocalEndpoint reads the API URL a node on this host wrote to its data
+	// dir when it started (nil: none): the endpoint when nothing names one.
+	LocalEndpoint func() (string, error)
 }
 
 // OSEnv is the Env of a real process.
@@ -78,6 +81,7 @@ func OSEnv(version string) Env {
 		Version:       version,
 		LocalToken:    localToken,
 		LocalCA:       localCA,
+		LocalEndpoint: localEndpoint,
 	}
 }
 
@@ -143,7 +147,7 @@ func NewRootCmd(env Env) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
 
 	pf := root.PersistentFlags()
-	pf.StringVar(&f.endpoint, "endpoint", "", "API endpoint (default: HF_ENDPOINT, the profile's, else "+DefaultEndpoint+")")
+	pf.StringVar(&f.endpoint, "endpoint", "", "API endpoint (default: HF_ENDPOINT, the profile's, else the node's on this host (its data dir's "+APIURLFile+"), else "+DefaultEndpoint+")")
 	pf.StringVar(&f.token, "token", "", "bearer token (default: HF_TOKEN, else the profile's)")
 	pf.StringVar(&f.profile, "profile", "", "profile to use (default: HF_PROFILE, else the current profile)")
 	pf.StringVarP(&f.output, "output", "o", "", "output format: table, json or yaml (default: HF_OUTPUT, else table)")
@@ -231,7 +235,7 @@ func (f *Factory) Client() (*client.Client, error) {
 	endpoint := pick(f.endpoint, f.Getenv("HF_ENDPOINT"), prof.Endpoint)
 	f.tokenUsed = pick(f.token, f.Getenv("HF_TOKEN"), prof.Token)
 	if endpoint == "" {
-		endpoint = DefaultEndpoint
+		endpoint = f.defaultEndpoint()
 	}
 	switch file := cmp.Or(f.caFile, f.Getenv("HF_CA_FILE")); {
 	case f.caFile == "" && f.profile != "" && prof.CA != "":
@@ -423,6 +427,35 @@ func localDataDir() string {
 		return dir
 	}
 	return config.DefaultDataDir(os.Geteuid(), os.Getenv)
+}
+
+// APIURLFile is the file in a node's data dir that holds its API's URL, as
+// hf-node writes it when it starts.
+const APIURLFile = "api.url"
+
+// localEndpoint reads the API URL of a node run by this user with the
+// default data dir (HF_DATA_DIR when set).
+func localEndpoint() (string, error) {
+	b, err := os.ReadFile(filepath.Join(localDataDir(), APIURLFile))
+	return string(b), err
+}
+
+// defaultEndpoint is the endpoint when no flag, environment variable or
+// profile names one: the API of the node on this host when its data dir
+// says where that is (a loopback https or http URL), else DefaultEndpoint.
+func (f *Factory) defaultEndpoint() string {
+	if f.LocalEndpoint == nil {
+		return DefaultEndpoint
+	}
+	ep, err := f.LocalEndpoint()
+	ep = strings.TrimSpace(ep)
+	if err != nil || ep == "" || !isLoopback(ep) {
+		return DefaultEndpoint
+	}
+	if u, err := url.Parse(ep); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Path != "" {
+		return DefaultEndpoint
+	}
+	return ep
 }
 
 // localToken reads <data dir>/admin.token of a node run by this user with

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"net"
+	"os"
+	"path/filepath"
+)
+
+// apiURLFile is where a node keeps its API's URL in its data dir, for
+// hf-cli on the same host (its login and commands go there when nothing
+// names an endpoint: cmd.APIURLFile).
+const apiURLFile = "api.url"
+
+// writeAPIURL saves the URL at which this host reaches the API listening on
+// addr (an address of every interface is reached at the loopback's).
+func writeAPIURL(dataDir, scheme, addr string) error {
+	return os.WriteFile(filepath.Join(dataDir, apiURLFile), []byte(localAPIURL(scheme, addr)+"\n"), 0o600)
+}
+
+// localAPIURL is scheme://addr with an unspecified host made the loopback
+// of its family.
+func localAPIURL(scheme, addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return scheme + "://" + addr
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}

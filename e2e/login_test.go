@@ -1,0 +1,43 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// hf-cli login with nothing but HF_DATA_DIR finds the node of that data dir:
+// its API's address (here a port the node picked), its token and its CA.
+// It used to dial 127.0.0.1:7700 whatever the node listened on.
+func TestLoginFindsTheNodeOfADataDir(t *testing.T) {
+	p := startNode(t, "")
+	b, err := os.ReadFile(filepath.Join(p.dataDir, "api.url"))
+	require.NoError(t, err)
+	assert.Equal(t, p.API+"\n", string(b), "the node saves where its API is")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	run := func(args ...string) (string, int) {
+		cmd := exec.CommandContext(ctx, filepath.Join(bin, "hf-cli"), args...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "HF_CONFIG_DIR=" + t.TempDir(), "HF_DATA_DIR=" + p.dataDir}
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		if ee, ok := err.(*exec.ExitError); ok {
+			return out.String(), ee.ExitCode()
+		}
+		require.NoError(t, err)
+		return out.String(), 0
+	}
+	out, code := run("login")
+	require.Equal(t, 0, code, out)
+	assert.True(t, strings.HasPrefix(out, "logged in to "+p.API+" "), out)
+}
