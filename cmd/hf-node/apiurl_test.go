@@ -13,7 +13,7 @@ func TestLocalAPIURL(t *testing.T) {
 	for addr, want := range map[string]string{
 		"127.0.0.1:7700":  "https://127.0.0.1:7700",
 		"0.0.0.0:17700":   "https://127.0.0.1:17700",
-		"[::]:7700":       "https://[::1]:7700",
+		"[::]:7700":       "https://127.0.0.1:7700",
 		"[::1]:7700":      "https://[::1]:7700",
 		"10.0.0.5:7700":   "https://10.0.0.5:7700",
 		"node-a.lab:7700": "https://node-a.lab:7700",
