@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -25,19 +23,11 @@ func TestLoginFindsTheNodeOfADataDir(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	run := func(args ...string) (string, int) {
-		cmd := exec.CommandContext(ctx, filepath.Join(bin, "hf-cli"), args...)
-		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "HF_CONFIG_DIR=" + t.TempDir(), "HF_DATA_DIR=" + p.dataDir}
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return out.String(), ee.ExitCode()
-		}
-		require.NoError(t, err)
-		return out.String(), 0
-	}
-	out, code := run("login")
-	require.Equal(t, 0, code, out)
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "HF_CONFIG_DIR=" + t.TempDir(), "HF_DATA_DIR=" + p.dataDir}
+	out, errOut, code := runCLI(ctx, t, env, nil, "login")
+	require.Equal(t, 0, code, errOut)
 	assert.True(t, strings.HasPrefix(out, "logged in to "+p.API+" "), out)
+	out, errOut, code = runCLI(ctx, t, env, nil, "node", "list")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, p.Name, "the profile login saved")
 }

@@ -311,16 +311,23 @@ func (p *proc) kill() {
 // cli runs hf-cli against p and returns stdout, stderr and the exit code.
 func (p *proc) cli(ctx context.Context, stdin io.Reader, args ...string) (string, string, int) {
 	p.t.Helper()
+	env := append(os.Environ(), "HF_ENDPOINT="+p.API, "HF_TOKEN="+p.Token, "HF_CA_FILE="+p.caFile(), "HF_CONFIG_DIR="+p.t.TempDir())
+	return runCLI(ctx, p.t, env, stdin, args...)
+}
+
+// runCLI runs hf-cli with exactly env and returns stdout, stderr and the
+// exit code.
+func runCLI(ctx context.Context, t testing.TB, env []string, stdin io.Reader, args ...string) (string, string, int) {
+	t.Helper()
 	cmd := exec.CommandContext(ctx, filepath.Join(bin, "hf-cli"), args...)
-	cmd.Env = append(os.Environ(), "HF_ENDPOINT="+p.API, "HF_TOKEN="+p.Token, "HF_CA_FILE="+p.caFile(), "HF_CONFIG_DIR="+p.t.TempDir())
-	cmd.Stdin = stdin
+	cmd.Env, cmd.Stdin = env, stdin
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
 	code := 0
 	if err != nil {
 		var ee *exec.ExitError
-		require.ErrorAs(p.t, err, &ee, "run hf-cli: %v", err)
+		require.ErrorAs(t, err, &ee, "run hf-cli: %v", err)
 		code = ee.ExitCode()
 	}
 	return out.String(), errb.String(), code

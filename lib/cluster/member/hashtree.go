@@ -1,8 +1,10 @@
 package member
 
 import (
+	"math"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/hf-fleet/hf/lib/internal/intern"
 	"github.com/hf-fleet/hf/lib/store"
@@ -305,21 +307,25 @@ type tombEntry struct {
 	// version is the record's (its leaf entry's: the same string).
 	version types.Version
 	seq     uint64
-	// deletedAt is when its tombstone was written, in Unix nanoseconds; 0
-	// when it has no tombstone (facets without their object), which no
-	// collection removes.
+	// tomb: the record has a tombstone, written at deletedAt (Unix
+	// nanoseconds). Facets without their object have none, and no
+	// collection removes them.
+	tomb      bool
 	deletedAt int64
 }
 
 func newTombEntry(rec *store.Record, v types.Version) tombEntry {
-	te := tombEntry{version: v, seq: rec.Seq}
-	if !rec.Tomb.IsZero() {
+	te := tombEntry{version: v, seq: rec.Seq, tomb: !rec.Tomb.IsZero(), deletedAt: math.MinInt64}
+	if !rec.DeletedAt.IsZero() {
 		te.deletedAt = rec.DeletedAt.UnixNano()
-		if te.deletedAt == 0 {
-			te.deletedAt = 1 // deleted at the epoch: still a tombstone
-		}
 	}
 	return te
+}
+
+// deletedBefore reports whether the entry is a tombstone written before t
+// (one with no time written counts as written before any).
+func (te tombEntry) deletedBefore(t time.Time) bool {
+	return te.tomb && te.deletedAt < t.UnixNano()
 }
 
 // hasTomb reports whether the tree holds k as a record Get does not return.

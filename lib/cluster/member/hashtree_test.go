@@ -408,4 +408,26 @@ func TestHashTreeTombstonesAreSmall(t *testing.T) {
 	}(), time.Unix(1_700_000_001, 0))
 	assert.Len(t, got, n, "each one collectible once every peer holds it")
 	assert.Empty(t, collectible(tr, &[NumLeaves]uint64{}, time.Unix(1_700_000_001, 0)), "none before the peers do")
+	assert.Empty(t, collectible(tr, func() *[NumLeaves]uint64 {
+		var f [NumLeaves]uint64
+		for i := range f {
+			f[i] = n
+		}
+		return &f
+	}(), time.Unix(1_700_000_000, 0)), "none deleted at or after the time asked")
+
+	// A tombstone without a time counts as deleted before any; facets
+	// without their object (no tombstone) are never collected.
+	small := newHashTree()
+	untimed := rec("untimed", 10, 1)
+	untimed.Deleted, untimed.Tomb = true, types.Version{HLC: 9, Node: "n1"}
+	orphan := rec("orphan", 10, 2)
+	orphan.Deleted, orphan.DeletedAt = true, time.Unix(1, 0)
+	small.apply(&untimed)
+	small.apply(&orphan)
+	var floor [NumLeaves]uint64
+	floor[leafOf(Key{untimed.Kind, "untimed"})], floor[leafOf(Key{orphan.Kind, "orphan"})] = 9, 9
+	got = collectible(small, &floor, time.Unix(2, 0))
+	require.Len(t, got, 1)
+	assert.Equal(t, "untimed", got[0].Name)
 }

@@ -139,9 +139,8 @@ func collectible(t *hashTree, floor *[NumLeaves]uint64, olderThan time.Time) []s
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	var out []store.Tombstone
-	before := olderThan.UnixNano()
 	for k, r := range t.tombs {
-		if r.deletedAt == 0 || r.deletedAt >= before || r.seq == 0 || r.seq > floor[leafOf(k)] {
+		if !r.deletedBefore(olderThan) || r.seq == 0 || r.seq > floor[leafOf(k)] {
 			continue
 		}
 		out = append(out, store.Tombstone{Kind: k.Kind, Name: k.Name, Version: r.version})
