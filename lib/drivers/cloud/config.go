@@ -222,34 +222,29 @@ func (c AWSConfig) Validate() error {
 	if err := c.Activity.validate(); err != nil {
 		return err
 	}
-	if err := c.Defaults.validate(); err != nil {
+	if err := drivers.PrefixField("defaults", c.Defaults.validate()); err != nil {
 		return err
 	}
 	return c.Common.validate()
 }
 
-// validate checks the defaults by a template's rules, under defaults.*: a
-// bad one would pass the node's start and then fail every template that
+// validate checks the keys a template shares with the defaults by the
+// template's rules (a key left out is fine here; a template requires what
+// it needs). AWSConfig.Validate checks the defaults with it under defaults.*:
+// a bad one would pass the node's start and then fail every template that
 // leaves its key out, with an error naming a key the template does not have.
 func (d AWSDefaults) validate() error {
-	if d.InstanceType != "" && !awsName.MatchString(d.InstanceType) {
-		return types.Invalid("defaults.instance_type", "%q is not an instance type", d.InstanceType)
-	}
-	return checkAWSNetwork("defaults.", d.SubnetID, d.SubnetTags, d.SecurityGroupIDs)
-}
-
-// checkAWSNetwork checks a subnet (by id or by tags) and security groups, as
-// a template or the driver's defaults (prefix "defaults.") give them.
-func checkAWSNetwork(prefix, subnetID string, subnetTags map[string]string, groups []string) error {
 	switch {
-	case subnetID != "" && len(subnetTags) > 0:
-		return types.Invalid(prefix+"subnet_id", "give a subnet_id or subnet_tags, not both")
-	case subnetID != "" && !resourceID.MatchString(subnetID):
-		return types.Invalid(prefix+"subnet_id", "%q is not a subnet id (subnet-...)", subnetID)
+	case d.InstanceType != "" && !awsName.MatchString(d.InstanceType):
+		return types.Invalid("instance_type", "%q is not an instance type", d.InstanceType)
+	case d.SubnetID != "" && len(d.SubnetTags) > 0:
+		return types.Invalid("subnet_id", "give a subnet_id or subnet_tags, not both")
+	case d.SubnetID != "" && !resourceID.MatchString(d.SubnetID):
+		return types.Invalid("subnet_id", "%q is not a subnet id (subnet-...)", d.SubnetID)
 	}
-	for i, g := range groups {
+	for i, g := range d.SecurityGroupIDs {
 		if !resourceID.MatchString(g) || !strings.HasPrefix(g, "sg-") {
-			return types.Invalid(fmt.Sprintf("%ssecurity_group_ids[%d]", prefix, i), "%q is not a security group id (sg-...)", g)
+			return types.Invalid(fmt.Sprintf("security_group_ids[%d]", i), "%q is not a security group id (sg-...)", g)
 		}
 	}
 	return nil
@@ -280,11 +275,19 @@ func (c GCEConfig) Validate() error {
 	if err := validateRetry(c.RetryMaxAttempts, c.RetryMaxBackoff); err != nil {
 		return err
 	}
-	if c.Defaults.MachineType != "" && !gceName.MatchString(c.Defaults.MachineType) {
-		// As AWSDefaults.validate: checked by a template's rule, here.
-		return types.Invalid("defaults.machine_type", "%q is not a machine type", c.Defaults.MachineType)
+	if err := drivers.PrefixField("defaults", c.Defaults.validate()); err != nil {
+		return err
 	}
 	return c.Common.validate()
+}
+
+// validate checks the keys a template shares with the defaults by the
+// template's rules, as AWSDefaults.validate does.
+func (d GCEDefaults) validate() error {
+	if d.MachineType != "" && !gceName.MatchString(d.MachineType) {
+		return types.Invalid("machine_type", "%q is not a machine type", d.MachineType)
+	}
+	return nil
 }
 
 func validateRetry(attempts int, backoff types.Duration) error {

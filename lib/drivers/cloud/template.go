@@ -116,13 +116,13 @@ func (tc AWSTemplate) validate() error {
 		return types.Invalid("ami_filter.name", "is required")
 	case tc.InstanceType == "":
 		return types.Invalid("instance_type", "is required (here or in the driver's defaults)")
-	case !awsName.MatchString(tc.InstanceType):
-		return types.Invalid("instance_type", "%q is not an instance type", tc.InstanceType)
-	case tc.KeyName != "" && tc.GenerateKeyPair:
-		return types.Invalid("generate_key_pair", "give a key_name or generate_key_pair, not both")
 	}
-	if err := checkAWSNetwork("", tc.SubnetID, tc.SubnetTags, tc.SecurityGroupIDs); err != nil {
+	shared := AWSDefaults{InstanceType: tc.InstanceType, SubnetID: tc.SubnetID, SubnetTags: tc.SubnetTags, SecurityGroupIDs: tc.SecurityGroupIDs}
+	if err := shared.validate(); err != nil {
 		return err
+	}
+	if tc.KeyName != "" && tc.GenerateKeyPair {
+		return types.Invalid("generate_key_pair", "give a key_name or generate_key_pair, not both")
 	}
 	for k := range tc.Tags {
 		if k == "" || strings.HasPrefix(k, "aws:") || strings.HasPrefix(k, awsTagPrefix) || k == "Name" {
@@ -164,8 +164,9 @@ func (tc GCETemplate) validate() error {
 		return types.Invalid("image_project", "%q is not a project id", tc.ImageProject)
 	case tc.MachineType == "":
 		return types.Invalid("machine_type", "is required (here or in the driver's defaults)")
-	case !gceName.MatchString(tc.MachineType):
-		return types.Invalid("machine_type", "%q is not a machine type", tc.MachineType)
+	}
+	if err := (GCEDefaults{MachineType: tc.MachineType}).validate(); err != nil {
+		return err
 	}
 	for k, v := range tc.Labels {
 		switch {
