@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/config"
 )
 
 // hf-cli login with nothing but HF_DATA_DIR finds the node of that data dir:
@@ -17,7 +19,7 @@ import (
 // It used to dial 127.0.0.1:7700 whatever the node listened on.
 func TestLoginFindsTheNodeOfADataDir(t *testing.T) {
 	p := startNode(t, "")
-	b, err := os.ReadFile(filepath.Join(p.dataDir, "api.url"))
+	b, err := os.ReadFile(filepath.Join(p.dataDir, config.APIURLFile))
 	require.NoError(t, err)
 	assert.Equal(t, p.API+"\n", string(b), "the node saves where its API is")
 

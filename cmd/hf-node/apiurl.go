@@ -4,17 +4,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-)
 
-// apiURLFile is where a node keeps its API's URL in its data dir, for
-// hf-cli on the same host (its login and commands go there when nothing
-// names an endpoint: cmd.APIURLFile).
-const apiURLFile = "api.url"
+	"github.com/hf-fleet/hf/lib/config"
+)
 
 // writeAPIURL saves the URL at which this host reaches the API listening on
 // addr (an address of every interface is reached at the loopback's).
 func writeAPIURL(dataDir, scheme, addr string) error {
-	return os.WriteFile(filepath.Join(dataDir, apiURLFile), []byte(localAPIURL(scheme, addr)+"\n"), 0o600)
+	return os.WriteFile(filepath.Join(dataDir, config.APIURLFile), []byte(localAPIURL(scheme, addr)+"\n"), 0o600)
 }
 
 // localAPIURL is scheme://addr with an unspecified host made 127.0.0.1.

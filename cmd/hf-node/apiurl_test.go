@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/hf-fleet/hf/lib/config"
 )
 
 func TestLocalAPIURL(t *testing.T) {
@@ -23,7 +25,7 @@ func TestLocalAPIURL(t *testing.T) {
 	}
 	dir := t.TempDir()
 	require.NoError(t, writeAPIURL(dir, "http", "0.0.0.0:1234"))
-	b, err := os.ReadFile(filepath.Join(dir, apiURLFile))
+	b, err := os.ReadFile(filepath.Join(dir, config.APIURLFile))
 	require.NoError(t, err)
 	assert.Equal(t, "http://127.0.0.1:1234\n", string(b))
 }

@@ -425,6 +425,11 @@ func defaultDrivers() []DriverConfig {
 	return []DriverConfig{{Name: DefaultDriver}}
 }
 
+// APIURLFile is the file in a node's data dir that holds the URL at which
+// this host reaches the node's API: hf-node writes it when it starts, and
+// hf-cli on the same host goes there when nothing names an endpoint.
+const APIURLFile = "api.url"
+
 // DefaultDataDir returns /var/lib/hf for root (euid 0), else $XDG_DATA_HOME/hf
 // when XDG_DATA_HOME is an absolute path, else $HOME/.local/share/hf; "" when
 // there is no HOME either. getenv looks up an environment variable.

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/hf-fleet/hf/lib/config"
 )
 
 // loginOptions are the options of `login`.
@@ -25,7 +27,7 @@ func newLoginCmd(f *Factory) *cobra.Command {
 		Use:   "login [ENDPOINT] [--token T] [--ca-file CA] [--name PROFILE]",
 		Short: "Sign in to a cluster and keep it as the current profile",
 		Long: "Checks the endpoint (default: the API of the node on this host, which it writes to\n" +
-			"<data dir>/" + APIURLFile + " when it starts, else " + DefaultEndpoint + ") with the token and saves both, with\n" +
+			"<data dir>/" + config.APIURLFile + " when it starts, else " + DefaultEndpoint + ") with the token and saves both, with\n" +
 			"the cluster CA, as a profile that becomes the current one. For a node on this\n" +
 			"host the token and the CA are read from its data dir; elsewhere give --ca-file\n" +
 			"(a node's <data dir>/cluster/ca.crt) and --token, or type the token when asked.",

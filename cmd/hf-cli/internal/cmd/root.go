@@ -147,7 +147,7 @@ func NewRootCmd(env Env) *cobra.Command {
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err: err} })
 
 	pf := root.PersistentFlags()
-	pf.StringVar(&f.endpoint, "endpoint", "", "API endpoint (default: HF_ENDPOINT, the profile's, else the node's on this host (its data dir's "+APIURLFile+"), else "+DefaultEndpoint+")")
+	pf.StringVar(&f.endpoint, "endpoint", "", "API endpoint (default: HF_ENDPOINT, the profile's, else the node's on this host (its data dir's "+config.APIURLFile+"), else "+DefaultEndpoint+")")
 	pf.StringVar(&f.token, "token", "", "bearer token (default: HF_TOKEN, else the profile's)")
 	pf.StringVar(&f.profile, "profile", "", "profile to use (default: HF_PROFILE, else the current profile)")
 	pf.StringVarP(&f.output, "output", "o", "", "output format: table, json or yaml (default: HF_OUTPUT, else table)")
@@ -429,14 +429,10 @@ func localDataDir() string {
 	return config.DefaultDataDir(os.Geteuid(), os.Getenv)
 }
 
-// APIURLFile is the file in a node's data dir that holds its API's URL, as
-// hf-node writes it when it starts.
-const APIURLFile = "api.url"
-
 // localEndpoint reads the API URL of a node run by this user with the
 // default data dir (HF_DATA_DIR when set).
 func localEndpoint() (string, error) {
-	b, err := os.ReadFile(filepath.Join(localDataDir(), APIURLFile))
+	b, err := os.ReadFile(filepath.Join(localDataDir(), config.APIURLFile))
 	return string(b), err
 }
 
