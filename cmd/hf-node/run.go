@@ -368,16 +368,11 @@ func keyringOf(sec *secrets, mem *member.Member, fixed bool) openapi.Keyring {
 // advertisedAPI is the API address others reach: apiAddr, with the gossip
 // address's host when the API listens on every interface.
 func advertisedAPI(apiAddr, gossipAddr string) string {
-	host, port, err := net.SplitHostPort(apiAddr)
+	gh, _, err := net.SplitHostPort(gossipAddr)
 	if err != nil {
 		return apiAddr
 	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		if gh, _, err := net.SplitHostPort(gossipAddr); err == nil {
-			return net.JoinHostPort(gh, port)
-		}
-	}
-	return apiAddr
+	return anyHostAs(apiAddr, gh)
 }
 
 // validateTemplate checks a template's entries for the drivers of this node
