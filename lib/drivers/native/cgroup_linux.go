@@ -164,15 +164,8 @@ func cgroupCPUUsec(dirs []string) (uint64, bool) {
 			n, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 			return n / 1000, err == nil
 		}
-		b, err := os.ReadFile(filepath.Join(dir, "cpu.stat"))
-		if err != nil {
-			continue
-		}
-		for line := range strings.SplitSeq(string(b), "\n") {
-			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
-				n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
-				return n, err == nil
-			}
+		if n, found, ok := cgroupKey(dir, "cpu.stat", "usage_usec"); found {
+			return n, ok
 		}
 	}
 	return 0, false
@@ -185,20 +178,29 @@ func cgroupCPUUsec(dirs []string) (uint64, bool) {
 func cgroupOOMKills(dirs []string) uint64 {
 	for _, dir := range dirs {
 		for _, name := range []string{"memory.events", "memory.oom_control"} {
-			b, err := os.ReadFile(filepath.Join(dir, name))
-			if err != nil {
-				continue
-			}
-			for line := range strings.SplitSeq(string(b), "\n") {
-				if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
-					if n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64); err == nil {
-						return n
-					}
-				}
+			if n, _, ok := cgroupKey(dir, name, "oom_kill"); ok {
+				return n
 			}
 		}
 	}
 	return 0
+}
+
+// cgroupKey reads key's value from dir's flat-keyed file name ("key value"
+// lines, as cpu.stat and memory.events): found when a line has the key, ok
+// when its value is a number as well.
+func cgroupKey(dir, name, key string) (n uint64, found, ok bool) {
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		return 0, false, false
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, has := strings.CutPrefix(line, key+" "); has {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n, true, err == nil
+		}
+	}
+	return 0, false, false
 }
 
 // startConfined runs start, which forks one process with attr, so that the
