@@ -944,6 +944,7 @@ func TestEntryKilledOverMemorySaysSo(t *testing.T) {
 			if err != nil {
 				// Killed within the start grace: the allocation says why.
 				assert.Contains(t, err.Error(), tc.want)
+				assert.Equal(t, tc.oom, strings.Contains(err.Error(), "out of memory"), "%v", err)
 				return
 			}
 			t.Cleanup(func() { _ = d.Deallocate(context.Background(), r) })
