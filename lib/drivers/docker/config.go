@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/docker/docker/client"
@@ -158,28 +157,40 @@ var userSpec = regexp.MustCompile(`^([0-9]{1,10})(:[0-9]{1,10})?$`)
 
 // checkUser accepts a numeric user, root (uid 0) only when allowRoot.
 func checkUser(user string, allowRoot bool) error {
-	m := userSpec.FindStringSubmatch(user)
-	if m == nil {
-		return fmt.Errorf("%q: want a numeric uid or uid:gid (a name could be root in the image)", user)
+	uid, _, err := parseUser(user)
+	if err != nil {
+		return err
 	}
-	if uid, err := strconv.ParseUint(m[1], 10, 32); err != nil {
-		return fmt.Errorf("%q: uid out of range", user)
-	} else if uid == 0 && !allowRoot {
+	if uid == 0 && !allowRoot {
 		return fmt.Errorf("%q is root: not allowed on this node (allow_root is false)", user)
-	}
-	if m[2] != "" {
-		if _, err := strconv.ParseUint(m[2][1:], 10, 32); err != nil {
-			return fmt.Errorf("%q: gid out of range", user)
-		}
 	}
 	return nil
 }
 
+// parseUser splits a numeric "uid" or "uid:gid"; a uid alone has gid 0, as
+// the engine gives a uid that the image's passwd does not list.
+func parseUser(user string) (uid, gid uint32, err error) {
+	m := userSpec.FindStringSubmatch(user)
+	if m == nil {
+		return 0, 0, fmt.Errorf("%q: want a numeric uid or uid:gid (a name could be root in the image)", user)
+	}
+	u, err := strconv.ParseUint(m[1], 10, 32)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%q: uid out of range", user)
+	}
+	var g uint64
+	if m[2] != "" {
+		if g, err = strconv.ParseUint(m[2][1:], 10, 32); err != nil {
+			return 0, 0, fmt.Errorf("%q: gid out of range", user)
+		}
+	}
+	return uint32(u), uint32(g), nil
+}
+
 // isRoot reports whether a checked user is uid 0.
 func isRoot(user string) bool {
-	uid, _, _ := strings.Cut(user, ":")
-	n, err := strconv.ParseUint(uid, 10, 32)
-	return err == nil && n == 0
+	uid, _, err := parseUser(user)
+	return err == nil && uid == 0
 }
 
 // validateHost accepts what the engine client can dial.

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"path"
-	"strconv"
 	"strings"
 	"time"
 
@@ -26,19 +25,12 @@ const volumeMode = 0o755
 // bare uid gets group 0, as the engine gives a uid that the image's passwd
 // does not list; the owner's bits are what let it write.
 func volumeOwners(user string, volumes []string) ([]byte, error) {
-	if len(volumes) == 0 || user == "" || isRoot(user) {
+	if len(volumes) == 0 || user == "" {
 		return nil, nil
 	}
-	uidText, gidText, _ := strings.Cut(user, ":")
-	uid, err := strconv.ParseUint(uidText, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("user %q: %w", user, err)
-	}
-	var gid uint64
-	if gidText != "" {
-		if gid, err = strconv.ParseUint(gidText, 10, 32); err != nil {
-			return nil, fmt.Errorf("user %q: %w", user, err)
-		}
+	uid, gid, err := parseUser(user)
+	if err != nil || uid == 0 {
+		return nil, err
 	}
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
