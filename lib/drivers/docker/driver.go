@@ -214,8 +214,8 @@ func (d *Driver) Close() error {
 	return nil
 }
 
-// StatusText is the driver's state for the node report: "engine <version>,
-// api <version>", or why the engine does not answer. It asks the engine, for
+// StatusText is the driver's state for the node report: "ok: engine
+// <version>, api <version>", or why the engine does not answer. It asks the engine, for
 // at most 2 s.
 func (d *Driver) StatusText() string {
 	st, err := d.state()
