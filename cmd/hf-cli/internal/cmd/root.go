@@ -444,11 +444,11 @@ func (f *Factory) defaultEndpoint() string {
 		return DefaultEndpoint
 	}
 	ep, err := f.LocalEndpoint()
-	ep = strings.TrimSpace(ep)
-	if err != nil || ep == "" || !isLoopback(ep) {
+	if err != nil {
 		return DefaultEndpoint
 	}
-	if u, err := url.Parse(ep); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Path != "" {
+	ep = strings.TrimSpace(ep)
+	if u, err := url.Parse(ep); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Path != "" || !isLoopback(ep) {
 		return DefaultEndpoint
 	}
 	return ep
