@@ -377,7 +377,7 @@ func TestHashTreeTrim(t *testing.T) {
 // node held for the ten minutes tombstones are kept, and slowed the bursts
 // after it (the collector scanned it over and over).
 func TestHashTreeTombstonesAreSmall(t *testing.T) {
-	const n = 20_000
+	const n = 50_000
 	heap := func() uint64 {
 		runtime.GC()
 		var ms runtime.MemStats
@@ -397,7 +397,9 @@ func TestHashTreeTombstonesAreSmall(t *testing.T) {
 	per := float64(heap()-before) / n
 	runtime.KeepAlive(tr)
 	t.Logf("%.0f bytes of heap per tombstone", per)
-	assert.Less(t, per, 300.0, "bytes per tombstone (entry, name, collection key)")
+	// ~275 bytes; a whole record each took ~550. The bound leaves 6 MB of
+	// room for what other goroutines of the package keep meanwhile.
+	assert.Less(t, per, 400.0, "bytes per tombstone (entry, name, collection key)")
 	assert.Len(t, tr.tombs, n)
 	got := collectible(tr, func() *[NumLeaves]uint64 {
 		var f [NumLeaves]uint64
