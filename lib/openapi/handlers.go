@@ -391,7 +391,7 @@ func (k kindRoutes) update(c *gin.Context) {
 		s.writeRecord(c, http.StatusOK, out)
 		return
 	}
-	out, warn, err := k.put(p, name, body, want, c.Query("capacityCheck"))
+	out, warn, err := k.put(p, name, obj, body, want, c.Query("capacityCheck"))
 	if err != nil {
 		s.writeErr(c, err)
 		return
@@ -404,18 +404,22 @@ func (k kindRoutes) update(c *gin.Context) {
 
 // put writes body, an update of object name, over the stored object as p
 // may see it, at version want (zero: whatever it is, read again and
-// written again while an owner writes it in between). capacityCheck is the
-// request's ?capacityCheck= (an event's); warn, what it has to say.
-func (k kindRoutes) put(p Principal, name string, body []byte, want types.Version, capacityCheck string) (_ store.Record, warn string, _ error) {
+// written again while an owner writes it in between). obj is body decoded
+// with its name set, or nil when the caller has not decoded it.
+// capacityCheck is the request's ?capacityCheck= (an event's); warn, what
+// it has to say.
+func (k kindRoutes) put(p Principal, name string, obj types.Object, body []byte, want types.Version, capacityCheck string) (_ store.Record, warn string, _ error) {
 	s := k.s
 	for try := 0; ; try++ {
-		// keepFixed fills in what the body left out from the object read:
-		// each try starts again from the body.
-		obj, err := decodeObject(k.kind, body)
-		if err != nil {
-			return store.Record{}, "", err
+		if obj == nil || try > 0 {
+			// keepFixed filled in what the body left out from the object
+			// read then: each try starts again from the body.
+			var err error
+			if obj, err = decodeObject(k.kind, body); err != nil {
+				return store.Record{}, "", err
+			}
+			obj.Meta().Name = name
 		}
-		obj.Meta().Name = name
 		rec, stored, err := k.load(p, name)
 		if err != nil {
 			return store.Record{}, "", err

@@ -174,7 +174,7 @@ func (s *Server) decideUserChange(ch userChange) (shown, written store.Record, e
 	defer s.adminMu.Unlock()
 	k := kindRoutes{s: s, kind: types.KindUser}
 	if !ch.Delete {
-		written, _, err = k.put(ownerPrincipal, ch.Name, ch.Body, ch.Version, "")
+		written, _, err = k.put(ownerPrincipal, ch.Name, nil, ch.Body, ch.Version, "")
 		return written, written, err
 	}
 	for try := 0; ; try++ {
