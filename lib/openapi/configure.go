@@ -80,6 +80,15 @@ func (s *Server) checkConfiguration(o types.Object) error {
 // providerItems returns the configuration items of Provider name, or nil
 // when it does not exist or defines none.
 func (s *Server) providerItems(name string) (types.Properties, error) {
+	p, err := s.provider(name)
+	if p == nil || len(p.Spec.ConfigurationItems) == 0 {
+		return nil, err
+	}
+	return p.Spec.ConfigurationItems, nil
+}
+
+// provider returns Provider name, nil when there is none.
+func (s *Server) provider(name string) (*types.Provider, error) {
 	if name == "" || types.ValidateName("", name) != nil {
 		return nil, nil
 	}
@@ -87,11 +96,5 @@ func (s *Server) providerItems(name string) (types.Properties, error) {
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	if len(p.Spec.ConfigurationItems) == 0 {
-		return nil, nil
-	}
-	return p.Spec.ConfigurationItems, nil
+	return p, err
 }

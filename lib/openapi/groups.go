@@ -120,18 +120,6 @@ func (s *Server) checkGroups(o types.Object) error {
 	return nil
 }
 
-// provider returns Provider name, nil when there is none.
-func (s *Server) provider(name string) (*types.Provider, error) {
-	if name == "" || types.ValidateName("", name) != nil {
-		return nil, nil
-	}
-	p, err := store.Get[types.Provider](s.st, types.KindProvider, name)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	return p, err
-}
-
 // serves reports whether the layer reaches the machines native driver
 // instance d makes of tmpl (nil: of any template), as scheduler.Resolve
 // merges it: the layer is of d's provider, and the template has an entry
