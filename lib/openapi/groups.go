@@ -58,13 +58,11 @@ type groupLayer struct {
 // string, not a list, is refused too: the driver refuses it at allocation.
 func (s *Server) checkGroups(o types.Object) error {
 	var layers []groupLayer
+	var owner, env string // the machines' Provider, a set's Environment
 	switch v := o.(type) {
 	case *types.Environment:
-		prov, err := s.provider(v.Spec.Provider)
-		if err != nil {
-			return err
-		}
-		base := groupLayer{provider: v.Spec.Provider, prov: prov, selector: v.Spec.NodeSelector}
+		owner = v.Spec.Provider
+		base := groupLayer{provider: v.Spec.Provider, selector: v.Spec.NodeSelector}
 		l := base
 		l.field, l.cfg = "spec.providerConfiguration", v.Spec.ProviderConfiguration
 		layers = append(layers, l)
@@ -74,36 +72,41 @@ func (s *Server) checkGroups(o types.Object) error {
 			layers = append(layers, l)
 		}
 	case *types.MachineSet:
-		l := groupLayer{field: "spec.providerConfiguration", cfg: v.Spec.ProviderConfiguration, provider: v.Spec.Provider, template: v.Spec.MachineTemplate}
-		owner := v.Spec.Provider
-		if v.Spec.Environment != "" {
-			env, err := store.Get[types.Environment](s.st, types.KindEnvironment, v.Spec.Environment)
-			if err != nil && !errors.Is(err, store.ErrNotFound) {
-				return err
-			}
-			if env != nil {
-				owner, l.selector = env.Spec.Provider, env.Spec.NodeSelector
-			}
-		}
-		prov, err := s.provider(owner)
-		if err != nil {
-			return err
-		}
-		l.prov = prov
-		layers = append(layers, l)
+		owner, env = v.Spec.Provider, v.Spec.Environment
+		layers = append(layers, groupLayer{field: "spec.providerConfiguration", cfg: v.Spec.ProviderConfiguration, provider: v.Spec.Provider, template: v.Spec.MachineTemplate})
 	default:
 		return nil
 	}
-	var nodes []*types.Node
-	for _, l := range layers {
-		if _, ok := l.cfg[groupsKey]; !ok {
-			continue
+	// Most objects give no groups: they cost no read.
+	layers = slices.DeleteFunc(layers, func(l groupLayer) bool {
+		_, ok := l.cfg[groupsKey]
+		return !ok
+	})
+	if len(layers) == 0 {
+		return nil
+	}
+	var selector map[string]string
+	if env != "" {
+		e, err := store.Get[types.Environment](s.st, types.KindEnvironment, env)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
 		}
-		if nodes == nil {
-			var err error
-			if nodes, err = store.List[types.Node](s.st, types.KindNode); err != nil {
-				return err
-			}
+		if e != nil {
+			owner, selector = e.Spec.Provider, e.Spec.NodeSelector
+		}
+	}
+	prov, err := s.provider(owner)
+	if err != nil {
+		return err
+	}
+	nodes, err := store.List[types.Node](s.st, types.KindNode)
+	if err != nil {
+		return err
+	}
+	for _, l := range layers {
+		l.prov = prov
+		if env != "" {
+			l.selector = selector
 		}
 		var tmpl *types.MachineTemplate
 		if l.template != "" && types.ValidateName("", l.template) == nil {
