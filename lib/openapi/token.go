@@ -130,7 +130,7 @@ func WaitLocalAdminToken(ctx context.Context, st *store.Store, dataDir, node str
 			return path, nil
 		}
 		user, err := store.Get[types.User](st, types.KindUser, AdminUser)
-		if err == nil && user.HasRole(RoleAdmin) && !user.Spec.Disabled {
+		if err == nil && enabledAdmin(user) {
 			tok := &types.Token{Metadata: types.ObjectMeta{Name: name}, Spec: types.TokenSpec{User: AdminUser, Role: RoleAdmin, UserCreatedAt: user.Metadata.CreatedAt}}
 			types.SetKind(tok, types.KindToken)
 			bearer, err := mintToken(tok)
