@@ -25,13 +25,7 @@ func (n *Node) resolve(claim *types.MachineClaim, tmpl *types.MachineTemplate, s
 	if e, ok := cache.Typed[types.Environment](n.cache, types.KindEnvironment, env); ok && env != "" {
 		src.Environment = e
 	}
-	provider := ""
-	switch {
-	case src.Environment != nil:
-		provider = src.Environment.Spec.Provider
-	case src.Set != nil:
-		provider = src.Set.Spec.Provider
-	}
+	provider := scheduler.ProviderName(src.Environment, src.Set)
 	if p, ok := cache.Typed[types.Provider](n.cache, types.KindProvider, provider); ok && provider != "" {
 		src.Provider = p
 	}

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/hf-fleet/hf/lib/scheduler"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -33,17 +34,17 @@ func (s *Server) checkConfiguration(o types.Object) error {
 			}
 		}
 	case *types.MachineSet:
-		provider := v.Spec.Provider
-		if provider == "" && v.Spec.Environment != "" {
-			env, err := store.Get[types.Environment](s.st, types.KindEnvironment, v.Spec.Environment)
+		// The items of the Provider its machines take (the Environment's
+		// first), as they are made.
+		var env *types.Environment
+		if v.Spec.Environment != "" {
+			e, err := store.Get[types.Environment](s.st, types.KindEnvironment, v.Spec.Environment)
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				return err
 			}
-			if env != nil {
-				provider = env.Spec.Provider
-			}
+			env = e
 		}
-		items, err := s.providerItems(provider)
+		items, err := s.providerItems(scheduler.ProviderName(env, v))
 		if err != nil || items == nil {
 			return err
 		}

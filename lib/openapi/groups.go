@@ -59,6 +59,7 @@ type groupLayer struct {
 func (s *Server) checkGroups(o types.Object) error {
 	var layers []groupLayer
 	var owner, env string // the machines' Provider, a set's Environment
+	var set *types.MachineSet
 	switch v := o.(type) {
 	case *types.Environment:
 		owner = v.Spec.Provider
@@ -72,7 +73,7 @@ func (s *Server) checkGroups(o types.Object) error {
 			layers = append(layers, l)
 		}
 	case *types.MachineSet:
-		owner, env = v.Spec.Provider, v.Spec.Environment
+		owner, env, set = v.Spec.Provider, v.Spec.Environment, v
 		layers = append(layers, groupLayer{field: "spec.providerConfiguration", cfg: v.Spec.ProviderConfiguration, provider: v.Spec.Provider, template: v.Spec.MachineTemplate})
 	default:
 		return nil
@@ -92,8 +93,9 @@ func (s *Server) checkGroups(o types.Object) error {
 			return err
 		}
 		if e != nil {
-			owner, selector = e.Spec.Provider, e.Spec.NodeSelector
+			selector = e.Spec.NodeSelector
 		}
+		owner = scheduler.ProviderName(e, set)
 	}
 	prov, err := s.provider(owner)
 	if err != nil {

@@ -165,6 +165,17 @@ func TestConfigurationCheckedAgainstProvider(t *testing.T) {
 	}
 	ok := e.do("POST", path(types.KindEnvironment), adminTok, env(map[string]any{"cores": "8", "size": "small", "tags": `["a","b"]`}))
 	assert.Equal(t, http.StatusCreated, ok.code, "%s", ok.body)
+
+	// A set of an Environment takes the Environment's Provider, whatever
+	// it names itself, as its machines are made (scheduler.ProviderName):
+	// it was checked against its own Provider's items first.
+	inEnv := map[string]any{"metadata": map[string]any{"name": "pool-lab"}, "spec": map[string]any{
+		"availabilityConfiguration": map[string]any{"availability": "Pool"}, "machineTemplate": "small",
+		"environment": "lab", "provider": "elsewhere", "providerConfiguration": map[string]any{"cores": "0"}}}
+	r := e.do("POST", path(types.KindMachineSet), adminTok, inEnv)
+	if assert.Equal(t, http.StatusBadRequest, r.code, "%s", r.body) {
+		assert.Equal(t, "spec.providerConfiguration.cores", r.errBody(t).Field)
+	}
 }
 
 // A user ends a claim by setting its phase to Terminated, as the proposal

@@ -25,6 +25,19 @@ type ConfigSources struct {
 	Instance, DriverType string
 }
 
+// ProviderName is the Provider whose configuration a machine takes: its
+// Environment's when it has one (env not nil, whatever that names, none
+// included), else its MachineSet's (set may be nil too).
+func ProviderName(env *types.Environment, set *types.MachineSet) string {
+	switch {
+	case env != nil:
+		return env.Spec.Provider
+	case set != nil:
+		return set.Spec.Provider
+	}
+	return ""
+}
+
 // Resolved is what a machine is made with, per the proposal's precedence.
 type Resolved struct {
 	// Template is the template as the driver receives it: its entry for
