@@ -198,6 +198,10 @@ type DeleteOptions struct {
 	// answering node cannot reach (it is gone for good). Other kinds
 	// ignore it.
 	Force bool
+	// Cascade deletes a User's sessions and claims with it, once the node
+	// that decides user deletes has found it would delete the user. Other
+	// kinds ignore it.
+	Cascade bool
 }
 
 // DeleteWith is Delete with the delete's options.
@@ -206,9 +210,12 @@ func (c *Client) DeleteWith(ctx context.Context, kind, name string, opts DeleteO
 	if err != nil {
 		return err
 	}
-	var q url.Values
+	q := url.Values{}
 	if opts.Force {
-		q = url.Values{"force": {"true"}}
+		q.Set("force", "true")
+	}
+	if opts.Cascade {
+		q.Set("cascade", "true")
 	}
 	return c.call(ctx, request{method: http.MethodDelete, path: item(kind, name), query: q}, nil)
 }

@@ -528,7 +528,14 @@ func (k kindRoutes) delete(c *gin.Context) {
 		}
 	}
 	if k.kind == types.KindUser {
-		k.deleteUser(c, name, want)
+		cascade := false
+		if v := c.Query("cascade"); v != "" {
+			if cascade, err = strconv.ParseBool(v); err != nil {
+				s.writeErr(c, badRequest("cascade", "want true or false, got %q", v))
+				return
+			}
+		}
+		k.deleteUser(c, name, want, cascade)
 		return
 	}
 	for try := 0; ; try++ {
@@ -562,14 +569,28 @@ func (k kindRoutes) delete(c *gin.Context) {
 
 // deleteUser deletes user name (at version want, when set) unless it still
 // holds claims or sessions, and then its tokens. One node decides every
-// user delete (users.go): it may take an admin away.
-func (k kindRoutes) deleteUser(c *gin.Context, name string, want types.Version) {
+// user delete (users.go): it may take an admin away. With cascade the
+// user's sessions and claims are deleted first, once the deciding node has
+// found it would delete the user: a delete it refuses (the last admin; no
+// majority) leaves them all.
+func (k kindRoutes) deleteUser(c *gin.Context, name string, want types.Version, cascade bool) {
 	s := k.s
 	if types.ValidateName("name", name) != nil {
 		s.writeErr(c, notFound(k.kind, name))
 		return
 	}
-	if err := s.checkUserUnused(name); err != nil {
+	if cascade {
+		if _, err := s.changeUser(c.Request.Context(), userChange{Name: name, Delete: true, Check: true, Version: want}); err != nil {
+			s.writeErr(c, err)
+			return
+		}
+		if err := s.deleteUserObjects(name); err != nil {
+			s.writeErr(c, err)
+			return
+		}
+		// Not checkUserUnused: it counts from the node's indexes, which
+		// may not have heard of these deletes yet.
+	} else if err := s.checkUserUnused(name); err != nil {
 		s.writeErr(c, err)
 		return
 	}

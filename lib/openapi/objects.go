@@ -269,16 +269,9 @@ func (s *Server) checkClaimQuota(p Principal, o types.Object) error {
 // one (a user's write does not read every session of the cluster), else
 // from the store.
 func (s *Server) userSessions(user string) (open, waiting int, err error) {
-	var all []*types.Session
-	if s.cfg.SessionsOf != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), claimsOfWait)
-		defer cancel()
-		all, err = s.cfg.SessionsOf(ctx, user)
-	}
-	if s.cfg.SessionsOf == nil || err != nil {
-		if all, err = store.List[types.Session](s.st, types.KindSession); err != nil {
-			return 0, 0, err
-		}
+	all, err := s.sessionsOf(user)
+	if err != nil {
+		return 0, 0, err
 	}
 	for _, se := range all {
 		if se.Spec.User != user || se.Status.Phase == types.SessionPhaseEnded {
@@ -290,6 +283,50 @@ func (s *Server) userSessions(user string) (open, waiting int, err error) {
 		}
 	}
 	return open, waiting, nil
+}
+
+// sessionsOf returns user's sessions, from the node's indexes when it has
+// them (else a list to filter: a caller checks Spec.User).
+func (s *Server) sessionsOf(user string) ([]*types.Session, error) {
+	if s.cfg.SessionsOf != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), claimsOfWait)
+		defer cancel()
+		if all, err := s.cfg.SessionsOf(ctx, user); err == nil {
+			return all, nil
+		}
+	}
+	return store.List[types.Session](s.st, types.KindSession)
+}
+
+// deleteUserObjects deletes user's sessions and claims (whatever their
+// phase: their machines are released), for a user delete with cascade,
+// which the user's owner has found it would carry out.
+func (s *Server) deleteUserObjects(user string) error {
+	sessions, err := s.sessionsOf(user)
+	if err != nil {
+		return err
+	}
+	claims, err := s.userClaims(user)
+	if err != nil {
+		return err
+	}
+	var refs [][2]string
+	for _, se := range sessions {
+		if se.Spec.User == user {
+			refs = append(refs, [2]string{types.KindSession, se.Metadata.Name})
+		}
+	}
+	for _, c := range claims {
+		if c.Spec.User == user {
+			refs = append(refs, [2]string{types.KindMachineClaim, c.Metadata.Name})
+		}
+	}
+	for _, r := range refs {
+		if _, err := s.st.Delete(r[0], r[1], types.Version{}); err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("delete %s %s of user %s: %w", r[0], r[1], user, err)
+		}
+	}
+	return nil
 }
 
 // liveClaims counts user's Requested or Bound claims: from the node's

@@ -326,3 +326,49 @@ func TestDeleteUserWhoHoldsClaims(t *testing.T) {
 	require.Equal(t, http.StatusOK, e.do("DELETE", path(types.KindMachineClaim, "c-carol"), adminTok, nil).code)
 	require.Equal(t, http.StatusOK, e.do("DELETE", path(types.KindUser, "carol"), adminTok, nil).code)
 }
+
+// DELETE ?cascade=true deletes the user's sessions and claims with it, and
+// nobody else's; a delete that is refused (the last admin) deletes none of
+// them: hf-cli deleted them before asking, and released the last admin's
+// machines for nothing.
+func TestDeleteUserCascade(t *testing.T) {
+	st := openStore(t)
+	bearer, err := NewBootstrapToken()
+	require.NoError(t, err)
+	require.NoError(t, BootstrapAdmin(st, bearer))
+	e := newTestEnvOn(t, st)
+	e.do("POST", path(types.KindMachineTemplate), bearer, minimal(types.KindMachineTemplate, "small"))
+	e.makeUser("carol", RoleUser)
+	e.makeUser("dave", RoleUser)
+	owned := func(kind, name, user string) {
+		o := minimal(kind, name)
+		o["spec"].(map[string]any)["user"] = user
+		require.Equal(t, http.StatusCreated, e.do("POST", path(kind), bearer, o).code, "%s %s", kind, name)
+	}
+	owned(types.KindMachineClaim, "c-carol", "carol")
+	owned(types.KindSession, "s-carol", "carol")
+	owned(types.KindMachineClaim, "c-dave", "dave")
+	owned(types.KindMachineClaim, "c-admin", AdminUser)
+	exists := func(kind, name string) bool {
+		_, err := e.st.Get(kind, name)
+		return err == nil
+	}
+
+	r := e.do("DELETE", path(types.KindUser, "carol")+"?cascade=maybe", bearer, nil)
+	require.Equal(t, http.StatusBadRequest, r.code, "%s", r.body)
+	assert.Equal(t, "cascade", r.errBody(t).Field)
+	assert.True(t, exists(types.KindMachineClaim, "c-carol"))
+
+	r = e.do("DELETE", path(types.KindUser, AdminUser)+"?cascade=true", bearer, nil)
+	require.Equal(t, http.StatusConflict, r.code, "%s", r.body)
+	assert.Contains(t, r.errBody(t).Message, "last enabled user with role admin")
+	assert.True(t, exists(types.KindMachineClaim, "c-admin"), "the refused delete took none of the admin's claims")
+
+	r = e.do("DELETE", path(types.KindUser, "carol")+"?cascade=true", bearer, nil)
+	require.Equal(t, http.StatusOK, r.code, "%s", r.body)
+	assert.False(t, exists(types.KindUser, "carol"))
+	assert.False(t, exists(types.KindMachineClaim, "c-carol"))
+	assert.False(t, exists(types.KindSession, "s-carol"))
+	assert.True(t, exists(types.KindMachineClaim, "c-dave"), "another user's claim stays")
+	assert.Equal(t, http.StatusConflict, e.do("DELETE", path(types.KindUser, "dave"), bearer, nil).code, "without cascade a user holding claims stays")
+}

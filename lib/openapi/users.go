@@ -34,6 +34,9 @@ const UsersKey = "users"
 type userChange struct {
 	Name   string `json:"name"`
 	Delete bool   `json:"delete,omitempty"`
+	// Check: decide whether the delete would be carried out, and write
+	// nothing (a cascade asks before it deletes the user's claims).
+	Check bool `json:"check,omitempty"`
 	// Version is the client's condition (If-Match, metadata.version);
 	// zero: none.
 	Version types.Version `json:"version,omitzero"`
@@ -184,6 +187,9 @@ func (s *Server) decideUserChange(ch userChange) (shown, written store.Record, e
 		}
 		if err := s.checkAdminLeft(ch.Name); err != nil {
 			return store.Record{}, store.Record{}, err
+		}
+		if ch.Check {
+			return rec, rec, nil
 		}
 		// Delete exactly the user that is returned (and checked).
 		cond := ch.Version

@@ -160,8 +160,9 @@ type deleteOptions struct {
 	ignoreNotFound bool
 	wait           bool
 	waitTimeout    time.Duration
-	// cascade (users): delete the user's sessions and claims first (the
-	// server deletes the user's tokens with it).
+	// cascade (users): the server deletes the user's sessions and claims
+	// too, once it has found it would delete the user
+	// (client.DeleteOptions.Cascade); the user's tokens go with the user.
 	cascade bool
 	// force (nodes): delete a node the server cannot reach although its
 	// last report says Up (client.DeleteOptions.Force).
@@ -190,47 +191,13 @@ func newDeleteCmd(f *Factory, res *resource) *cobra.Command {
 	waitTimeoutFlag(c.Flags(), &opts.waitTimeout, 2*time.Minute, "give up waiting after this long")
 	if res.Kind == types.KindUser {
 		// The server refuses to delete a user who holds claims or sessions.
-		c.Flags().BoolVar(&opts.cascade, "cascade", false, "first delete the user's sessions and claims (releasing their machines); the user's tokens go with the user")
+		c.Flags().BoolVar(&opts.cascade, "cascade", false, "delete the user's sessions and claims too (releasing their machines), unless the user cannot be deleted (the last admin): then nothing is; the user's tokens go with the user")
 	}
 	if res.Kind == types.KindNode {
 		// The last node of two never finds its dead peer Down.
 		c.Flags().BoolVar(&opts.force, "force", false, "delete a node that is Up by its last report but that the answering node cannot reach: it is gone for good (its machines are then found lost and their claims bound elsewhere)")
 	}
 	return c
-}
-
-// deleteUserObjects deletes what user holds: sessions and claims (their
-// machines are released), saying each; objects already gone count as
-// deleted. The user's tokens are the server's to delete, with the user: a
-// delete the server refuses (the last admin) must not have taken them
-// first, the caller's own among them.
-func deleteUserObjects(ctx context.Context, f *Factory, c *client.Client, user string) error {
-	p := f.printer()
-	for _, kind := range []string{types.KindSession, types.KindMachineClaim} {
-		rctx, cancel := f.requestContext(ctx)
-		field := "spec.user=" + user
-		objs, err := c.ListFields(rctx, kind, "", field)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("list the %s of user %s: %w", types.Plural(kind), user, err)
-		}
-		for _, o := range objs {
-			// Checked here too: a server that ignored the field selector
-			// must not make this delete another user's objects.
-			if owner, _ := types.UserOf(o); owner != user {
-				continue
-			}
-			name := o.Meta().Name
-			rctx, cancel := f.requestContext(ctx)
-			err := c.Delete(rctx, kind, name)
-			cancel()
-			if err != nil && !client.IsNotFound(err) {
-				return fmt.Errorf("delete %s of user %s: %w", ref(kind, name), user, err)
-			}
-			p.done(kind, name, "deleted")
-		}
-	}
-	return nil
 }
 
 func runDelete(ctx context.Context, opts *deleteOptions) error {
@@ -242,12 +209,6 @@ func runDelete(ctx context.Context, opts *deleteOptions) error {
 	p := f.printer()
 	var errs []error
 	for _, name := range opts.names {
-		if opts.cascade {
-			if err := deleteUserObjects(ctx, f, c, name); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-		}
 		if err := deleteOne(ctx, f, c, opts, name); err != nil {
 			if opts.ignoreNotFound && client.IsNotFound(err) {
 				continue
@@ -275,7 +236,7 @@ func deleteOne(ctx context.Context, f *Factory, c *client.Client, opts *deleteOp
 		machine = o.(*types.MachineClaim).Status.Machine
 	}
 	rctx, cancel := f.requestContext(ctx)
-	err := c.DeleteWith(rctx, kind, name, client.DeleteOptions{Force: opts.force})
+	err := c.DeleteWith(rctx, kind, name, client.DeleteOptions{Force: opts.force, Cascade: opts.cascade})
 	cancel()
 	if err != nil || !opts.wait {
 		return err
