@@ -281,13 +281,13 @@ func (el *elector) reconcile(now time.Time, name string) {
 	el.n.log.Debug("claim decision", "claim", name, "phase", c.Status.Phase, "action", d.Action, "round", d.Round, "exclude", d.Exclude, "accepted_by", d.AcceptedBy)
 	switch d.Action {
 	case scheduler.Forget, scheduler.Wait:
-		if d.Action == scheduler.Forget && c.Status.Phase == types.ClaimRequested && cs.Election.Node != "" {
+		if d.Action == scheduler.Forget && d.AcceptedBy != "" {
 			// Accepted by a live node that works on it: the pure elector
 			// keeps the nodes it tried, so that a give-back goes on to one
 			// not tried yet (forgotten, it would start over excluding only
 			// the last: two nodes whose allocations fail took turns until
 			// the bind timeout while a third could serve the claim).
-			el.execute(el.e.Step(now, scheduler.ClaimAccepted{Claim: name, Node: cs.Election.Node, Round: cs.Election.Round}))
+			el.execute(el.e.Step(now, scheduler.ClaimAccepted{Claim: name, Node: d.AcceptedBy, Round: d.Round}))
 			delete(el.waiting, name)
 			break
 		}

@@ -242,7 +242,8 @@ type ClaimAction int
 // Claim actions.
 const (
 	// Forget: the claim is not the elector's business (now): it is bound,
-	// over, or accepted by a live node working on it.
+	// over, or accepted by a live node working on it (AcceptedBy, at
+	// Round: the elector keeps the nodes it tried, see ClaimAccepted).
 	Forget ClaimAction = iota
 	// Elect: offer the claim from Round on (excluding Exclude); AcceptedBy,
 	// when set, is a node that accepted it and is gone.
@@ -321,7 +322,7 @@ func DecideClaim(c ClaimState, phase types.ClaimPhase, lost string, policy types
 	if n := c.Election.Node; n != "" && c.Election.Round == round {
 		switch {
 		case alive(n):
-			return ClaimDecision{Action: Forget}
+			return ClaimDecision{Action: Forget, Round: round, AcceptedBy: n}
 		case !quorum:
 			return ClaimDecision{Action: Wait, Reason: fmt.Sprintf("node %s accepted round %d and cannot be reached; without a majority of the cluster this node does not take it over", n, round)}
 		}

@@ -110,7 +110,7 @@ func TestDecideClaim(t *testing.T) {
 			ClaimDecision{Action: FailLost, Round: 2, Reason: "machine m1 lost: node gone"}},
 		{"given back", ClaimState{Exists: true, Binding: &types.ClaimBinding{Round: 2, Node: "n1", Phase: types.BindingReleased, Reason: "slow"}}, types.ClaimRequested, "", types.LostRebind, true,
 			ClaimDecision{Action: Elect, Round: 2, Exclude: "n1", Reason: "node n1 gave round 2 back: slow"}},
-		{"accepted by a live node", ClaimState{Exists: true, Election: types.ClaimElection{Round: 3, Node: "n1"}}, types.ClaimRequested, "", types.LostRebind, true, ClaimDecision{Action: Forget}},
+		{"accepted by a live node", ClaimState{Exists: true, Election: types.ClaimElection{Round: 3, Node: "n1"}}, types.ClaimRequested, "", types.LostRebind, true, ClaimDecision{Action: Forget, Round: 3, AcceptedBy: "n1"}},
 		{"accepted by a gone node, with a majority", acceptedByGone, types.ClaimRequested, "", types.LostRebind, true,
 			ClaimDecision{Action: Elect, Round: 3, AcceptedBy: "n2", Reason: "node n2 accepted round 3 and is gone"}},
 		{"accepted by a gone node, without a majority", acceptedByGone, types.ClaimRequested, "", types.LostRebind, false,

@@ -362,8 +362,8 @@ func (s *psim) reconcileElector(nd *pnode, claim string) {
 	d := DecideClaim(cs, o.Status.Phase, "", types.LostRebind, alive, s.quorum(nd))
 	switch d.Action {
 	case Forget, Wait:
-		if d.Action == Forget && o.Status.Phase == types.ClaimRequested && cs.Election.Node != "" {
-			s.stepElector(nd, ClaimAccepted{Claim: claim, Node: cs.Election.Node, Round: cs.Election.Round})
+		if d.Action == Forget && d.AcceptedBy != "" {
+			s.stepElector(nd, ClaimAccepted{Claim: claim, Node: d.AcceptedBy, Round: d.Round})
 			return
 		}
 		s.stepElector(nd, ClaimGone{Claim: claim})
