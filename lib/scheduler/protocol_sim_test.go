@@ -378,7 +378,7 @@ func (s *psim) reconcileElector(nd *pnode, claim string) {
 		if d.Exclude != "" {
 			req.Exclude = map[string]bool{d.Exclude: true}
 		}
-		s.stepElector(nd, ClaimRequested{Claim: claim, Request: req, Round: max(d.Round, nd.issued[claim]), Deadline: cs.Deadline, AcceptedBy: d.AcceptedBy})
+		s.stepElector(nd, ClaimRequested{Claim: claim, Request: req, Round: max(d.Round, nd.issued[claim]), Deadline: cs.Deadline, AcceptedBy: d.AcceptedBy, Reason: d.Reason})
 	}
 }
 
