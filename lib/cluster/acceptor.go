@@ -72,16 +72,12 @@ type acceptor struct {
 	usage    map[string]*usage   // by driver instance, of entries
 	byClaim  map[string][]string // claim -> machine names (mostly one: a slice, not a map each)
 	failures map[string]int      // claim -> failed allocations here
-
-	// refused logs the writes the store refuses that are tried again.
-	refused *refusals
 }
 
 func newAcceptor(n *Node) *acceptor {
 	return &acceptor{
 		n: n, inbox: queue.New[Message](), q: workqueue.New(nil),
 		entries: map[string]*entry{}, usage: map[string]*usage{}, byClaim: map[string][]string{}, failures: map[string]int{},
-		refused: newRefusals(n.log, n.cfg.Now),
 	}
 }
 
@@ -541,25 +537,14 @@ func (a *acceptor) giveBack(claim string, round uint64, driver, reason string) {
 		// Refused (the disk full, say): the claim's key comes back, and
 		// with nothing held for it here checkAccepted gives it back again;
 		// else the elector waited on this round until the claim's deadline.
-		a.refused.refused(writeGiveBack, claim, err, time.Second, "claim", claim)
+		a.n.refused.refused(writeGiveBack, claim, err, time.Second, "claim", claim)
 		a.q.AddAfter(claim, time.Second)
 		return
 	case err == nil && written:
 		a.n.log.Info("claim given back", "claim", claim, "round", round, "reason", reason)
 	}
-	a.refused.settled(writeGiveBack, claim)
+	a.n.refused.settled(writeGiveBack, claim)
 }
-
-// The writes that are tried again when the store refuses them, by the
-// message that logs them (see refusals): the acceptor's, and the two a node
-// makes on a timer (its report, a machine's last activity).
-const (
-	writeGiveBack = "give claim back"
-	writeBind     = "bind claim"
-	writeDrop     = "delete machine"
-	writeReport   = "report"
-	writeActivity = "record activity"
-)
 
 // failureBackoff counts one more failed allocation of claim here, and
 // returns how many there were and how long to wait before handing the

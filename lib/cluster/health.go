@@ -121,9 +121,9 @@ func (a *acceptor) meterActivity(ctx context.Context, entries []entry, readings 
 				m.Status.LastActivity = r.active.UTC()
 			}
 		}); err != nil {
-			a.refused.refused(writeActivity, e.Machine, err, a.n.cfg.StatusInterval, "machine", e.Machine)
+			a.n.refused.refused(writeActivity, e.Machine, err, a.n.cfg.StatusInterval, "machine", e.Machine)
 		} else {
-			a.refused.settled(writeActivity, e.Machine)
+			a.n.refused.settled(writeActivity, e.Machine)
 		}
 	}
 }

@@ -286,23 +286,23 @@ const keyDropPrefix = "d/"
 func (a *acceptor) deleteRecord(name string) {
 	_, err := a.n.st.Delete(types.KindMachine, name, types.Version{})
 	if err != nil && !isNotFound(err) {
-		a.refused.refused(writeDrop, name, err, time.Second, "machine", name)
+		a.n.refused.refused(writeDrop, name, err, time.Second, "machine", name)
 		a.q.AddAfter(keyDropPrefix+name, time.Second)
 		return
 	}
-	a.refused.settled(writeDrop, name)
+	a.n.refused.settled(writeDrop, name)
 }
 
 // dropAgain deletes again the record of a machine whose delete the store
 // refused, when it is still this node's and the node holds nothing for it.
 func (a *acceptor) dropAgain(name string) {
 	if _, held := a.get(name); held {
-		a.refused.settled(writeDrop, name) // taken up again: no longer to delete
+		a.n.refused.settled(writeDrop, name) // taken up again: no longer to delete
 		return
 	}
 	m, err := store.Get[types.Machine](a.n.st, types.KindMachine, name)
 	if err != nil || m.Spec.Node != a.n.cfg.Name {
-		a.refused.settled(writeDrop, name)
+		a.n.refused.settled(writeDrop, name)
 		return
 	}
 	a.deleteRecord(name)
@@ -336,11 +336,11 @@ func (a *acceptor) bind(e entry, claim *types.MachineClaim) {
 	case errors.Is(err, store.ErrFenced), isNotFound(err):
 		a.q.Add(e.Claim) // the claim moved on or went: release next
 	case err != nil:
-		a.refused.refused(writeBind, e.Claim, err, time.Second, "claim", e.Claim, "machine", e.Machine)
+		a.n.refused.refused(writeBind, e.Claim, err, time.Second, "claim", e.Claim, "machine", e.Machine)
 		a.q.AddAfter(e.Claim, time.Second)
 		return
 	}
-	a.refused.settled(writeBind, e.Claim)
+	a.n.refused.settled(writeBind, e.Claim)
 }
 
 // joinPool turns a freshly allocated machine of a provisioning claim into a

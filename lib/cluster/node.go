@@ -148,6 +148,9 @@ type Node struct {
 	rep     *reporter
 	asks    *asks
 	metrics *metrics
+	// refused logs the writes the store refuses that are tried again: the
+	// acceptor's, and the report and last activity written on timers.
+	refused *refusals
 	// viewNotice tells NodeView's watchers that membership moved it.
 	viewNotice notice
 
@@ -188,6 +191,7 @@ func New(cfg Config, log *slog.Logger, st *store.Store, instances []Instance, pe
 	}
 	n.peers = peers
 	n.cache = newCache(st, n.log)
+	n.refused = newRefusals(n.log, cfg.Now)
 	n.view = &view{self: cfg.Name, peers: peers, cache: n.cache, now: cfg.Now, nodeDeleted: func(name string) bool {
 		deleted, err := st.Deleted(types.KindNode, name)
 		return err == nil && deleted

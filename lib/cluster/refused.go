@@ -32,6 +32,17 @@ type refusals struct {
 	swept  time.Time
 }
 
+// The writes that are tried again when the store refuses them, by the
+// message that logs them (see refusals): the acceptor's, and the two a node
+// makes on a timer (its report, a machine's last activity).
+const (
+	writeGiveBack = "give claim back"
+	writeBind     = "bind claim"
+	writeDrop     = "delete machine"
+	writeReport   = "report"
+	writeActivity = "record activity"
+)
+
 // refusalKey is one write: what it is (the warning's message) and of what.
 type refusalKey struct{ what, name string }
 

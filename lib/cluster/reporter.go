@@ -81,9 +81,9 @@ func (r *reporter) loop() {
 		case <-r.ch:
 		}
 		if err := r.report(types.NodeUp); err != nil {
-			r.n.acc.refused.refused(writeReport, r.n.cfg.Name, err, r.n.cfg.ReportInterval)
+			r.n.refused.refused(writeReport, r.n.cfg.Name, err, r.n.cfg.ReportInterval)
 		} else {
-			r.n.acc.refused.settled(writeReport, r.n.cfg.Name)
+			r.n.refused.settled(writeReport, r.n.cfg.Name)
 		}
 		select {
 		case <-r.n.ctx.Done():
