@@ -173,12 +173,12 @@ func (a *asks) decide(ctx context.Context, key string, body []byte) (answer []by
 	if h == nil {
 		return nil, fmt.Sprintf("node %s does not decide %s yet: it is starting", n.cfg.Name, key)
 	}
-	if !n.quorumWithin(ctx) {
-		_, known := n.view.members()
+	quorum := n.quorumWithin(ctx)
+	_, known := n.view.members()
+	if !quorum {
 		return nil, fmt.Sprintf("node %s, the owner of %s, does not reach a majority of the %d nodes it knows: it decides once it does (a node gone for good leaves the count with hf-cli node delete)",
 			n.cfg.Name, key, known)
 	}
-	_, known := n.view.members()
 	if wait := owned.since.Add(n.cfg.OwnerSettle).Sub(n.cfg.Now()); known > 1 && wait > 0 {
 		return nil, fmt.Sprintf("node %s became the owner of %s %s ago and decides once it has been for %s (what the last owner wrote must reach it first): ask again in %s",
 			n.cfg.Name, key, n.cfg.Now().Sub(owned.since).Round(time.Millisecond), n.cfg.OwnerSettle, wait.Round(time.Millisecond))
@@ -200,18 +200,18 @@ func (a *asks) membersChanged() {
 
 // quorumWithin reports whether this node reaches a majority of the members
 // it knows, waiting (until ctx ends) for the probe that says so when a
-// member is absent.
+// member is absent: the view calls lookAgain when it has answered.
 func (n *Node) quorumWithin(ctx context.Context) bool {
-	t := time.NewTicker(20 * time.Millisecond)
-	defer t.Stop()
 	for {
+		// Taken before asking, so an answer that comes in between wakes it.
+		looked := n.quorumNotice.wait()
 		if q, answered := n.view.quorumAnswered(); answered {
 			return q
 		}
 		select {
 		case <-ctx.Done():
 			return false
-		case <-t.C:
+		case <-looked:
 		}
 	}
 }

@@ -153,6 +153,9 @@ type Node struct {
 	refused *refusals
 	// viewNotice tells NodeView's watchers that membership moved it.
 	viewNotice notice
+	// quorumNotice tells those waiting for the view's quorum (quorumWithin)
+	// that a probe answered or membership moved.
+	quorumNotice notice
 
 	startedAt time.Time
 	ready     atomic.Bool
@@ -238,16 +241,18 @@ func (n *Node) MembershipChanged() {
 	n.el.membersChanged()
 	n.duties.membersChanged()
 	n.asks.membersChanged()
+	n.quorumNotice.notify()
 	n.rep.kick()
 	// Last: the duties note who went absent, which NodeView reads.
 	n.viewNotice.notify()
 }
 
-// lookAgain has the elector and the duties look at membership again (a
-// probe of the members has answered).
+// lookAgain has the elector, the duties and asks waiting for a quorum look
+// at membership again (a probe of the members has answered).
 func (n *Node) lookAgain() {
 	n.el.probed()
 	n.duties.membersChanged()
+	n.quorumNotice.notify()
 }
 
 // Name is the node's name.
