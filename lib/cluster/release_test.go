@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -41,23 +42,36 @@ func (d *gatedDriver) Deallocate(ctx context.Context, r *types.Resource) error {
 }
 
 // phasesOf collects the phases written to machine name's record from the
-// store's watch, from seq on.
-func phasesOf(ctx context.Context, st *store.Store, seq uint64, name string) (got func() []types.MachinePhase) {
-	var phases atomic.Pointer[[]types.MachinePhase]
-	phases.Store(&[]types.MachinePhase{})
+// store's watch, from seq on; deleted is true once the watch has brought
+// the record's delete, and with it every write before it.
+func phasesOf(ctx context.Context, st *store.Store, seq uint64, name string) (got func() (phases []types.MachinePhase, deleted bool)) {
+	type seen struct {
+		phases  []types.MachinePhase
+		deleted bool
+	}
+	var last atomic.Pointer[seen]
+	last.Store(&seen{})
 	events := st.Watch(ctx, seq)
 	go func() {
 		for ev := range events {
-			if ev.Type != store.EventPut || ev.Record.Kind != types.KindMachine || ev.Record.Name != name {
+			if ev.Record.Kind != types.KindMachine || ev.Record.Name != name {
 				continue
 			}
-			if o, err := ev.View(); err == nil {
-				p := append(append([]types.MachinePhase(nil), *phases.Load()...), o.(*types.Machine).Status.Phase)
-				phases.Store(&p)
+			s := *last.Load()
+			switch ev.Type {
+			case store.EventDelete:
+				s.deleted = true
+			case store.EventPut:
+				o, err := ev.View()
+				if err != nil {
+					continue
+				}
+				s.phases = append(slices.Clip(s.phases), o.(*types.Machine).Status.Phase)
 			}
+			last.Store(&s)
 		}
 	}()
-	return func() []types.MachinePhase { return *phases.Load() }
+	return func() ([]types.MachinePhase, bool) { s := last.Load(); return s.phases, s.deleted }
 }
 
 // The machine of a deleted claim is shown Terminating only when its
@@ -92,8 +106,10 @@ func TestReleaseOfAGoneClaimShowsTerminatingOnlyWhenSlow(t *testing.T) {
 		phases := phasesOf(ctx, st, st.Seq(), name)
 		_, err := st.Delete(types.KindMachineClaim, "c0", types.Version{})
 		require.NoError(t, err)
-		require.Eventually(t, gone(name), 5*time.Second, 5*time.Millisecond)
-		assert.Empty(t, phases(), "no write before the delete")
+		require.Eventually(t, func() bool { _, deleted := phases(); return deleted }, 5*time.Second, 5*time.Millisecond,
+			"the watch brings the delete, after any write before it")
+		written, _ := phases()
+		assert.Empty(t, written, "no write before the delete")
 	})
 
 	t.Run("slow", func(t *testing.T) {
