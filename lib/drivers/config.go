@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/hf-fleet/hf/lib/scheduler"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -157,19 +158,13 @@ func blame(data []byte, t reflect.Type) (string, error) {
 }
 
 // TemplateEntry finds a template's providerConfiguration entry for a driver
-// instance (its instance name first, then its driver type) and decodes it with
-// parse. Errors name the field: the missing entry, or the bad key inside it
+// instance (its instance name first, then its driver type: the lookup of
+// scheduler.TemplateEntry, without a Provider) and decodes it with parse. Errors name the field: the missing entry, or the bad key inside it
 // ("spec.providerConfiguration.docker.image"). It returns the entry's path.
 func TemplateEntry[T any](t types.MachineTemplate, instance, driverType string, parse func([]byte) (T, error)) (T, string, error) {
 	var zero T
-	key := ""
-	for _, n := range []string{instance, driverType} {
-		if _, ok := t.Spec.ProviderConfiguration[n]; ok && n != "" {
-			key = n
-			break
-		}
-	}
-	if key == "" {
+	key, ok := scheduler.TemplateEntry(&t, instance, driverType, "")
+	if !ok {
 		if instance == "" || instance == driverType {
 			return zero, "", types.Invalid("spec.providerConfiguration", "has no entry for %q", driverType)
 		}
