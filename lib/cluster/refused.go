@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hf-fleet/hf/lib/store"
@@ -26,6 +27,10 @@ import (
 type refusals struct {
 	log *slog.Logger
 	now func() time.Time
+
+	// held is len(writes): settled, called after every bind, give-back
+	// and machine delete, takes no lock while nothing was refused.
+	held atomic.Int64
 
 	mu     sync.Mutex
 	writes map[refusalKey]*refusal
@@ -76,6 +81,7 @@ func (r *refusals) refused(what, name string, err error, retry time.Duration, at
 	if !seen {
 		w = &refusal{attrs: attrs}
 		r.writes[k] = w
+		r.held.Store(int64(len(r.writes)))
 	}
 	w.n++
 	w.last = now
@@ -96,10 +102,14 @@ func (r *refusals) refused(what, name string, err error, retry time.Duration, at
 // it was refused before, how many times is logged, and how many of those
 // warnings were held back.
 func (r *refusals) settled(what, name string) {
+	if r.held.Load() == 0 {
+		return
+	}
 	r.mu.Lock()
 	k := refusalKey{what, name}
 	w, ok := r.writes[k]
 	delete(r.writes, k)
+	r.held.Store(int64(len(r.writes)))
 	r.mu.Unlock()
 	if !ok {
 		return
@@ -120,4 +130,5 @@ func (r *refusals) sweepLocked(now time.Time) {
 			delete(r.writes, k)
 		}
 	}
+	r.held.Store(int64(len(r.writes)))
 }
