@@ -187,8 +187,8 @@ const provisioningShownAfter = 200 * time.Millisecond
 // still under way after provisioningShownAfter. The returned function ends
 // that: it returns once no such write is under way, so the Running write
 // that follows is the last.
-func (a *acceptor) showProvisioning(machine string) (stop func()) {
-	shown := a.showLater(func() {
+func (a *acceptor) showProvisioning(machine string) (stop func() (shown bool)) {
+	return a.showLater(func() {
 		if err := a.setMachine(machine, func(m *types.Machine) {
 			m.Status.Phase = types.MachineProvisioning
 			m.Status.PhaseTimes.Mark(string(types.MachineProvisioning), a.n.cfg.Now())
@@ -196,7 +196,6 @@ func (a *acceptor) showProvisioning(machine string) (stop func()) {
 			a.n.log.Debug("show provisioning", "machine", machine, "err", err)
 		}
 	})
-	return func() { shown() }
 }
 
 // showLater runs write if the operation it shows is still under way after
@@ -418,7 +417,7 @@ func (a *acceptor) release(name, why string, gone bool) bool {
 	shown := func() bool { return true }
 	if e.Phase != types.MachineTerminating {
 		a.update(name, func(x *entry) { x.Phase = types.MachineTerminating })
-		if gone && e.Claim != "" {
+		if gone {
 			shown = a.showLater(mark)
 		} else {
 			mark()
