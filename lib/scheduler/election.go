@@ -442,18 +442,19 @@ func (e *Elector) reason(st *claimState) string {
 	if len(ranked) == 0 {
 		return NoFitReason(req, view)
 	}
-	var fits, untried []string
+	// A node fits once per driver of it that does.
+	fits := make([]string, 0, len(ranked))
 	for _, r := range ranked {
-		if slices.Contains(fits, r.Node) {
-			continue
-		}
 		fits = append(fits, r.Node)
-		if !st.triedOnce[r.Node] {
-			untried = append(untried, r.Node)
-		}
 	}
 	slices.Sort(fits)
-	slices.Sort(untried)
+	fits = slices.Compact(fits)
+	var untried []string
+	for _, node := range fits {
+		if !st.triedOnce[node] {
+			untried = append(untried, node)
+		}
+	}
 	switch {
 	case len(untried) > 0 && st.lastDecline != "":
 		// Its deadline came before it went on to the others.
