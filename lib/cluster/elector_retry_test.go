@@ -16,14 +16,17 @@ import (
 )
 
 // nodeOnADisk is a test node whose store's disk has free's bytes free (1 TiB
-// to start with), logging to log (nil: testLogger).
+// to start with), logging to log (nil: testLogger), its config changed by
+// config.
 func nodeOnADisk(t *testing.T, log *slog.Logger, config ...func(*Config)) (*testNode, *atomic.Int64) {
 	free := new(atomic.Int64)
 	free.Store(1 << 40)
 	tn := &testNode{t: t, name: "n1", dir: t.TempDir(), driver: `{"cpus": 4, "ram_gb": 8}`,
 		free: func(string) (int64, error) { return free.Load(), nil }, log: log}
-	for _, c := range config {
-		tn.config = c
+	tn.config = func(cfg *Config) {
+		for _, c := range config {
+			c(cfg)
+		}
 	}
 	tn.start()
 	t.Cleanup(tn.stop)
