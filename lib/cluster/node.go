@@ -195,10 +195,7 @@ func New(cfg Config, log *slog.Logger, st *store.Store, instances []Instance, pe
 	n.peers = peers
 	n.cache = newCache(st, n.log)
 	n.refused = newRefusals(n.log, cfg.Now)
-	n.view = &view{self: cfg.Name, peers: peers, cache: n.cache, now: cfg.Now, nodeDeleted: func(name string) bool {
-		deleted, err := st.Deleted(types.KindNode, name)
-		return err == nil && deleted
-	}}
+	n.view = &view{self: cfg.Name, peers: peers, cache: n.cache, now: cfg.Now, nodeDeleted: nodeDeletedIn(st)}
 	n.acc = newAcceptor(n)
 	n.el = newElector(n)
 	n.duties = newDuties(n)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hf-fleet/hf/lib/cluster/cache"
 	"github.com/hf-fleet/hf/lib/scheduler"
+	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -217,6 +218,14 @@ func (v *view) members() (live []string, known int) {
 	v.known = knownCount{ok: true, live: live, nodes: gen, count: len(names)}
 	v.mu.Unlock()
 	return live, len(names)
+}
+
+// nodeDeletedIn is view.nodeDeleted reading st's tombstones.
+func nodeDeletedIn(st *store.Store) func(node string) bool {
+	return func(node string) bool {
+		deleted, err := st.Deleted(types.KindNode, node)
+		return err == nil && deleted
+	}
 }
 
 // nodesChanged is told that a Node object came or went: members counts

@@ -67,10 +67,7 @@ func newTestViewStore(t *testing.T, peers *fakePeers, nodes ...string) (*view, c
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() { cancel(); c.Wait() })
 	require.NoError(t, c.Start(ctx))
-	v := &view{self: "n0", peers: peers, cache: c, now: time.Now, nodeDeleted: func(name string) bool {
-		deleted, err := st.Deleted(types.KindNode, name)
-		return err == nil && deleted
-	}}
+	v := &view{self: "n0", peers: peers, cache: c, now: time.Now, nodeDeleted: nodeDeletedIn(st)}
 	reprobed := make(chan struct{}, 16)
 	v.start(ctx, func() { reprobed <- struct{}{} })
 	return v, reprobed, st
