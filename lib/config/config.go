@@ -129,7 +129,7 @@ type APIConfig struct {
 	// while the shell is quiet: an empty frame goes to its client
 	// (hf-shell.v2), and the kernel is asked whether the client is still
 	// there. A client gone is noticed within about two of these, and its
-	// shell hung up. Default: 10s; at most MaxShellKeepalive.
+	// shell hung up. Default: 10s; MinShellKeepalive to MaxShellKeepalive.
 	ShellKeepalive time.Duration `mapstructure:"shell_keepalive" yaml:"shell_keepalive"`
 }
 
@@ -373,6 +373,12 @@ const (
 // prevent. (Linux refuses a TCP keep-alive of over 32767 s outright, and
 // the connection then had none at all.)
 const MaxShellKeepalive = 5 * time.Minute
+
+// MinShellKeepalive is the shortest api.shell_keepalive: a quiet shell is
+// sent an empty frame every interval (1ns had a node send ~5 KB/s for one
+// idle shell, as fast as it could). Tests that wait for a client gone use
+// a quarter second.
+const MinShellKeepalive = 100 * time.Millisecond
 
 // MinMemoryLimitMB is the smallest memory_limit_mb: below it the runtime and
 // the store's fixed buffers alone pass the limit.

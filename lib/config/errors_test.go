@@ -265,7 +265,7 @@ func TestLoadMissingFile(t *testing.T) {
 // api.shell_keepalive takes up to MaxShellKeepalive; 100h was accepted,
 // and left a shell whose client was killed running for days.
 func TestShellKeepaliveBound(t *testing.T) {
-	for _, d := range []string{"250ms", "10s", "5m"} {
+	for _, d := range []string{"100ms", "250ms", "10s", "5m"} {
 		c, err := load(t, "api: {shell_keepalive: "+d+"}\n", nil, nil)
 		require.NoError(t, err, d)
 		want, err := time.ParseDuration(d)
@@ -274,4 +274,8 @@ func TestShellKeepaliveBound(t *testing.T) {
 	}
 	_, err := load(t, "api: {shell_keepalive: 5m1s}\n", nil, nil)
 	assert.ErrorContains(t, err, "config: api.shell_keepalive: must be at most 5m0s")
+	for _, d := range []string{"1ns", "99ms"} {
+		_, err = load(t, "api: {shell_keepalive: "+d+"}\n", nil, nil)
+		assert.ErrorContains(t, err, "config: api.shell_keepalive: must be at least 100ms", d)
+	}
 }

@@ -120,6 +120,10 @@ func (a *APIConfig) validate(p *problems) {
 	}
 	positive(p, "api.resume_window", a.ResumeWindow)
 	positive(p, "api.shell_keepalive", a.ShellKeepalive)
+	if a.ShellKeepalive > 0 && a.ShellKeepalive < MinShellKeepalive {
+		p.addf("api.shell_keepalive", "must be at least %s (a quiet shell is sent a frame every interval), got %s",
+			MinShellKeepalive, a.ShellKeepalive)
+	}
 	if a.ShellKeepalive > MaxShellKeepalive {
 		p.addf("api.shell_keepalive", "must be at most %s (a client gone is noticed within about two of these), got %s",
 			MaxShellKeepalive, a.ShellKeepalive)
