@@ -122,6 +122,10 @@ func TestPrecedence(t *testing.T) {
 		{"missing profile", map[string]string{"HF_PROFILE": "", "HF_ENDPOINT": "", "HF_TOKEN": ""},
 			[]string{"--profile", "nope"}, ExitUsage},
 		{"HF_PROFILE missing", map[string]string{"HF_PROFILE": "nope", "HF_ENDPOINT": "", "HF_TOKEN": ""}, nil, ExitUsage},
+		// Even with --endpoint and --token, which need no profile: it was
+		// ignored (exit 0).
+		{"missing profile beside flags", map[string]string{"HF_PROFILE": "", "HF_ENDPOINT": "", "HF_TOKEN": ""},
+			[]string{"--profile", "nope", "--endpoint", good, "--token", clienttest.Token}, ExitUsage},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"github.com/hf-fleet/hf/lib/config"
 	"io"
@@ -209,10 +210,12 @@ func (f *Factory) Client() (*client.Client, error) {
 		// With --endpoint and --token both given the profile still lends
 		// its CA (an endpoint named by flag is most often another node of
 		// the profile's cluster); a profile that cannot be read then is no
-		// error.
+		// error, but one named that does not exist is (a mistake in the
+		// command line, as a bad flag is).
 		p, err := f.activeProfile()
+		var usage *usageError
 		switch {
-		case err != nil && (f.endpoint == "" || f.token == ""):
+		case err != nil && (f.endpoint == "" || f.token == "" || errors.As(err, &usage)):
 			return nil, err
 		case err == nil && p != nil:
 			prof = p
