@@ -133,6 +133,13 @@ func TestLogin(t *testing.T) {
 	assert.Equal(t, ExitUsage, r.code, r.err)
 	assert.Contains(t, r.err, filepath.Join(localDataDir(), "admin.token"), "says where it looked for a local node's token")
 	assert.Contains(t, r.err, "HF_DATA_DIR")
+	// An endpoint elsewhere never gets the local token: said so, not that
+	// the file is missing.
+	c.localToken = func() (string, error) { return clienttest.Token, nil }
+	r = c.run("login", "https://10.0.0.5:7700")
+	assert.Equal(t, ExitUsage, r.code, r.err)
+	assert.Contains(t, r.err, "not sent to https://10.0.0.5:7700: not an address of this host's loopback")
+	c.localToken = nil
 
 	c.stdin = clienttest.Token + "\n"
 	r = c.run("login", c.srv.URL, "--name", "lab")

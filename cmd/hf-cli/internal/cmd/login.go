@@ -58,8 +58,11 @@ func runLogin(ctx context.Context, opts *loginOptions, endpoint string) error {
 		fmt.Fprint(f.Err, "token: ")
 		line, err := bufio.NewReader(f.In).ReadString('\n')
 		if strings.TrimSpace(line) == "" {
-			return usageErrorf("login needs a token: --token, HF_TOKEN, typed in, or for an endpoint on this host its node's admin token, which is not in %s (HF_DATA_DIR names a node's other data dir): %v",
-				filepath.Join(localDataDir(), "admin.token"), err)
+			local := fmt.Sprintf("which is not in %s (HF_DATA_DIR names a node's other data dir)", filepath.Join(localDataDir(), "admin.token"))
+			if !isLoopback(endpoint) {
+				local = fmt.Sprintf("which is not sent to %s: not an address of this host's loopback", endpoint)
+			}
+			return usageErrorf("login needs a token: --token, HF_TOKEN, typed in, or for an endpoint on this host its node's admin token, %s: %v", local, err)
 		}
 		f.token = strings.TrimSpace(line)
 	}
