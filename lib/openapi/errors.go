@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gin-gonic/gin"
 
@@ -138,7 +139,27 @@ func (s *Server) writeErr(c *gin.Context, err error) {
 	if ae.retry > 0 {
 		c.Header("Retry-After", strconv.Itoa(ae.retry))
 	}
-	c.AbortWithStatusJSON(ae.status, ErrorBody{Error: ae.body})
+	body := ae.body
+	body.Message, body.Field = clipMessage(body.Message), clipMessage(body.Field)
+	c.AbortWithStatusJSON(ae.status, ErrorBody{Error: body})
+}
+
+// maxMessage bounds the bytes of an error's message (and field) as sent: a
+// message that quotes the request (a 1 MB spec.node) must not send it back
+// whole.
+const maxMessage = 1 << 10
+
+// clipMessage is m cut to maxMessage bytes (at a character's start), saying
+// how much was cut.
+func clipMessage(m string) string {
+	if len(m) <= maxMessage {
+		return m
+	}
+	cut := maxMessage
+	for cut > 0 && !utf8.RuneStart(m[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s... (%d bytes more)", m[:cut], len(m)-cut)
 }
 
 // recovered turns a panic into a logged 500 with code internal.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -472,4 +473,26 @@ func TestMachineCreateNamingANodeIsRefused(t *testing.T) {
 	r := e.do("POST", path(types.KindMachine), opTok, minimal(types.KindMachine, "ext-1"))
 	require.Equal(t, http.StatusCreated, r.code, "an external machine: %s", r.body)
 	assert.Nil(t, r.obj(t)["spec"].(map[string]any)["node"])
+}
+
+// An error that quotes what was sent does not send it all back: a 1 MB
+// spec.node was echoed whole in the 403 (and a 1 MB ttl in a join
+// token's 400). Messages are cut at 1 KB, at a character's start.
+func TestErrorMessagesAreClipped(t *testing.T) {
+	e := newTestEnv(t)
+	o := minimal(types.KindMachine, "m1")
+	o["spec"].(map[string]any)["node"] = "é" + strings.Repeat("n", 512<<10)
+	r := e.do("POST", path(types.KindMachine), adminTok, o)
+	require.Equal(t, http.StatusForbidden, r.code)
+	assert.Less(t, len(r.body), 2<<10, "the body")
+	b := r.errBody(t)
+	assert.Equal(t, "spec.node", b.Field)
+	assert.Contains(t, b.Message, "bytes more)")
+	assert.True(t, utf8.ValidString(b.Message))
+
+	assert.Equal(t, "short", clipMessage("short"))
+	long := strings.Repeat("a", maxMessage-1) + "é" + "tail"
+	got := clipMessage(long)
+	assert.True(t, utf8.ValidString(got), "not cut inside a character")
+	assert.True(t, strings.HasPrefix(got, strings.Repeat("a", maxMessage-1)+"... ("), got[maxMessage-8:])
 }
