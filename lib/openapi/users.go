@@ -89,8 +89,12 @@ func (s *Server) changeUser(ctx context.Context, ch userChange) (store.Record, e
 	}
 	out, err := s.cfg.AtOwner(ctx, UsersKey, body)
 	if err != nil {
+		what := "the update"
+		if ch.Delete {
+			what = "the delete"
+		}
 		return store.Record{}, newErr(http.StatusServiceUnavailable, CodeUnavailable, "",
-			"a change of user %s that may take an admin away is decided by one node for the whole cluster: %v", ch.Name, err).retryAfter(1)
+			"%s of user %s is decided by one node for the whole cluster (as every user delete, and every change that may take an admin away, is): %v", what, ch.Name, err).retryAfter(1)
 	}
 	var ans userChangeAnswer
 	if err := json.Unmarshal(out, &ans); err != nil {

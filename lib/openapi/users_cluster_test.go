@@ -243,6 +243,7 @@ func TestUserChangeOwnerUnreachable(t *testing.T) {
 	r := f.apis[other].do(http.MethodDelete, path(types.KindUser, "gone"), adminTok, nil)
 	require.Equal(t, http.StatusServiceUnavailable, r.code, "%s", r.body)
 	assert.Contains(t, r.errBody(t).Message, "decided by one node for the whole cluster")
+	assert.Contains(t, r.errBody(t).Message, "the delete of user gone is decided", "it says what was not decided (it said any such change \"may take an admin away\", of a user who is no admin too)")
 	assert.Equal(t, "1", r.header.Get("Retry-After"))
 	r = f.apis[other].do(http.MethodPut, path(types.KindUser, "gone"), adminTok, map[string]any{
 		"kind": types.KindUser, "metadata": map[string]any{"name": "gone"}, "spec": map[string]any{"roles": []string{RoleAdmin, RoleUser}}})
