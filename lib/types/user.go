@@ -81,6 +81,9 @@ func (o *User) Validate() error {
 		if !slices.Contains(Roles, r) {
 			return Invalid(fmt.Sprintf("spec.roles[%d]", i), "must be one of %v, got %q", Roles, r)
 		}
+		if slices.Contains(o.Spec.Roles[:i], r) {
+			return Invalid(fmt.Sprintf("spec.roles[%d]", i), "role %q is named twice", r)
+		}
 	}
 	return nil
 }

@@ -31,3 +31,17 @@ func TestTokenOfUser(t *testing.T) {
 		})
 	}
 }
+
+// A role named twice is refused, naming the second (it was stored as given).
+func TestUserRolesNamedOnce(t *testing.T) {
+	u := func(roles ...string) *User {
+		return &User{TypeMeta: TypeMeta{Kind: KindUser}, Metadata: ObjectMeta{Name: "dave"}, Spec: UserSpec{Roles: roles}}
+	}
+	assert.NoError(t, u(RoleUser, RoleOperator).Validate())
+	err := u(RoleUser, RoleOperator, RoleUser).Validate()
+	var fe *FieldError
+	if assert.ErrorAs(t, err, &fe) {
+		assert.Equal(t, "spec.roles[2]", fe.Field)
+		assert.Contains(t, fe.Message, `"user" is named twice`)
+	}
+}
