@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -104,7 +105,11 @@ func (s *Server) createJoinToken(c *gin.Context) {
 		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
-			s.writeErr(c, badRequest("", "want {\"ttl\": \"24h\"}: %s", strings.TrimPrefix(err.Error(), "json: ")))
+			field := ""
+			if te := (*json.UnmarshalTypeError)(nil); errors.As(err, &te) {
+				field = te.Field // {"ttl": 1}
+			}
+			s.writeErr(c, badRequest(field, "want {\"ttl\": \"24h\"}: %s", strings.TrimPrefix(err.Error(), "json: ")))
 			return
 		}
 	}

@@ -82,9 +82,12 @@ func TestJoinTokens(t *testing.T) {
 	assert.Equal(t, http.StatusForbidden, e.do("POST", "/api/v1/cluster/join-tokens", aliceTok, nil).code)
 	assert.Contains(t, string(e.do("GET", path(types.KindToken), adminTok, nil).body), body["name"].(string), "a join token is a Token, listed and revoked as one")
 
-	for _, bad := range []string{`{"ttl": "0s"}`, `{"ttl": "500ms"}`, `{"ttl": "200h"}`, `{"ttl": "soon"}`, `{"expires": "1h"}`} {
+	for _, bad := range []string{`{"ttl": "0s"}`, `{"ttl": "500ms"}`, `{"ttl": "200h"}`, `{"ttl": "soon"}`, `{"expires": "1h"}`, `{"ttl": 1}`} {
 		r := e.do("POST", "/api/v1/cluster/join-tokens", adminTok, bad)
 		assert.Equal(t, http.StatusBadRequest, r.code, bad)
+		if bad != `{"expires": "1h"}` {
+			assert.Equal(t, "ttl", r.errBody(t).Field, bad) // {"ttl": 1} named none
+		}
 	}
 	r = e.do("POST", path(types.KindToken), adminTok, map[string]any{"kind": types.KindToken, "metadata": map[string]any{"name": "j"},
 		"spec": map[string]any{"user": types.JoinUser, "role": types.RoleJoin}})
