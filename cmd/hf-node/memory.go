@@ -87,12 +87,22 @@ func (t *memoryTrimmer) step(figures func() (allocs, free uint64), cool func() i
 
 // trimMemoryWhenIdle runs the trimmer until ctx ends; cool, once a quiet
 // spell, drops what is kept only for speed and says how many bytes it
-// dropped: enough of them make a trim on their own.
+// dropped: enough of them make a trim on their own. With each cool the node
+// also unmaps the pages of its executable it is not using (releaseExePages).
 func trimMemoryWhenIdle(ctx context.Context, log *slog.Logger, cool func() int64) {
 	tick := time.NewTicker(trimTick)
 	defer tick.Stop()
 	allocs, _ := heapFigures()
 	t := memoryTrimmer{allocs: allocs}
+	coolAll := func() int64 {
+		dropped := cool()
+		if n, err := releaseExePages(); err != nil {
+			log.Debug("idle: unmapping the executable's pages", "err", err)
+		} else {
+			log.Debug("idle: unmapped the executable's read-only pages", "mb", n>>20)
+		}
+		return dropped
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -100,7 +110,7 @@ func trimMemoryWhenIdle(ctx context.Context, log *slog.Logger, cool func() int64
 		case <-tick.C:
 		}
 		start := time.Now()
-		if free, dropped, trimmed := t.step(heapFigures, cool, trimNow); trimmed {
+		if free, dropped, trimmed := t.step(heapFigures, coolAll, trimNow); trimmed {
 			log.Debug("idle: returned free memory to the OS", "free_mb", free>>20, "dropped_mb", dropped>>20, "took", time.Since(start))
 		}
 	}

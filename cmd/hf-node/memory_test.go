@@ -1,13 +1,20 @@
 package main
 
 import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestMemoryTrimmer(t *testing.T) {
@@ -118,4 +125,71 @@ func TestTrimEmptiesPools(t *testing.T) {
 func TestRuntimeLimitLeavesRoomForMappedTables(t *testing.T) {
 	assert.Equal(t, int64(896<<20), runtimeLimit(1024<<20))
 	assert.Equal(t, int64(28<<20), runtimeLimit(32<<20))
+}
+
+func TestReadOnlyExeSegments(t *testing.T) {
+	const smaps = `00400000-01592000 r-xp 00000000 fd:01 42 /usr/bin/hf-node
+Size:              17992 kB
+Rss:               13952 kB
+Anonymous:             0 kB
+01592000-02780000 r--p 01192000 fd:01 42 /usr/bin/hf-node
+Rss:               14004 kB
+Anonymous:             0 kB
+02780000-0283a000 rw-p 02380000 fd:01 42 /usr/bin/hf-node
+Anonymous:           612 kB
+0283a000-0284a000 r--p 0243a000 fd:01 42 /usr/bin/hf-node
+Anonymous:             4 kB
+0284a000-0285a000 r--p 00000000 fd:01 43 /usr/lib/libc.so.6
+Anonymous:             0 kB
+11ed34400000-11ed35800000 rw-p 00000000 00:00 0
+Anonymous:          4580 kB
+7ffd1000-7ffd2000 r--s 00000000 fd:01 42 /usr/bin/hf-node
+Anonymous:             0 kB
+`
+	segs, err := readOnlyExeSegments(strings.NewReader(smaps), "/usr/bin/hf-node")
+	require.NoError(t, err)
+	// Text and rodata; not the data segment (writable), the segment with a
+	// private copy of a page (the loader wrote it), another file, an
+	// anonymous mapping or a shared one.
+	require.Equal(t, []exeSegment{{0x400000, 0x1592000}, {0x1592000, 0x2780000}}, segs)
+}
+
+// TestReleaseExePages unmaps this test binary's text and read-only data: it
+// goes on running (what it runs comes back), with fewer of its pages
+// resident than before.
+func TestReleaseExePages(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("reads /proc/self/smaps")
+	}
+	exe, err := os.Executable()
+	require.NoError(t, err)
+	resident := func() int64 {
+		f, err := os.Open("/proc/self/smaps")
+		require.NoError(t, err)
+		defer f.Close()
+		var kb int64
+		in := false
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			fields := strings.Fields(sc.Text())
+			if _, ok := mappingRange(fields[0]); ok && len(fields) >= 5 {
+				in = len(fields) == 6 && fields[5] == exe && !strings.Contains(fields[1], "w")
+			} else if in && fields[0] == "Rss:" {
+				n, _ := strconv.ParseInt(fields[1], 10, 64)
+				kb += n
+			}
+		}
+		require.NoError(t, sc.Err())
+		return kb
+	}
+	before := resident()
+	n, err := releaseExePages()
+	require.NoError(t, err)
+	after := resident()
+	require.Positive(t, n)
+	t.Logf("read-only pages of the executable resident: %d kB before, %d kB after (%d MB unmapped)", before, after, n>>20)
+	require.Less(t, after, before/2)
+	// Code and read-only data come back from the file as they were.
+	sum := sha256.Sum256([]byte("hf-node"))
+	require.Equal(t, "273d42ed968fa54b673ba23f7a75868ddc628ccfac52666b4c6c40365c258e10", hex.EncodeToString(sum[:]))
 }

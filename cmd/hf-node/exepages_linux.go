@@ -1,0 +1,33 @@
+package main
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// releaseExePages unmaps the node's read-only segments of its executable
+// (see readOnlyExeSegments) and returns how many bytes they span.
+func releaseExePages() (int64, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return 0, err
+	}
+	f, err := os.Open("/proc/self/smaps")
+	if err != nil {
+		return 0, err
+	}
+	segs, err := readOnlyExeSegments(f, exe)
+	f.Close()
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, s := range segs {
+		if _, _, e := unix.Syscall(unix.SYS_MADVISE, s.start, s.end-s.start, unix.MADV_DONTNEED); e != 0 {
+			return n, e
+		}
+		n += int64(s.end - s.start)
+	}
+	return n, nil
+}
