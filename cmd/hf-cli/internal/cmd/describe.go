@@ -74,6 +74,20 @@ func runDescribe(ctx context.Context, f *Factory, res *resource, name string) er
 		w.section("Spec")
 		w.tree(spec, "  ")
 	}
+	// The rest of the status (a machine's addresses and resource, a node's
+	// heartbeat, ...); what has a line or a section of its own is left out.
+	rest := map[string]any{}
+	for k, v := range status {
+		switch k {
+		case "phase", "status", "reason", "conditions", "phaseTimes":
+		default:
+			rest[k] = v
+		}
+	}
+	if w.hasTree(rest) {
+		w.section("Status")
+		w.tree(rest, "  ")
+	}
 	if conds, ok := status["conditions"].([]any); ok && len(conds) > 0 {
 		w.section("Conditions")
 		rows := [][]string{{"TYPE", "STATUS", "REASON", "MESSAGE", "SINCE"}}
@@ -251,22 +265,100 @@ func (w *describer) rows(rows [][]string) {
 	}
 }
 
-// tree writes a JSON object as indented "key: value" lines.
+// tree writes a JSON object as indented "key: value" lines: an object's
+// fields one level further in, a list of objects as "- " items (a node's
+// drivers, a machine's addresses), a list of plain values on one line.
 func (w *describer) tree(m map[string]any, indent string) {
 	for _, k := range slices.Sorted(maps.Keys(m)) {
+		if !hasValue(m[k]) {
+			continue
+		}
 		switch v := m[k].(type) {
 		case map[string]any:
-			if len(v) == 0 {
+			if line, ok := flatString(v); ok {
+				fmt.Fprintf(w.out, "%s%s: %s\n", indent, k, line)
 				continue
 			}
 			fmt.Fprintf(w.out, "%s%s:\n", indent, k)
 			w.tree(v, indent+"  ")
-		default:
-			if s := str(v); s != "" && s != "[]" {
-				fmt.Fprintf(w.out, "%s%s: %s\n", indent, k, s)
+		case []any:
+			if !slices.ContainsFunc(v, func(e any) bool { _, ok := e.(map[string]any); return ok }) {
+				fmt.Fprintf(w.out, "%s%s: %s\n", indent, k, listString(v))
+				continue
 			}
+			fmt.Fprintf(w.out, "%s%s:\n", indent, k)
+			for _, e := range v {
+				item, ok := e.(map[string]any)
+				if !ok {
+					fmt.Fprintf(w.out, "%s  - %s\n", indent, str(e))
+					continue
+				}
+				// The item's first field after the dash, the rest under it.
+				var b strings.Builder
+				sub := &describer{out: &b, now: w.now}
+				sub.tree(item, indent+"    ")
+				fmt.Fprintf(w.out, "%s  - %s", indent, strings.TrimPrefix(b.String(), indent+"    "))
+			}
+		default:
+			fmt.Fprintf(w.out, "%s%s: %s\n", indent, k, str(v))
 		}
 	}
+}
+
+// hasTree reports whether tree would write anything for m.
+func (w *describer) hasTree(m map[string]any) bool {
+	for _, v := range m {
+		if hasValue(v) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasValue reports whether v is worth a line: not null, "", {} or [].
+func hasValue(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return false
+	case string:
+		return x != ""
+	case map[string]any:
+		for _, e := range x {
+			if hasValue(e) {
+				return true
+			}
+		}
+		return false
+	case []any:
+		return len(x) > 0
+	}
+	return true
+}
+
+// flatString is a small object of plain values on one line ("cpu=2,
+// ramGB=4"), false for anything larger or nested.
+func flatString(m map[string]any) (string, bool) {
+	if len(m) > 4 {
+		return "", false
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		switch m[k].(type) {
+		case map[string]any, []any:
+			return "", false
+		}
+		parts = append(parts, k+"="+str(m[k]))
+	}
+	return strings.Join(parts, ", "), true
+}
+
+// listString is a list of plain values on one line, comma-separated.
+func listString(v []any) string {
+	parts := make([]string, len(v))
+	for i, e := range v {
+		parts[i] = str(e)
+	}
+	return strings.Join(parts, ", ")
 }
 
 func newMachineLogsCmd(f *Factory, res *resource) *cobra.Command {

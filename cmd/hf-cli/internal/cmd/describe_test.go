@@ -209,3 +209,32 @@ func TestTokenCreateJSONNeverExpires(t *testing.T) {
 	require.Equal(t, 0, r.code, r.err)
 	assert.Contains(t, r.out, `"expiresAt"`)
 }
+
+// describe shows what a user needs of a machine (its addresses, the
+// driver's info) and a node's drivers as items, not a line of JSON.
+func TestDescribeMachineAndNodeDetails(t *testing.T) {
+	c := newCLI(t)
+	c.srv.Put(&types.Node{TypeMeta: types.TypeMeta{Kind: types.KindNode}, Metadata: types.ObjectMeta{Name: "n1"},
+		Spec: types.NodeSpec{APIAddress: "10.0.0.1:7700", Drivers: []types.NodeDriver{
+			{Name: "docker", Driver: "docker", Status: "ok", Capacity: types.Capacity{Free: types.Resources{CPU: 6, RAMGB: 12}}},
+			{Name: "native", Driver: "native", Status: "unprivileged mode", AllowedGroups: []string{"kvm", "video"}},
+		}},
+		Status: types.NodeStatus{Phase: types.NodeUp, Machines: 1}})
+	c.srv.Put(&types.Machine{TypeMeta: types.TypeMeta{Kind: types.KindMachine}, Metadata: types.ObjectMeta{Name: "m-1"},
+		Spec: types.MachineSpec{Node: "n1", Driver: "docker"},
+		Status: types.MachineStatus{Phase: types.MachineRunning,
+			Addresses:          []types.Endpoint{{Protocol: "ssh", Address: "10.0.0.1:2222"}},
+			MachineInformation: map[string]string{"user": "lab"}}})
+
+	r := c.run("describe", "machine", "m-1")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Contains(t, r.out, "Status:\n  addresses:\n    - address: 10.0.0.1:2222\n      protocol: ssh\n  machineInformation: user=lab\n")
+
+	r = c.run("describe", "node", "n1")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Contains(t, r.out, "  drivers:\n    - capacity:\n        free: cpu=6, ramGB=12\n")
+	assert.Contains(t, r.out, "    - allowedGroups: kvm, video\n      capacity:\n")
+	assert.Contains(t, r.out, "      driver: native\n      name: native\n      status: unprivileged mode\n")
+	assert.NotContains(t, r.out, `[{"`, "no list of objects as JSON")
+	assert.Contains(t, r.out, "Status:\n  machines: 1\n")
+}
