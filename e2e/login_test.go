@@ -32,4 +32,13 @@ func TestLoginFindsTheNodeOfADataDir(t *testing.T) {
 	out, errOut, code = runCLI(ctx, t, env, nil, "node", "list")
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, p.Name, "the profile login saved")
+
+	// A field the server cannot select by is a usage error, as a bad -l is.
+	_, errOut, code = runCLI(ctx, t, env, nil, "machine", "list", "--field-selector", "spec.colour=red")
+	assert.Equal(t, 2, code, errOut)
+	assert.Contains(t, errOut, `hf-cli: --field-selector: field "spec.colour" is not selectable on machines; selectable: metadata.name`)
+	_, errOut, code = runCLI(ctx, t, env, nil, "machine", "list", "-l", "a in (")
+	assert.Equal(t, 2, code, errOut)
+	_, errOut, code = runCLI(ctx, t, env, nil, "machine", "list", "--field-selector", "spec.node="+p.Name)
+	assert.Equal(t, 0, code, errOut)
 }

@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"k8s.io/apimachinery/pkg/labels"
+	"net/http"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/hf-fleet/hf/lib/client"
 	"github.com/hf-fleet/hf/lib/types"
@@ -98,6 +99,12 @@ func runList(ctx context.Context, opts *listOptions) error {
 	defer cancel()
 	objs, err := c.ListFields(ctx, opts.res.Kind, sel.String(), strings.Join(opts.fields, ","))
 	if err != nil {
+		// The server knows which fields a kind can be selected by: a
+		// selector it refuses is a mistake in the command line, as a bad
+		// -l is.
+		if ae := (*client.APIError)(nil); errors.As(err, &ae) && ae.Status == http.StatusBadRequest && ae.Field == "fieldSelector" {
+			return &usageError{err: fmt.Errorf("--field-selector: %s", ae.Message)}
+		}
 		return err
 	}
 	return opts.f.printer().objects(opts.res, objs, true)
