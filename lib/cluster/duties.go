@@ -21,6 +21,7 @@ const (
 	dutySession = "session/"
 	dutyNode    = "node/"
 	dutyCode    = "code/"
+	dutyUser    = "user/"
 )
 
 // duties runs the cluster-wide reconciles: every MachineSet, ScheduledEvent
@@ -74,6 +75,13 @@ func (d *duties) changed(kind, name string, old, obj types.Object) {
 		}
 	case types.KindSession:
 		d.q.Add(dutySession + name)
+		if se, ok := obj.(*types.Session); ok && old == nil && se.Spec.User != "" {
+			d.q.Add(dutyUser + se.Spec.User) // made as its user went?
+		}
+	case types.KindUser:
+		if obj == nil {
+			d.q.Add(dutyUser + name)
+		}
 	case types.KindAccessCode:
 		d.q.Add(dutyCode + name)
 	case types.KindNode:
@@ -90,6 +98,9 @@ func (d *duties) changed(kind, name string, old, obj types.Object) {
 			}
 		}
 	case types.KindMachineClaim:
+		if c, ok := obj.(*types.MachineClaim); ok && old == nil && c.Spec.User != "" {
+			d.q.Add(dutyUser + c.Spec.User) // made as its user went?
+		}
 		for _, o := range []types.Object{old, obj} {
 			c, ok := o.(*types.MachineClaim)
 			if !ok {
@@ -146,6 +157,11 @@ func (d *duties) membersChanged() {
 			d.q.Add(kind.prefix + o.Meta().Name)
 		}
 	}
+	for _, idx := range []string{idxClaimUser, idxSessionUser} {
+		for user := range d.n.cache.Keys(idx) {
+			d.q.Add(dutyUser + user)
+		}
+	}
 }
 
 // nodesKnown are the nodes whose gone duty may have work: those with a
@@ -193,6 +209,8 @@ func (d *duties) reconcile(key string) time.Duration {
 		return d.reconcileGone(strings.TrimPrefix(key, dutyNode))
 	case strings.HasPrefix(key, dutyCode):
 		return d.reconcileCode(strings.TrimPrefix(key, dutyCode))
+	case strings.HasPrefix(key, dutyUser):
+		return d.reconcileUser(strings.TrimPrefix(key, dutyUser))
 	}
 	return 0
 }

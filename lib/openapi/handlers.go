@@ -589,7 +589,9 @@ func (k kindRoutes) deleteUser(c *gin.Context, name string, want types.Version, 
 			return
 		}
 		// Not checkUserUnused: it counts from the node's indexes, which
-		// may not have heard of these deletes yet.
+		// may not have heard of these deletes yet. A claim the user makes
+		// elsewhere in this instant goes by the cluster's user duty
+		// (cluster.duties.reconcileUser).
 	} else if err := s.checkUserUnused(name); err != nil {
 		s.writeErr(c, err)
 		return
