@@ -14,7 +14,8 @@ import (
 // record arrives after its first claim.
 const userGoneGrace = time.Minute
 
-// reconcileUser deletes the sessions and claims of a deleted user. The API
+// reconcileUser deletes the live claims and the sessions not ended of a
+// deleted user. The API
 // refuses a user delete while the user holds live claims or sessions, and
 // a cascade deletes them first; but a claim or session the user made on
 // another node in that instant (its token still good there) reaches the
@@ -35,13 +36,17 @@ func (d *duties) reconcileUser(name string) time.Duration {
 		return 0
 	}
 	madeBefore := rec.DeletedAt.Add(userGoneGrace)
+	// What holds a machine or will: live claims and sessions not ended
+	// (as the API's check counts); ended ones stay, as a plain delete
+	// leaves them.
 	for _, s := range cache.TypedIndex[types.Session](n.cache, idxSessionUser, name) {
-		if s.Spec.User == name && s.Metadata.CreatedAt.Before(madeBefore) {
+		if s.Spec.User == name && s.Status.Phase != types.SessionPhaseEnded && s.Metadata.CreatedAt.Before(madeBefore) {
 			d.deleteOfGoneUser(types.KindSession, s.Metadata.Name, name)
 		}
 	}
 	for _, c := range cache.TypedIndex[types.MachineClaim](n.cache, idxClaimUser, name) {
-		if c.Spec.User == name && c.Metadata.CreatedAt.Before(madeBefore) {
+		live := c.Status.Phase == types.ClaimRequested || c.Status.Phase == types.ClaimBound
+		if c.Spec.User == name && live && c.Metadata.CreatedAt.Before(madeBefore) {
 			d.deleteOfGoneUser(types.KindMachineClaim, c.Metadata.Name, name)
 		}
 	}

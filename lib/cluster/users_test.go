@@ -59,6 +59,14 @@ func TestDeletedUsersClaimsGo(t *testing.T) {
 	tn.put(claimOf("b1", "bob")) // bob was never a user
 	tn.put(claimOf("c1", "carol"))
 	tn.put(session("s1", "alice"))
+	// One that failed (nothing fits it) holds nothing: it stays, as
+	// a plain delete of its user leaves it.
+	tn.put(template("huge", 100, 1, `{}`))
+	f1 := claim("f1", "huge", time.Second)
+	f1.Spec.User = "alice"
+	tn.put(f1)
+	clk.Add(2 * time.Second)
+	tn.waitPhase("f1", types.ClaimFailed)
 	a1 := tn.waitPhase("a1", types.ClaimBound)
 	tn.waitPhase("b1", types.ClaimBound)
 	tn.waitPhase("c1", types.ClaimBound)
@@ -88,7 +96,7 @@ func TestDeletedUsersClaimsGo(t *testing.T) {
 	tn.node.duties.reconcileUser("alice")
 	tn.node.duties.reconcileUser("bob")
 	tn.node.duties.reconcileUser("carol")
-	for _, name := range []string{"a3", "a4", "b1", "c1"} {
+	for _, name := range []string{"a3", "a4", "b1", "c1", "f1"} {
 		there(types.KindMachineClaim, name)
 	}
 }
