@@ -212,6 +212,7 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, held []o
 		ActivityResolution: cfg.Scheduler.ActivityResolution,
 		MinMachine:         types.Resources{CPU: cfg.Scheduler.MinCPU, RAMGB: cfg.Scheduler.MinRAMGB},
 		MaxRebinds:         cfg.Scheduler.MaxRebinds,
+		MaxRefusedPasses:   cfg.Scheduler.MaxRefusedPasses,
 		SoftwareVersion:    info.Version,
 	}, log, st, instances, mem)
 	if err != nil {

@@ -72,7 +72,7 @@ type elector struct {
 func newElector(n *Node) *elector {
 	return &elector{
 		n: n, q: workqueue.New(nil), answers: queue.New[Message](),
-		e:     scheduler.NewElector(n.cfg.OfferTimeout),
+		e:     scheduler.NewElectorRefusing(n.cfg.OfferTimeout, n.cfg.MaxRefusedPasses),
 		takes: map[string]string{}, onDemand: map[string]string{}, capped: map[string]string{}, waiting: map[string]string{},
 		issued: map[string]uint64{}, failed: map[string]failedWrite{},
 	}

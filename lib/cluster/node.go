@@ -65,6 +65,10 @@ type Config struct {
 	// MaxRebinds is how many times a claim whose machine died is bound
 	// again before it fails instead (scheduler.max_rebinds; 0: no cap).
 	MaxRebinds int
+	// MaxRefusedPasses fails a claim every node that fits refused in as
+	// many passes in a row (scheduler.max_refused_passes; 0: it waits for
+	// its bind timeout). See scheduler.NewElectorRefusing.
+	MaxRefusedPasses int
 	// AskTimeout bounds how long Ask waits for the owner's answer
 	// (default 5s).
 	AskTimeout time.Duration

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/hf-fleet/hf/lib/scheduler"
 )
 
 // Config is hf-node's whole configuration. The mapstructure (and yaml) tags are
@@ -280,6 +282,11 @@ type SchedulerConfig struct {
 	// exits at once, a node lost) is bound again before it fails with the
 	// reason; 0 is no cap. Default: 5.
 	MaxRebinds int `mapstructure:"max_rebinds" yaml:"max_rebinds"`
+	// MaxRefusedPasses fails a claim that every node that fits declined or
+	// gave back (its allocation failed: an image no engine has) in this many
+	// passes over the nodes in a row, over a minute at least, rather than
+	// wait for its bind timeout; 0 waits for the bind timeout. Default: 3.
+	MaxRefusedPasses int `mapstructure:"max_refused_passes" yaml:"max_refused_passes"`
 }
 
 // DebugConfig configures the node's debug endpoints.
@@ -417,6 +424,7 @@ func defaults(dataDir string) Config {
 			MinCPU:             0.05,
 			MinRAMGB:           0.05,
 			MaxRebinds:         5,
+			MaxRefusedPasses:   scheduler.DefaultRefusedPasses,
 		},
 		Store:          StoreConfig{GCInterval: DefaultGCInterval, TombstoneTTL: DefaultTombstoneTTL, TombstoneMinAge: DefaultTombstoneMinAge},
 		Drivers:        defaultDrivers(),

@@ -83,6 +83,7 @@ func wantDefaults() config.Config {
 			MinCPU:             0.05,
 			MinRAMGB:           0.05,
 			MaxRebinds:         5,
+			MaxRefusedPasses:   3,
 		},
 		Store:          config.StoreConfig{GCInterval: 5 * time.Minute, TombstoneTTL: 24 * time.Hour, TombstoneMinAge: 10 * time.Minute},
 		Drivers:        []config.DriverConfig{{Name: "test"}},

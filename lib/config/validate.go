@@ -230,6 +230,9 @@ func (s *SchedulerConfig) validate(p *problems) {
 	if s.MaxRebinds < 0 {
 		p.addf("scheduler.max_rebinds", "must not be negative, got %d", s.MaxRebinds)
 	}
+	if s.MaxRefusedPasses < 0 {
+		p.addf("scheduler.max_refused_passes", "must not be negative, got %d", s.MaxRefusedPasses)
+	}
 	for f, v := range map[string]float64{"scheduler.min_cpu": s.MinCPU, "scheduler.min_ram_gb": s.MinRAMGB} {
 		if !(v > 0 && v <= 64) {
 			p.addf(f, "must be above 0 and at most 64, got %v", v)

@@ -63,6 +63,14 @@ type claimState struct {
 	// for its reason: tried is cleared for a new pass, and a node tried in
 	// an earlier pass has been offered the claim.
 	triedOnce map[string]bool
+	// refused holds the nodes of this pass that declined the claim or gave
+	// it back (not those that did not answer, or left: they may have
+	// accepted it); cleared with tried. refusedPasses counts the passes in
+	// a row that ended with every node that fits among them, the first of
+	// them ending at refusedSince.
+	refused       map[string]bool
+	refusedPasses int
+	refusedSince  time.Time
 }
 
 // try notes that node declined, did not answer or gave the claim back.
@@ -90,8 +98,12 @@ type hold struct {
 // is not safe for concurrent use; the shell serialises Step calls.
 type Elector struct {
 	offerTimeout time.Duration
-	claims       map[string]*claimState
-	cands        []Candidate
+	// refusedPasses fails a claim that every node that fits refused in as
+	// many passes in a row, over MinRefusedSpan at least (0: never; it
+	// waits for its bind deadline).
+	refusedPasses int
+	claims        map[string]*claimState
+	cands         []Candidate
 	// holds: claim -> capacity held for it; extra: candidate key -> sum of holds.
 	holds map[string]hold
 	extra map[string]extraRes
@@ -109,14 +121,33 @@ type extraRes struct {
 // NewElector returns an empty Elector whose offers expire after offerTimeout
 // (DefaultOfferTimeout when offerTimeout is not positive).
 func NewElector(offerTimeout time.Duration) *Elector {
+	return NewElectorRefusing(offerTimeout, 0)
+}
+
+// MinRefusedSpan is the least time over which every node that fits must
+// have refused a claim, pass after pass, before the elector fails it: a
+// node whose allocations fail for a moment (its container engine
+// restarting) is given that long to recover.
+const MinRefusedSpan = time.Minute
+
+// DefaultRefusedPasses is scheduler.max_refused_passes' default.
+const DefaultRefusedPasses = 3
+
+// NewElectorRefusing is NewElector whose claims fail once every node that
+// fits has declined them or given them back (an image missing from every
+// engine, a configuration no driver takes) in refusedPasses passes in a
+// row over MinRefusedSpan, rather than wait for their bind deadline (24 h
+// by default) to say so. 0 turns that off.
+func NewElectorRefusing(offerTimeout time.Duration, refusedPasses int) *Elector {
 	if offerTimeout <= 0 {
 		offerTimeout = DefaultOfferTimeout
 	}
 	return &Elector{
-		offerTimeout: offerTimeout,
-		claims:       map[string]*claimState{},
-		holds:        map[string]hold{},
-		extra:        map[string]extraRes{},
+		offerTimeout:  offerTimeout,
+		refusedPasses: max(refusedPasses, 0),
+		claims:        map[string]*claimState{},
+		holds:         map[string]hold{},
+		extra:         map[string]extraRes{},
 	}
 }
 
@@ -135,7 +166,7 @@ func (e *Elector) Step(now time.Time, in Input) []Action {
 		out = e.declined(now, in)
 	case GaveBack:
 		if st, ok := e.claims[in.Claim]; ok && st.phase == phaseAccepted && st.offer.node == in.Node && st.offer.round == in.Round {
-			out = e.giveUp(now, st, in.Reason)
+			out = e.giveUp(now, st, in.Reason, true)
 		}
 	case Timeout:
 		out = e.timeout(now, in)
@@ -253,10 +284,11 @@ func (e *Elector) candidatesChanged(now time.Time, in CandidatesChanged) []Actio
 		switch st.phase {
 		case phaseOffering:
 			if !e.nodeAlive(st.offer.node) && in.Quorum {
-				out = append(out, e.giveUp(now, st, fmt.Sprintf("node %s left with the offer unanswered", st.offer.node))...)
+				out = append(out, e.giveUp(now, st, fmt.Sprintf("node %s left with the offer unanswered", st.offer.node), false)...)
 			}
 		case phaseWaiting:
 			clear(st.tried)
+			clear(st.refused)
 			out = append(out, e.next(now, st)...)
 		}
 	}
@@ -288,7 +320,7 @@ func (e *Elector) declined(now time.Time, in Declined) []Action {
 	if reason == "" {
 		reason = "no reason given"
 	}
-	return e.giveUp(now, st, fmt.Sprintf("node %s declined: %s", in.Node, reason))
+	return e.giveUp(now, st, fmt.Sprintf("node %s declined: %s", in.Node, reason), true)
 }
 
 func (e *Elector) timeout(now time.Time, in Timeout) []Action {
@@ -316,7 +348,7 @@ func (e *Elector) timeout(now time.Time, in Timeout) []Action {
 				continue
 			}
 			why := fmt.Sprintf("node %s did not answer the offer in %d tries of %s", st.offer.node, offerResends+1, e.offerTimeout)
-			out = append(out, e.giveUp(now, st, why)...)
+			out = append(out, e.giveUp(now, st, why, false)...)
 		}
 	}
 	return out
@@ -347,11 +379,11 @@ func (e *Elector) nodeDown(now time.Time, in NodeDown) []Action {
 		switch st.phase {
 		case phaseOffering:
 			if in.Quorum {
-				out = append(out, e.giveUp(now, st, fmt.Sprintf("node %s went down with the offer unanswered", in.Node))...)
+				out = append(out, e.giveUp(now, st, fmt.Sprintf("node %s went down with the offer unanswered", in.Node), false)...)
 			}
 		case phaseAccepted:
 			if in.Quorum {
-				out = append(out, e.giveUp(now, st, fmt.Sprintf("node %s went down before binding the claim", in.Node))...)
+				out = append(out, e.giveUp(now, st, fmt.Sprintf("node %s went down before binding the claim", in.Node), false)...)
 			}
 		}
 	}
@@ -384,9 +416,16 @@ func (e *Elector) matching(claim, node string, round uint64) *claimState {
 	return st
 }
 
-// giveUp excludes the claim's offered (or accepting) node and elects again.
-func (e *Elector) giveUp(now time.Time, st *claimState, why string) []Action {
+// giveUp excludes the claim's offered (or accepting) node and elects again;
+// refused says the node declined the claim or gave it back.
+func (e *Elector) giveUp(now time.Time, st *claimState, why string, refused bool) []Action {
 	st.try(st.offer.node)
+	if refused {
+		if st.refused == nil {
+			st.refused = map[string]bool{}
+		}
+		st.refused[st.offer.node] = true
+	}
 	st.lastDecline = why
 	e.release(st.name)
 	st.phase, st.offer = phaseOffering, offer{}
@@ -406,6 +445,9 @@ func (e *Elector) next(now time.Time, st *claimState) []Action {
 		if st.phase == phaseWaiting {
 			return nil
 		}
+		if out := e.passRefused(now, st); out != nil {
+			return out
+		}
 		st.phase = phaseWaiting
 		return []Action{Waiting{Claim: st.name, Reason: e.reason(st)}}
 	}
@@ -422,10 +464,54 @@ func (e *Elector) expired(now time.Time, st *claimState) bool {
 }
 
 func (e *Elector) fail(st *claimState) []Action {
-	reason := "not bound within its bind timeout: " + e.reason(st)
+	return e.failWith(st, "not bound within its bind timeout: "+e.reason(st))
+}
+
+func (e *Elector) failWith(st *claimState, reason string) []Action {
 	st.phase = phaseFailed
 	e.release(st.name)
 	return []Action{Fail{Claim: st.name, Reason: reason}}
+}
+
+// passRefused ends a pass over the nodes (every one tried): when every node
+// that fits declined the claim or gave it back, it counts the pass, and
+// fails the claim once refusedPasses such passes in a row took
+// MinRefusedSpan at least. A pass with a node that did not answer, or one
+// that fits and was not offered the claim, starts the count again.
+func (e *Elector) passRefused(now time.Time, st *claimState) []Action {
+	if e.refusedPasses == 0 {
+		return nil
+	}
+	fits := e.fitNodes(st)
+	if len(fits) == 0 || slices.ContainsFunc(fits, func(n string) bool { return !st.refused[n] }) {
+		st.refusedPasses = 0
+		return nil
+	}
+	if st.refusedPasses == 0 {
+		st.refusedSince = now
+	}
+	st.refusedPasses++
+	span := now.Sub(st.refusedSince)
+	if st.refusedPasses < e.refusedPasses || span < MinRefusedSpan {
+		return nil
+	}
+	return e.failWith(st, fmt.Sprintf("every node that fits (%s) refused it, %d times in a row over %s; last: %s",
+		nodeList(fits), st.refusedPasses, span.Round(time.Second), st.lastDecline))
+}
+
+// fitNodes are the nodes that fit the claim by the reports, tried or not,
+// sorted.
+func (e *Elector) fitNodes(st *claimState) []string {
+	req := st.req
+	req.Exclude = nil
+	ranked := Rank(req, e.view())
+	// A node fits once per driver of it that does.
+	fits := make([]string, 0, len(ranked))
+	for _, r := range ranked {
+		fits = append(fits, r.Node)
+	}
+	slices.Sort(fits)
+	return slices.Compact(fits)
 }
 
 // reason explains why the claim is not placed: what stops every candidate by
@@ -435,20 +521,12 @@ func (e *Elector) reason(st *claimState) string {
 	if st.phase == phaseOffering && st.offer.node != "" {
 		return fmt.Sprintf("offer to node %s (round %d) is unanswered", st.offer.node, st.offer.round)
 	}
-	req := st.req
-	req.Exclude = nil
-	view := e.view()
-	ranked := Rank(req, view)
-	if len(ranked) == 0 {
-		return NoFitReason(req, view)
+	fits := e.fitNodes(st)
+	if len(fits) == 0 {
+		req := st.req
+		req.Exclude = nil
+		return NoFitReason(req, e.view())
 	}
-	// A node fits once per driver of it that does.
-	fits := make([]string, 0, len(ranked))
-	for _, r := range ranked {
-		fits = append(fits, r.Node)
-	}
-	slices.Sort(fits)
-	fits = slices.Compact(fits)
 	var untried []string
 	for _, node := range fits {
 		if !st.triedOnce[node] {

@@ -521,3 +521,80 @@ func TestElectorReasonCountsEarlierPasses(t *testing.T) {
 	assert.Equal(t, []Action{Fail{Claim: "c1", Reason: "not bound within its bind timeout: every node that fits (n1, n2, n3) was tried; last: " + in.Reason}},
 		e.Step(t0.Add(2*time.Minute), in))
 }
+
+// A claim that every node that fits refuses (declines it, or gives it back
+// as its allocation fails: an image missing from every engine) fails once
+// that held for DefaultRefusedPasses passes in a row over MinRefusedSpan,
+// saying so, rather than wait for its bind deadline (24 h by default). A
+// pass in which a node did not answer starts the count again, as does one
+// with a node that fits and was not refused; an elector without the limit
+// waits for the deadline.
+func TestElectorFailsAClaimEveryNodeRefuses(t *testing.T) {
+	two := func() []Candidate { return []Candidate{cand("n1", 8, 32, 0, 0), cand("n2", 8, 32, 0, 0)} }
+	e := NewElectorRefusing(offerTO, DefaultRefusedPasses)
+	require.Empty(t, e.Step(t0, CandidatesChanged{Candidates: two()}))
+	req := request("c1", 2)
+	req.Deadline = t0.Add(24 * time.Hour)
+	now := t0
+	// pass runs one pass: each offer refused, by a decline or a give-back
+	// after an acceptance, and returns the actions of the last refusal.
+	pass := func(giveBack bool) []Action {
+		t.Helper()
+		acts := e.Step(now, CandidatesChanged{Candidates: two()})
+		if now == t0 {
+			acts = e.Step(now, req)
+		}
+		for range 2 {
+			o := offerOf(t, acts)
+			if giveBack {
+				require.NotEmpty(t, e.Step(now, Accepted{Claim: "c1", Node: o.Node, Driver: o.Driver, Round: o.Round}))
+				acts = e.Step(now, GaveBack{Claim: "c1", Node: o.Node, Round: o.Round, Reason: "allocation on " + o.Node + " failed: image hf/lab:1 not found"})
+			} else {
+				acts = e.Step(now, Declined{Claim: "c1", Node: o.Node, Round: o.Round, Reason: "no such image"})
+			}
+		}
+		return acts
+	}
+	waits := func(acts []Action) {
+		t.Helper()
+		require.Len(t, acts, 1)
+		_, ok := acts[0].(Waiting)
+		require.True(t, ok, "%#v", acts[0])
+	}
+	// Three passes within the minute: it waits on.
+	for i := range DefaultRefusedPasses {
+		waits(pass(i%2 == 0))
+		now = now.Add(10 * time.Second)
+	}
+	// A pass whose last offer goes unanswered starts the count again.
+	o := offerOf(t, e.Step(now, CandidatesChanged{Candidates: two()}))
+	o = offerOf(t, e.Step(now, Declined{Claim: "c1", Node: o.Node, Round: o.Round, Reason: "no such image"}))
+	for range offerResends {
+		now = now.Add(offerTO)
+		offerOf(t, e.Step(now, Timeout{}))
+	}
+	now = now.Add(offerTO)
+	waits(e.Step(now, Timeout{}))
+	for range DefaultRefusedPasses - 1 {
+		now = now.Add(30 * time.Second)
+		waits(pass(true))
+	}
+	// The third refused pass in a row, 60 s after the first: it fails.
+	now = now.Add(30 * time.Second)
+	acts := pass(true)
+	require.Len(t, acts, 1)
+	f, ok := acts[0].(Fail)
+	require.True(t, ok, "%#v", acts[0])
+	assert.Equal(t, Fail{Claim: "c1", Reason: "every node that fits (n1, n2) refused it, 3 times in a row over 1m0s; " +
+		"last: allocation on n1 failed: image hf/lab:1 not found"}, f)
+	assert.Empty(t, e.Pending())
+
+	// Without the limit it waits until its deadline.
+	e = NewElector(offerTO)
+	now = t0
+	require.Empty(t, e.Step(t0, CandidatesChanged{Candidates: two()}))
+	for range 10 {
+		waits(pass(false))
+		now = now.Add(time.Minute)
+	}
+}
