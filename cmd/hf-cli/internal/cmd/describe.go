@@ -336,7 +336,8 @@ func hasValue(v any) bool {
 }
 
 // flatString is a small object of plain values on one line ("cpu=2,
-// ramGB=4"), false for anything larger or nested.
+// ramGB=4"), false for anything larger, longer than a short line, or
+// nested.
 func flatString(m map[string]any) (string, bool) {
 	if len(m) > 4 {
 		return "", false
@@ -349,7 +350,8 @@ func flatString(m map[string]any) (string, bool) {
 		}
 		parts = append(parts, k+"="+str(m[k]))
 	}
-	return strings.Join(parts, ", "), true
+	line := strings.Join(parts, ", ")
+	return line, len(line) <= 80
 }
 
 // listString is a list of plain values on one line, comma-separated.

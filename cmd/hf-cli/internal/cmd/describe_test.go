@@ -224,11 +224,13 @@ func TestDescribeMachineAndNodeDetails(t *testing.T) {
 		Spec: types.MachineSpec{Node: "n1", Driver: "docker"},
 		Status: types.MachineStatus{Phase: types.MachineRunning,
 			Addresses:          []types.Endpoint{{Protocol: "ssh", Address: "10.0.0.1:2222"}},
-			MachineInformation: map[string]string{"user": "lab"}}})
+			MachineInformation: map[string]string{"user": "lab"},
+			Reap:               &types.MachineRequest{Reason: strings.Repeat("the set shrank; ", 6)}}})
 
 	r := c.run("describe", "machine", "m-1")
 	require.Equal(t, 0, r.code, r.err)
 	assert.Contains(t, r.out, "Status:\n  addresses:\n    - address: 10.0.0.1:2222\n      protocol: ssh\n  machineInformation: user=lab\n")
+	assert.Contains(t, r.out, "  reap:\n    reason: the set shrank; ", "a long value is not squeezed onto one line")
 
 	r = c.run("describe", "node", "n1")
 	require.Equal(t, 0, r.code, r.err)
