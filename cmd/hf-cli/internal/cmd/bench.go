@@ -105,10 +105,17 @@ func newBenchClaimsCmd(f *Factory) *cobra.Command {
 	return c
 }
 
-// benchFits fails at once, with the reason, when the cluster could not hold
-// count machines of the template now: the run keeps every claim until its
-// end, so the claims past that room would only wait for their bind timeout
-// (and the run for its own).
+// benchRoomWait is how long benchFits waits for the nodes' reports to
+// show capacity in use being given back (a run just before this one
+// deleted its claims): a node reports every 10 s.
+var benchRoomWait = 15 * time.Second
+
+// benchFits fails, with the reason, when the cluster could not hold count
+// machines of the template now: the run keeps every claim until its end, so
+// the claims past that room would only wait for their bind timeout (and the
+// run for its own). It fails at once unless capacity is in use, which may be
+// on its way back (the machines of a run that just ended): then it reads the
+// nodes again for up to benchRoomWait.
 func benchFits(ctx context.Context, f *Factory, c *client.Client, template string, count int) error {
 	rctx, cancel := f.requestContext(ctx)
 	defer cancel()
@@ -117,14 +124,45 @@ func benchFits(ctx context.Context, f *Factory, c *client.Client, template strin
 		return withNameSuggestion(rctx, c, types.KindMachineTemplate, template, err)
 	}
 	t := o.(*types.MachineTemplate)
-	nodes, err := c.List(rctx, types.KindNode, nil)
-	if err != nil {
-		return err
+	deadline := time.Now().Add(benchRoomWait)
+	said := false
+	for {
+		room, inUse, seen, err := benchRoom(rctx, c, t)
+		if err != nil {
+			return err
+		}
+		if room >= int64(count) {
+			return nil
+		}
+		if inUse && time.Now().Before(deadline) {
+			if !said {
+				fmt.Fprintf(f.Err, "hf-cli: room for %d of %d machines now, some capacity in use: waiting up to %s for the nodes to report it given back\n", room, count, benchRoomWait)
+				said = true
+			}
+			select {
+			case <-rctx.Done():
+				return rctx.Err()
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		if room == 0 {
+			return fmt.Errorf("%w: no node has room for one machine of template %s (%s CPU, %s GiB RAM) now: %s",
+				errClaimFailed, template, num(t.Spec.Resources.CPU), num(t.Spec.Resources.RAMGB), strings.Join(seen, "; "))
+		}
+		return fmt.Errorf("%w: the cluster has room for %d machines of template %s (%s CPU, %s GiB RAM) now, and the run holds all %d of its claims until it ends: lower --count or add capacity (%s)",
+			errClaimFailed, room, template, num(t.Spec.Resources.CPU), num(t.Spec.Resources.RAMGB), count, strings.Join(seen, "; "))
 	}
-	var (
-		seen []string
-		room int64
-	)
+}
+
+// benchRoom is how many machines of t the nodes' reports have room for,
+// whether capacity is in use on a driver t could use, and what each node
+// said.
+func benchRoom(ctx context.Context, c *client.Client, t *types.MachineTemplate) (room int64, inUse bool, seen []string, err error) {
+	nodes, err := c.List(ctx, types.KindNode, nil)
+	if err != nil {
+		return 0, false, nil, err
+	}
 	for _, n := range nodes {
 		node := n.(*types.Node)
 		if node.Status.Phase != types.NodeUp || node.Spec.Maintenance {
@@ -138,21 +176,14 @@ func benchFits(ctx context.Context, f *Factory, c *client.Client, template strin
 				}
 			}
 			room = min(room+scheduler.Fit(d.Capacity, t.Spec.Resources, t.Spec.AllowOverbook), scheduler.Unlimited)
+			inUse = inUse || d.Capacity.Used.Add(d.Capacity.Reserved) != (types.Resources{})
 			seen = append(seen, fmt.Sprintf("%s/%s has %s CPU, %s GiB free", node.Metadata.Name, d.Name, num(d.Capacity.Free.CPU), num(d.Capacity.Free.RAMGB)))
 		}
 	}
 	if len(seen) == 0 {
 		seen = append(seen, "no node runs a driver the template configures")
 	}
-	switch {
-	case room == 0:
-		return fmt.Errorf("%w: no node has room for one machine of template %s (%s CPU, %s GiB RAM) now: %s",
-			errClaimFailed, template, num(t.Spec.Resources.CPU), num(t.Spec.Resources.RAMGB), strings.Join(seen, "; "))
-	case room < int64(count):
-		return fmt.Errorf("%w: the cluster has room for %d machines of template %s (%s CPU, %s GiB RAM) now, and the run holds all %d of its claims until it ends: lower --count or add capacity (%s)",
-			errClaimFailed, room, template, num(t.Spec.Resources.CPU), num(t.Spec.Resources.RAMGB), count, strings.Join(seen, "; "))
-	}
-	return nil
+	return room, inUse, seen, nil
 }
 
 func runBench(ctx context.Context, opts *benchOptions) error {

@@ -160,3 +160,43 @@ func TestBenchFailsFastWhenNothingFits(t *testing.T) {
 	assert.Equal(t, ExitNotFound, r.code)
 	assert.Contains(t, r.err, "did you mean small")
 }
+
+// A run right after another finds the nodes' reports still counting the
+// machines the last run's deletes give back: it waits (up to
+// benchRoomWait) for the reports to show them free, and runs. Capacity in
+// use that stays is the shortfall of before, after the wait.
+func TestBenchWaitsForCapacityGivenBack(t *testing.T) {
+	defer func(d time.Duration) { benchRoomWait = d }(benchRoomWait)
+	benchRoomWait = 20 * time.Second
+	c := newCLI(t)
+	playCluster(c)
+	full := func(used float64) {
+		total := types.Resources{CPU: 24, RAMGB: 48}
+		usedRes := types.Resources{CPU: used, RAMGB: used}
+		c.srv.Put(&types.Node{TypeMeta: types.TypeMeta{Kind: types.KindNode}, Metadata: types.ObjectMeta{Name: "n1"},
+			Spec: types.NodeSpec{Drivers: []types.NodeDriver{{Name: "test", Driver: "test",
+				Capacity: types.Capacity{Total: total, Usable: total, Used: usedRes, Free: types.Resources{CPU: 24 - used, RAMGB: 48 - used}}}}},
+			Status: types.NodeStatus{Phase: types.NodeUp}})
+	}
+	full(24)
+	go func() {
+		// The next report, once the run has read the nodes twice (it
+		// waits between reads: the first found too little room).
+		for len(queriesOf(c, "/api/v1/nodes")) < 2 {
+			time.Sleep(10 * time.Millisecond)
+		}
+		full(0)
+	}()
+	r := c.run("bench", "claims", "--template", "small", "--count", "20")
+	require.Equal(t, 0, r.code, r.err)
+	assert.Contains(t, r.err, "room for 0 of 20 machines now, some capacity in use: waiting up to 20s for the nodes to report it given back")
+	assert.True(t, strings.HasPrefix(strings.Split(strings.TrimSpace(r.out), "\n")[1], "20\t20\t0\t"), r.out)
+
+	full(10)
+	benchRoomWait = time.Second
+	start := time.Now()
+	r = c.run("bench", "claims", "--template", "small", "--count", "20")
+	assert.Equal(t, ExitTimeout, r.code, r.err)
+	assert.Contains(t, r.err, "the cluster has room for 14 machines of template small")
+	assert.GreaterOrEqual(t, time.Since(start), benchRoomWait)
+}
