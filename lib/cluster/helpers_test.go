@@ -16,6 +16,7 @@ import (
 
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/drivers/testdriver"
+	"github.com/hf-fleet/hf/lib/internal/testclock"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -54,6 +55,21 @@ func newTestNode(t *testing.T, name, driverCfg string) *testNode {
 	tn.start()
 	t.Cleanup(tn.stop)
 	return tn
+}
+
+// clockedNode starts node n1 with a test driver of driverCfg whose clock
+// stands still at t0, today's second, until the test moves it, and stops it
+// at the test's end; config, when set, changes its config. Today, not a
+// fixed day: the acceptor bounds an allocation by a context deadline at the
+// claim's bind timeout, which the real clock reads, so a clock set to a day
+// in the past would time every allocation out.
+func clockedNode(t *testing.T, driverCfg string, config func(*Config)) (tn *testNode, clk *testclock.Clock, t0 time.Time) {
+	t0 = time.Now().UTC().Truncate(time.Second)
+	clk = testclock.New(t0)
+	tn = &testNode{t: t, name: "n1", dir: t.TempDir(), driver: driverCfg, now: clk.Now, config: config}
+	tn.start()
+	t.Cleanup(tn.stop)
+	return tn, clk, t0
 }
 
 func (tn *testNode) start() {

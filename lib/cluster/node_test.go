@@ -12,7 +12,6 @@ import (
 
 	"github.com/hf-fleet/hf/lib/drivers"
 	"github.com/hf-fleet/hf/lib/drivers/testdriver"
-	"github.com/hf-fleet/hf/lib/internal/testclock"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -316,10 +315,7 @@ func TestDeletedMachineRecordIsReleased(t *testing.T) {
 // the hand-back. It was given back as an unbound round and failed at once,
 // "not bound within its bind timeout".
 func TestBoundClaimWhoseMachineIsGoneIsBoundAgain(t *testing.T) {
-	clk := testclock.New(time.Now().UTC())
-	tn := &testNode{t: t, name: "n1", dir: t.TempDir(), driver: `{"cpus": 4, "ram_gb": 8}`, now: clk.Now}
-	tn.start()
-	t.Cleanup(tn.stop)
+	tn, clk, _ := clockedNode(t, `{"cpus": 4, "ram_gb": 8}`, nil)
 	tn.put(template("small", 1, 1, `{}`))
 	tn.put(claim("c", "small", time.Minute))
 	first := tn.waitPhase("c", types.ClaimBound)

@@ -84,7 +84,7 @@ func runDescribe(ctx context.Context, f *Factory, res *resource, name string) er
 			rest[k] = v
 		}
 	}
-	if w.hasTree(rest) {
+	if hasValue(rest) {
 		w.section("Status")
 		w.tree(rest, "  ")
 	}
@@ -303,16 +303,6 @@ func (w *describer) tree(m map[string]any, indent string) {
 			fmt.Fprintf(w.out, "%s%s: %s\n", indent, k, str(v))
 		}
 	}
-}
-
-// hasTree reports whether tree would write anything for m.
-func (w *describer) hasTree(m map[string]any) bool {
-	for _, v := range m {
-		if hasValue(v) {
-			return true
-		}
-	}
-	return false
 }
 
 // hasValue reports whether v is worth a line: not null, "", {} or [].
