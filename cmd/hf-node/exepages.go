@@ -11,11 +11,11 @@ import (
 // own text and read-only data: what package initialisation and the start
 // ran once, and the neighbours the kernel maps with every fault
 // (fault-around). Over an idle minute the node referenced ~6 MB of them
-// (/proc/PID/clear_refs, then smaps' Referenced). When the node trims, it
-// also unmaps its read-only segments of the executable (MADV_DONTNEED): the
-// page cache keeps the pages, what the node runs next comes back as a minor
-// fault, and the rest is cache the kernel may reclaim without unmapping it
-// from the node first.
+// (/proc/PID/clear_refs, then smaps' Referenced). Each time the node cools
+// (once a quiet spell) it unmaps its read-only segments of the executable
+// (MADV_DONTNEED): the page cache keeps the pages, what the node runs next
+// comes back as a minor fault, and the rest is cache the kernel may reclaim
+// without unmapping it from the node first.
 
 // exeSegment is a read-only mapping of the executable.
 type exeSegment struct{ start, end uintptr }

@@ -15,13 +15,12 @@ import (
 const userGoneGrace = time.Minute
 
 // reconcileUser deletes the live claims and the sessions not ended of a
-// deleted user. The API
-// refuses a user delete while the user holds live claims or sessions, and
-// a cascade deletes them first; but a claim or session the user made on
-// another node in that instant (its token still good there) reaches the
-// decision after it, and would keep its machine for nobody. A user with no
-// record at all (a name an admin's claim gives) is left alone; so is one
-// that exists.
+// deleted user. The API refuses a user delete while the user holds live
+// claims or sessions, and a cascade deletes them first; but a claim or
+// session the user made on another node in that instant (its token still
+// good there) reaches the decision after it, and would keep its machine for
+// nobody. A user with no record at all (a name an admin's claim gives) is
+// left alone; so is one that exists.
 func (d *duties) reconcileUser(name string) time.Duration {
 	n := d.n
 	if _, ok := n.cache.Get(types.KindUser, name); ok {

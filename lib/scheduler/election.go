@@ -136,8 +136,8 @@ const DefaultRefusedPasses = 3
 // NewElectorRefusing is NewElector whose claims fail once every node that
 // fits has declined them or given them back (an image missing from every
 // engine, a configuration no driver takes) in refusedPasses passes in a
-// row over MinRefusedSpan, rather than wait for their bind deadline (24 h
-// by default) to say so. 0 turns that off.
+// row over MinRefusedSpan, rather than wait for their bind deadline (5
+// minutes by default, up to 24 h) to say so. 0 turns that off.
 func NewElectorRefusing(offerTimeout time.Duration, refusedPasses int) *Elector {
 	if offerTimeout <= 0 {
 		offerTimeout = DefaultOfferTimeout

@@ -525,10 +525,10 @@ func TestElectorReasonCountsEarlierPasses(t *testing.T) {
 // A claim that every node that fits refuses (declines it, or gives it back
 // as its allocation fails: an image missing from every engine) fails once
 // that held for DefaultRefusedPasses passes in a row over MinRefusedSpan,
-// saying so, rather than wait for its bind deadline (24 h by default). A
-// pass in which a node did not answer starts the count again, as does one
-// with a node that fits and was not refused; an elector without the limit
-// waits for the deadline.
+// saying so, rather than wait for its bind deadline (5 minutes by default,
+// up to 24 h). A pass in which a node did not answer starts the count
+// again, as does one with a node that fits and was not refused; an elector
+// without the limit waits for the deadline.
 func TestElectorFailsAClaimEveryNodeRefuses(t *testing.T) {
 	two := func() []Candidate { return []Candidate{cand("n1", 8, 32, 0, 0), cand("n2", 8, 32, 0, 0)} }
 	e := NewElectorRefusing(offerTO, DefaultRefusedPasses)
