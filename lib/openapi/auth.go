@@ -278,23 +278,37 @@ func (s *Server) sight(p Principal) *sight {
 // store; past it the claims are read from the store.
 const claimsOfWait = 2 * time.Second
 
-// userClaims are user's claims, read only: from the node's index
-// (Config.ClaimsOf) when it has one, else every claim read from the store.
-// (Each user's claim create, machine read and stream read and decoded every
-// claim of the store: ~1 s on a node of 40,000.)
+// userClaims are user's claims, read only: see ownedBy. (Each user's claim
+// create, machine read and stream read and decoded every claim of the
+// store: ~1 s on a node of 40,000.)
 func (s *Server) userClaims(user string) ([]*types.MachineClaim, error) {
-	if s.cfg.ClaimsOf != nil {
+	return ownedBy(s, s.cfg.ClaimsOf, types.KindMachineClaim, user, func(c *types.MachineClaim) string { return c.Spec.User })
+}
+
+// sessionsOf returns user's sessions, read only: see ownedBy.
+func (s *Server) sessionsOf(user string) ([]*types.Session, error) {
+	return ownedBy(s, s.cfg.SessionsOf, types.KindSession, user, func(se *types.Session) string { return se.Spec.User })
+}
+
+// ownedBy returns user's objects of kind (owner says whose one is), read
+// only: from the node's index (of, when it has one) once it has caught up
+// with the store, else every object of the kind read from the store.
+func ownedBy[T any, PT interface {
+	*T
+	types.Object
+}](s *Server, of func(context.Context, string) ([]PT, error), kind, user string, owner func(PT) string) ([]PT, error) {
+	if of != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), claimsOfWait)
 		defer cancel()
-		if claims, err := s.cfg.ClaimsOf(ctx, user); err == nil {
-			return claims, nil
+		if objs, err := of(ctx, user); err == nil {
+			return objs, nil
 		}
 	}
-	all, err := store.List[types.MachineClaim](s.st, types.KindMachineClaim)
+	all, err := store.List[T, PT](s.st, kind)
 	if err != nil {
 		return nil, err
 	}
-	return slices.DeleteFunc(all, func(c *types.MachineClaim) bool { return c.Spec.User != user }), nil
+	return slices.DeleteFunc(all, func(o PT) bool { return owner(o) != user }), nil
 }
 
 // sees reports whether the principal may see o.

@@ -80,6 +80,17 @@ func newTestEnv(t *testing.T, mods ...func(*Config)) *testEnv {
 	return newTestEnvOn(t, openStore(t), mods...)
 }
 
+// newBootstrappedEnv is a test env on a store whose admin user was
+// bootstrapped as a first node does: bearer is that admin's token.
+func newBootstrappedEnv(t *testing.T) (e *testEnv, bearer string) {
+	t.Helper()
+	st := openStore(t)
+	bearer, err := NewBootstrapToken()
+	require.NoError(t, err)
+	require.NoError(t, BootstrapAdmin(st, bearer))
+	return newTestEnvOn(t, st), bearer
+}
+
 func newTestEnvOn(t *testing.T, st *store.Store, mods ...func(*Config)) *testEnv {
 	t.Helper()
 	logs := &syncbuf.Buffer{}

@@ -274,7 +274,7 @@ func (s *Server) userSessions(user string) (open, waiting int, err error) {
 		return 0, 0, err
 	}
 	for _, se := range all {
-		if se.Spec.User != user || se.Status.Phase == types.SessionPhaseEnded {
+		if se.Status.Phase == types.SessionPhaseEnded {
 			continue
 		}
 		open++
@@ -283,19 +283,6 @@ func (s *Server) userSessions(user string) (open, waiting int, err error) {
 		}
 	}
 	return open, waiting, nil
-}
-
-// sessionsOf returns user's sessions, from the node's indexes when it has
-// them (else a list to filter: a caller checks Spec.User).
-func (s *Server) sessionsOf(user string) ([]*types.Session, error) {
-	if s.cfg.SessionsOf != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), claimsOfWait)
-		defer cancel()
-		if all, err := s.cfg.SessionsOf(ctx, user); err == nil {
-			return all, nil
-		}
-	}
-	return store.List[types.Session](s.st, types.KindSession)
 }
 
 // deleteUserObjects deletes user's sessions and claims (whatever their
@@ -312,14 +299,10 @@ func (s *Server) deleteUserObjects(user string) error {
 	}
 	var refs [][2]string
 	for _, se := range sessions {
-		if se.Spec.User == user {
-			refs = append(refs, [2]string{types.KindSession, se.Metadata.Name})
-		}
+		refs = append(refs, [2]string{types.KindSession, se.Metadata.Name})
 	}
 	for _, c := range claims {
-		if c.Spec.User == user {
-			refs = append(refs, [2]string{types.KindMachineClaim, c.Metadata.Name})
-		}
+		refs = append(refs, [2]string{types.KindMachineClaim, c.Metadata.Name})
 	}
 	for _, r := range refs {
 		if _, err := s.st.Delete(r[0], r[1], types.Version{}); err != nil && !errors.Is(err, store.ErrNotFound) {
@@ -346,7 +329,7 @@ func (s *Server) liveClaims(user string) (int, error) {
 	}
 	live := 0
 	for _, c := range claims {
-		if c.Spec.User == user && (c.Status.Phase == types.ClaimRequested || c.Status.Phase == types.ClaimBound) {
+		if c.Status.Phase == types.ClaimRequested || c.Status.Phase == types.ClaimBound {
 			live++
 		}
 	}

@@ -332,11 +332,7 @@ func TestDeleteUserWhoHoldsClaims(t *testing.T) {
 // them: hf-cli deleted them before asking, and released the last admin's
 // machines for nothing.
 func TestDeleteUserCascade(t *testing.T) {
-	st := openStore(t)
-	bearer, err := NewBootstrapToken()
-	require.NoError(t, err)
-	require.NoError(t, BootstrapAdmin(st, bearer))
-	e := newTestEnvOn(t, st)
+	e, bearer := newBootstrappedEnv(t)
 	e.do("POST", path(types.KindMachineTemplate), bearer, minimal(types.KindMachineTemplate, "small"))
 	e.makeUser("carol", RoleUser)
 	e.makeUser("dave", RoleUser)

@@ -304,11 +304,7 @@ func TestDeletedUserTakesItsTokens(t *testing.T) {
 // every admin token, the nodes' local ones too, would stop. (It was deleted,
 // and re-making it revived the old admin tokens.)
 func TestLastAdminIsNotDeleted(t *testing.T) {
-	st := openStore(t)
-	bearer, err := NewBootstrapToken()
-	require.NoError(t, err)
-	require.NoError(t, BootstrapAdmin(st, bearer))
-	e := newTestEnvOn(t, st)
+	e, bearer := newBootstrappedEnv(t)
 
 	r := e.do("DELETE", path(types.KindUser, AdminUser), bearer, nil)
 	require.Equal(t, http.StatusConflict, r.code, "%s", r.body)
@@ -334,11 +330,7 @@ func TestLastAdminIsNotDeleted(t *testing.T) {
 // The last enabled admin cannot demote or disable itself either: a PUT
 // that did locked everybody out, as its delete did.
 func TestLastAdminIsNotDemoted(t *testing.T) {
-	st := openStore(t)
-	bearer, err := NewBootstrapToken()
-	require.NoError(t, err)
-	require.NoError(t, BootstrapAdmin(st, bearer))
-	e := newTestEnvOn(t, st)
+	e, bearer := newBootstrappedEnv(t)
 	put := func(spec map[string]any) response {
 		return e.do("PUT", path(types.KindUser, AdminUser), bearer, map[string]any{"kind": types.KindUser, "metadata": map[string]any{"name": AdminUser}, "spec": spec})
 	}
