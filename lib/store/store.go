@@ -464,7 +464,7 @@ func (s *Store) Get(kind, name string) (Record, error) {
 // get is Get; with data false the record's object JSON is not assembled
 // (for callers that decode its facets).
 func (s *Store) get(kind, name string, data bool) (Record, error) {
-	rec, ok, err := s.lookup(kind, name)
+	rec, ok, err := s.Lookup(kind, name)
 	switch {
 	case err != nil:
 	case !ok || rec.Deleted:
@@ -482,7 +482,7 @@ func (s *Store) get(kind, name string, data bool) (Record, error) {
 // deleted (and its tombstone not yet collected). A record never seen is not
 // deleted: a replica may not have it yet.
 func (s *Store) Deleted(kind, name string) (bool, error) {
-	rec, ok, err := s.lookup(kind, name)
+	rec, ok, err := s.Lookup(kind, name)
 	return ok && rec.Deleted, err
 }
 
@@ -491,11 +491,6 @@ func (s *Store) Deleted(kind, name string) (bool, error) {
 // nil: the facets are the record); ok is false when the store holds none.
 // The record shares its facets with the store's: read only.
 func (s *Store) Lookup(kind, name string) (rec Record, ok bool, err error) {
-	return s.lookup(kind, name)
-}
-
-// lookup reads kind/name's record, live or a tombstone (ok false: none).
-func (s *Store) lookup(kind, name string) (rec Record, ok bool, err error) {
 	if err := s.enter(); err != nil {
 		return Record{}, false, err
 	}

@@ -12,7 +12,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"github.com/hf-fleet/hf/lib/config"
 	"io"
 	"net"
 	"net/http"
@@ -27,6 +26,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/hf-fleet/hf/lib/client"
+	"github.com/hf-fleet/hf/lib/config"
 )
 
 // DefaultEndpoint is used when no flag, environment variable or profile names one.
