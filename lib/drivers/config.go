@@ -159,7 +159,8 @@ func blame(data []byte, t reflect.Type) (string, error) {
 
 // TemplateEntry finds a template's providerConfiguration entry for a driver
 // instance (its instance name first, then its driver type: the lookup of
-// scheduler.TemplateEntry, without a Provider) and decodes it with parse. Errors name the field: the missing entry, or the bad key inside it
+// scheduler.TemplateEntry, without a Provider) and decodes it with parse.
+// Errors name the field: the missing entry, or the bad key inside it
 // ("spec.providerConfiguration.docker.image"). It returns the entry's path.
 func TemplateEntry[T any](t types.MachineTemplate, instance, driverType string, parse func([]byte) (T, error)) (T, string, error) {
 	var zero T

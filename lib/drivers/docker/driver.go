@@ -215,8 +215,8 @@ func (d *Driver) Close() error {
 }
 
 // StatusText is the driver's state for the node report: "ok: engine
-// <version>, api <version>", or why the engine does not answer. It asks the engine, for
-// at most 2 s.
+// <version>, api <version>", or why the engine does not answer. It asks the
+// engine, for at most 2 s.
 func (d *Driver) StatusText() string {
 	st, err := d.state()
 	if err != nil {
