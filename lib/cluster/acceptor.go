@@ -574,26 +574,30 @@ func cacheNode(n *Node, name string) (*types.Node, bool) {
 
 // compact copies the ledger afresh (see package intern): its entries, their
 // resources (decoded from machine records during a burst, ~1 KB in a dozen
-// small objects each) and the claims' lists, with their names from tab.
-// Called once the node is idle; nothing keeps an entry's pointer outside mu.
+// small objects each) and the claims' lists, into chunks of their own, with
+// their names from tab. Called once the node is idle; nothing keeps an
+// entry's pointer outside mu.
 func (a *acceptor) compact(tab *intern.Table) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	var es intern.Slab[entry]
+	var rs intern.Slab[types.Resource]
+	var names intern.Slab[string]
 	entries := make(map[string]*entry, len(a.entries))
 	for _, e := range a.entries {
-		c := new(entry)
+		c := es.New()
 		*c = *e
 		c.Machine, c.Claim, c.Set, c.Driver = tab.String(e.Machine), tab.String(e.Claim), tab.String(e.Set), tab.String(e.Driver)
 		c.counted.driver = tab.String(e.counted.driver)
 		if e.Resource != nil {
-			res := e.Resource.Copy(tab.String)
-			c.Resource = &res
+			c.Resource = rs.New()
+			*c.Resource = e.Resource.Copy(tab)
 		}
 		entries[c.Machine] = c
 	}
 	byClaim := make(map[string][]string, len(a.byClaim))
 	for claim, ms := range a.byClaim {
-		c := make([]string, len(ms))
+		c := names.Make(len(ms))
 		for i, m := range ms {
 			c[i] = tab.String(m)
 		}

@@ -167,13 +167,15 @@ func (n *Node) LiveClaimsOf(ctx context.Context, user string) (int, error) {
 }
 
 // Cool drops what the node's cache keeps decoded for speed and squeezes
-// its records (see cache.Cool), copies what the cache, the acceptor's
+// its records (see cache.Cool), and what the store keeps for writes in
+// flight (store.Cool); it copies what the cache, the acceptor's
 // ledger, its peers (Cooler) and its drivers (drivers.Cooler) keep per
 // object out of the burst's heap, one copy of each name for all (see
 // package intern), and returns about how many bytes that dropped: the
 // memory trimmer calls it once the node is idle.
 func (n *Node) Cool() int64 {
 	dropped := n.cache.Cool()
+	n.st.Cool()
 	tab := intern.New()
 	n.cache.Compact(tab)
 	n.acc.compact(tab)

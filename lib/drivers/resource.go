@@ -1,6 +1,7 @@
 package drivers
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,8 +12,14 @@ import (
 // CloneResource returns a deep copy of r, so a driver can hand out what it holds
 // without sharing maps and slices with the caller.
 func CloneResource(r types.Resource) types.Resource {
-	return r.Copy(func(s string) string { return s })
+	return r.Copy(cloner{})
 }
+
+// cloner shares strings, which do not change, and copies byte slices.
+type cloner struct{}
+
+func (cloner) String(s string) string { return s }
+func (cloner) Bytes(b []byte) []byte  { return bytes.Clone(b) }
 
 // WriteFileAtomic replaces path with data so that a crash leaves either the old
 // or the new content: it writes a temporary file in the same directory, syncs

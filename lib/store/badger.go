@@ -14,7 +14,11 @@ import (
 // (64 MB memtables x 5, a 256 MB block cache, 1 GB value-log files). The
 // value log holds the values above the threshold only (few records are),
 // in 16 MB files: the store keeps free what the current one may still
-// take on disk (spaceGuard).
+// take on disk (spaceGuard). Badger's conflict detection is off: the store
+// commits its writes one transaction at a time (wmu), and PutMeta's
+// transactions read nothing, so no transaction can conflict; with it on,
+// badger kept each committed transaction's key set until a later commit,
+// which an idle node does not make.
 func badgerOptions(cfg Config, log *slog.Logger) badger.Options {
 	opt := badger.DefaultOptions(cfg.Dir)
 	threshold := int64(1 << 10)
@@ -41,6 +45,7 @@ func badgerOptions(cfg Config, log *slog.Logger) badger.Options {
 		WithLogger(badgerLogger{log: log.With("component", "badger")}).
 		WithSyncWrites(cfg.SyncWrites).
 		WithMetricsEnabled(false).
+		WithDetectConflicts(false).
 		WithMemTableSize(memtable).
 		WithNumMemtables(2).
 		WithBlockCacheSize(blocks).

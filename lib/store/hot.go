@@ -60,3 +60,12 @@ func (h *hotRecords) drop(kind, name string) {
 	delete(h.cur, k)
 	delete(h.old, k)
 }
+
+// clear forgets every record: an idle store has no objects in flight, and
+// the set's records, made during the burst that ended, would keep the
+// burst's heap (see Store.Cool).
+func (h *hotRecords) clear() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cur, h.old = nil, nil
+}

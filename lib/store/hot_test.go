@@ -99,3 +99,33 @@ func TestHotRecordIsBadgers(t *testing.T) {
 	rec := putClaim(t, s, "a") // a create, as if the name had never been used
 	assert.True(t, rec.Tomb.IsZero())
 }
+
+// TestCoolForgetsWritesInFlight: an idle store's Cool drops the hot records
+// and the key locks' grown map; reads and writes after it go to badger and
+// see every write made before.
+func TestCoolForgetsWritesInFlight(t *testing.T) {
+	s, _ := newMemStore(t)
+	for i := range 20 {
+		putClaim(t, s, fmt.Sprint("c", i))
+	}
+	_, ok := s.hot.get(types.KindMachineClaim, "c3")
+	require.True(t, ok)
+	s.Cool()
+	_, ok = s.hot.get(types.KindMachineClaim, "c3")
+	assert.False(t, ok, "no record is hot after Cool")
+	assert.Nil(t, s.keys, "the key locks' map is dropped once no lock is held")
+
+	c, err := Get[types.MachineClaim](s, types.KindMachineClaim, "c3")
+	require.NoError(t, err, "a read after Cool finds the record in badger")
+	assert.Equal(t, "c3", c.Metadata.Name)
+	_, err = Update(s, types.KindMachineClaim, "c3", func(c *types.MachineClaim) error {
+		c.Metadata.Labels["team"] = "b"
+		return nil
+	})
+	require.NoError(t, err, "and a write builds on it")
+	c, err = Get[types.MachineClaim](s, types.KindMachineClaim, "c3")
+	require.NoError(t, err)
+	assert.Equal(t, "b", c.Metadata.Labels["team"])
+	_, ok = s.hot.get(types.KindMachineClaim, "c3")
+	assert.True(t, ok, "the write is hot again")
+}

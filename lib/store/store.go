@@ -423,6 +423,20 @@ type keyLock struct {
 	users int
 }
 
+// Cool drops what the store keeps for writes in flight, for a node gone
+// idle: the hot records (written during the burst that ended, each a few
+// small objects that keep a span of the burst's heap each once its garbage
+// is collected) and the key locks' map, which a burst grew and which does
+// not shrink when its locks go. A write after it reads from badger.
+func (s *Store) Cool() {
+	s.hot.clear()
+	s.keysMu.Lock()
+	if len(s.keys) == 0 {
+		s.keys = nil
+	}
+	s.keysMu.Unlock()
+}
+
 // lockKey takes the lock of kind/name and returns its release. Locks of
 // different keys are independent, so an Update may nest in another's fn.
 func (s *Store) lockKey(kind, name string) (unlock func()) {

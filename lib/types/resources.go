@@ -1,7 +1,6 @@
 package types
 
 import (
-	"bytes"
 	"encoding/json"
 	"math"
 )
@@ -74,21 +73,28 @@ func (r Resources) AtLeast(min Resources) Resources {
 	return r
 }
 
+// Mover makes a copy's parts: its strings (strings do not change: return
+// them as they are to share them, or an intern table's copy to move them)
+// and its byte slices (a fresh copy, never b itself; nil for nil).
+type Mover interface {
+	String(s string) string
+	Bytes(b []byte) []byte
+}
+
 // Copy returns a deep copy of r, sharing no map, slice or data with it, its
-// strings passed through str (strings do not change: return them as they
-// are to share them, or an intern table's copy to move them).
-func (r Resource) Copy(str func(string) string) Resource {
-	c := Resource{ID: str(r.ID), Driver: str(r.Driver), Resources: r.Resources, Data: bytes.Clone(r.Data)}
+// strings and data made by m.
+func (r Resource) Copy(m Mover) Resource {
+	c := Resource{ID: m.String(r.ID), Driver: m.String(r.Driver), Resources: r.Resources, Data: m.Bytes(r.Data)}
 	if r.Info != nil {
 		c.Info = make(map[string]string, len(r.Info))
 		for k, v := range r.Info {
-			c.Info[str(k)] = str(v)
+			c.Info[m.String(k)] = m.String(v)
 		}
 	}
 	if r.Endpoints != nil {
 		c.Endpoints = make([]Endpoint, len(r.Endpoints))
 		for i, e := range r.Endpoints {
-			c.Endpoints[i] = Endpoint{Protocol: str(e.Protocol), Address: str(e.Address)}
+			c.Endpoints[i] = Endpoint{Protocol: m.String(e.Protocol), Address: m.String(e.Address)}
 		}
 	}
 	return c

@@ -149,13 +149,30 @@ func phases(p types.PhaseTimes) []string {
 func TestResourceCopy(t *testing.T) {
 	r := &types.Resource{ID: "test-1", Driver: "test", Info: map[string]string{"id": "test-1"},
 		Endpoints: []types.Endpoint{{Protocol: "ssh", Address: "10.0.0.1:22"}}, Resources: types.Resources{CPU: 1, RAMGB: 2}, Data: json.RawMessage(`{"a":1}`)}
-	var seen []string
-	c := r.Copy(func(s string) string { seen = append(seen, s); return s })
+	m := &recordingMover{}
+	c := r.Copy(m)
 	assert.Equal(t, *r, c)
-	assert.ElementsMatch(t, []string{"test-1", "test", "id", "test-1", "ssh", "10.0.0.1:22"}, seen, "every string goes through str")
+	assert.ElementsMatch(t, []string{"test-1", "test", "id", "test-1", "ssh", "10.0.0.1:22"}, m.strings, "every string goes through the mover")
+	assert.Equal(t, 1, m.bytes, "and the data")
 	c.Info["id"], c.Endpoints[0].Address, c.Data[2] = "x", "y", 'b'
 	assert.Equal(t, "test-1", r.Info["id"], "the copy shares no map")
 	assert.Equal(t, "10.0.0.1:22", r.Endpoints[0].Address, "nor a slice")
 	assert.Equal(t, `{"a":1}`, string(r.Data), "nor data")
-	assert.Equal(t, types.Resource{ID: "v"}, types.Resource{ID: "v"}.Copy(func(s string) string { return s }), "nil maps and slices stay nil")
+	assert.Equal(t, types.Resource{ID: "v"}, types.Resource{ID: "v"}.Copy(&recordingMover{}), "nil maps and slices stay nil")
+}
+
+// recordingMover shares strings and copies bytes, and counts both.
+type recordingMover struct {
+	strings []string
+	bytes   int
+}
+
+func (m *recordingMover) String(s string) string { m.strings = append(m.strings, s); return s }
+
+func (m *recordingMover) Bytes(b []byte) []byte {
+	m.bytes++
+	if b == nil {
+		return nil
+	}
+	return append([]byte{}, b...)
 }

@@ -292,14 +292,15 @@ func TypedIndex[T any, PT interface {
 	return types.Cast[PT](c.ByIndex(name, key))
 }
 
-// copy returns a new bucket of b's objects, their names from tab.
-func (b *bucket) copy(tab *intern.Table) *bucket {
-	c := &bucket{}
+// copy returns a new bucket of b's objects, their names from tab, the
+// bucket and its list from slabs (see package intern).
+func (b *bucket) copy(tab *intern.Table, bs *intern.Slab[bucket], ns *intern.Slab[named]) *bucket {
+	c := bs.New()
 	if b.many != nil {
 		c.many = copyKeys(b.many, tab)
 		return c
 	}
-	c.few = make([]named, len(b.few))
+	c.few = ns.Make(len(b.few))
 	for i, n := range b.few {
 		c.few[i] = named{tab.String(n.name), n.obj}
 	}

@@ -313,10 +313,12 @@ func (c *Cache) Compact(tab *intern.Table) {
 		p.recs = copyKeys(p.recs, tab)
 		p.pinned = copyKeys(p.pinned, tab)
 	}
+	var bs intern.Slab[bucket]
+	var ns intern.Slab[named]
 	for _, ix := range c.indexes {
 		byKey := make(map[string]*bucket, len(ix.byKey))
 		for k, b := range ix.byKey {
-			byKey[tab.String(k)] = b.copy(tab)
+			byKey[tab.String(k)] = b.copy(tab, &bs, &ns)
 		}
 		ix.byKey = byKey
 	}

@@ -156,16 +156,18 @@ func (t *hashTree) apply(rec *store.Record) {
 	t.seq = max(t.seq, rec.Seq)
 }
 
-// trim gives each leaf's entries a slice of their own size, and their keys
-// their names from tab (see package intern). A leaf grows by doubling
-// as records come: over 30,000 records the tree held ~2.5 MB of room that
-// an idle node does not fill; and the names were the ones the burst's
-// writes decoded, each keeping a span of the burst's heap.
+// trim gives each leaf's entries a slice of their own size, carved from
+// chunks (see package intern), and their keys their names from tab. A leaf
+// grows by doubling as records come: over 30,000 records the tree held
+// ~2.5 MB of room that an idle node does not fill; and the names were the
+// ones the burst's writes decoded, each keeping a span of the burst's heap.
 func (t *hashTree) trim(tab *intern.Table) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	var slab intern.Slab[entry]
 	for b, es := range t.leaves {
-		c := slices.Clone(es)
+		c := slab.Make(len(es))
+		copy(c, es)
 		for i := range c {
 			c[i].Name = tab.String(c[i].Name) // (kinds are interned already)
 		}

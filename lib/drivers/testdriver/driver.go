@@ -225,7 +225,7 @@ func (d *Driver) Cool() {
 	defer d.mu.Unlock()
 	held := make(map[string]types.Resource, len(d.held))
 	for id, r := range d.held {
-		held[tab.String(id)] = r.Copy(tab.String)
+		held[tab.String(id)] = r.Copy(tab)
 	}
 	d.held = held
 }

@@ -1,6 +1,7 @@
 package intern
 
 import (
+	"fmt"
 	"testing"
 	"unsafe"
 
@@ -19,4 +20,40 @@ func TestTableSharesOneFreshCopy(t *testing.T) {
 	assert.Equal(t, 1, tab.Len())
 	var none *Table
 	assert.True(t, unsafe.StringData(a) == unsafe.StringData(none.String(a)), "a nil table copies nothing")
+}
+
+func TestTableCarvesFromChunks(t *testing.T) {
+	tab := New()
+	first := tab.String("m-000000000000")
+	base := uintptr(unsafe.Pointer(unsafe.StringData(first)))
+	for i := range 1000 {
+		s := tab.String(fmt.Sprintf("m-%012d", i+1))
+		off := uintptr(unsafe.Pointer(unsafe.StringData(s))) - base
+		assert.Less(t, off, uintptr(chunkSize), "1,000 names fit in the first chunk, one after the other")
+	}
+	b := tab.Bytes([]byte("data"))
+	next := tab.String("after")
+	assert.Equal(t, len(b), cap(b), "a carved slice ends where it ends")
+	b = append(b, "-more"...)
+	assert.Equal(t, "data-more", string(b))
+	assert.Equal(t, "after", next, "appending to a carved slice copies it, never writing over its neighbour")
+	assert.Nil(t, tab.Bytes(nil))
+	assert.Equal(t, []byte{}, tab.Bytes([]byte{}), "empty, not nil, stays empty")
+
+	big := tab.String(string(make([]byte, chunkSize)))
+	assert.Len(t, big, chunkSize, "a value larger than a chunk gets its own")
+}
+
+func TestSlabCarvesValues(t *testing.T) {
+	var s Slab[[4]uint64]
+	a, b := s.New(), s.New()
+	assert.Equal(t, uintptr(unsafe.Pointer(a))+32, uintptr(unsafe.Pointer(b)), "values follow each other in a chunk")
+	few := s.Make(3)
+	assert.Len(t, few, 3)
+	assert.Equal(t, 3, cap(few), "an append copies out of the slab")
+	few[2][0] = 7
+	c := s.New()
+	assert.Equal(t, uint64(0), c[0], "the value after a slice is its own")
+	many := s.Make(10_000)
+	assert.Len(t, many, 10_000, "more than a chunk's share gets its own allocation")
 }
