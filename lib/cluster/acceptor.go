@@ -28,12 +28,37 @@ type entry struct {
 	Res    types.Resources
 	Phase  types.MachinePhase
 	// Resource is what the driver holds, once allocated: enough to release it
-	// even when the machine record is gone.
+	// even when the machine record is gone. Once compacted it comes without
+	// its Info, kept apart in info; whole puts it back. The health pass
+	// hands drivers the resource as it is (see drivers.Driver.Status).
 	Resource *types.Resource
+	// info is Resource's Info as key, value pairs, when compact took it
+	// out: 10,000 small maps were a tenth of an idle node's heap, and
+	// half-empty spans as much again. Set Resource only with setResource.
+	info []string
 	// Busy: an allocation or release is under way.
 	Busy bool
 	// counted is what the entry adds to its driver's usage (see count).
 	counted counted
+}
+
+// setResource makes res the entry's resource, Info and all.
+func (e *entry) setResource(res *types.Resource) { e.Resource, e.info = res, nil }
+
+// whole is the entry's resource with its Info: a copy when compact kept
+// the Info apart, sharing the rest. For the calls that hand a driver more
+// than the health pass does (release, logs, shell, Explain) and for the
+// machine's record.
+func (e *entry) whole() *types.Resource {
+	if e.info == nil || e.Resource == nil {
+		return e.Resource
+	}
+	r := *e.Resource
+	r.Info = make(map[string]string, len(e.info)/2)
+	for i := 0; i+1 < len(e.info); i += 2 {
+		r.Info[e.info[i]] = e.info[i+1]
+	}
+	return &r
 }
 
 // counted is an entry's share of its driver's usage, as last added.
@@ -148,7 +173,7 @@ func (a *acceptor) shareResource(machine string, res *types.Resource) {
 	defer a.mu.Unlock()
 	if e, ok := a.entries[machine]; ok && e.Resource != nil && e.Resource != res &&
 		e.Resource.ID == res.ID && e.Resource.Driver == res.Driver {
-		e.Resource = res
+		e.setResource(res)
 	}
 }
 
@@ -438,7 +463,7 @@ func (a *acceptor) overrideLost(e entry) {
 		return
 	}
 	if err := a.setMachine(e.Machine, func(m *types.Machine) {
-		showResource(m, e.Resource)
+		showResource(m, e.whole())
 		m.Status.PhaseTimes.Mark(string(types.MachineRunning), a.n.cfg.Now()) // running again since now
 	}); err != nil {
 		a.n.log.Warn("override lost verdict", "machine", e.Machine, "err", err)
@@ -592,6 +617,18 @@ func (a *acceptor) compact(tab *intern.Table) {
 		if e.Resource != nil {
 			c.Resource = rs.New()
 			*c.Resource = e.Resource.Copy(tab)
+			if info := c.Resource.Info; info != nil {
+				c.info = names.Make(2 * len(info))[:0]
+				for k, v := range info {
+					c.info = append(c.info, k, v)
+				}
+				c.Resource.Info = nil
+			} else if e.info != nil { // kept apart by the last compact
+				c.info = names.Make(len(e.info))
+				for i, s := range e.info {
+					c.info[i] = tab.String(s)
+				}
+			}
 		}
 		entries[c.Machine] = c
 	}

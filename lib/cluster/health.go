@@ -161,7 +161,7 @@ func (a *acceptor) checkHealth(ctx context.Context, entries []entry) {
 		case phase == types.MachineFailed || phase == types.MachineTerminated:
 			why = "driver " + e.Driver + " reports it " + string(phase)
 			if ex, ok := in.Driver.(drivers.Explainer); ok {
-				if more := ex.Explain(ctx, e.Resource); more != "" {
+				if more := ex.Explain(ctx, e.whole()); more != "" {
 					why += ": " + more
 				}
 			}

@@ -3,6 +3,8 @@ package cluster
 import (
 	"context"
 	"path/filepath"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -107,4 +109,83 @@ func TestCoolReachesPeersAndDrivers(t *testing.T) {
 	_, err = st.Put(claim("c-after", "small", time.Minute), store.PutOptions{Create: true})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return bound() == claims+1 }, 10*time.Second, 5*time.Millisecond, "a claim after the cool is bound")
+}
+
+// infoDriver is the test driver, keeping the Info of the resources its
+// Status and Deallocate were given.
+type infoDriver struct {
+	*testdriver.Driver
+	mu       sync.Mutex
+	statuses []map[string]string
+	released []map[string]string
+}
+
+func (d *infoDriver) Status(ctx context.Context, r *types.Resource) (types.MachinePhase, error) {
+	d.mu.Lock()
+	d.statuses = append(d.statuses, r.Info)
+	d.mu.Unlock()
+	return d.Driver.Status(ctx, r)
+}
+
+func (d *infoDriver) Deallocate(ctx context.Context, r *types.Resource) error {
+	d.mu.Lock()
+	d.released = append(d.released, r.Info)
+	d.mu.Unlock()
+	return d.Driver.Deallocate(ctx, r)
+}
+
+// Cool keeps the ledger's resources' Info apart (a small map each was a
+// tenth of an idle node's heap): the health pass hands the driver the
+// resource without it, as drivers.Driver allows, while a release hands it
+// whole, and the machine's record keeps it; a second Cool keeps it too.
+func TestCoolKeepsResourceInfoApart(t *testing.T) {
+	log := testLogger()
+	st, err := store.Open(store.Config{InMemory: true, NodeID: "n1"}, log)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() }) // after the node stops (cleanups run last first)
+	td := testdriver.New(drivers.Env{Instance: "test", NodeName: "n1", Log: log})
+	require.NoError(t, td.Prepare(context.Background(), []byte(`{"cpus": 64, "ram_gb": 64}`)))
+	drv := &infoDriver{Driver: td.(*testdriver.Driver)}
+	n := startBound(t, Config{Name: "n1", OfferTimeout: time.Second, StatusInterval: 10 * time.Millisecond}, st, drv, 2, nil)
+	statuses := func() []map[string]string {
+		drv.mu.Lock()
+		defer drv.mu.Unlock()
+		return slices.Clone(drv.statuses)
+	}
+	require.Eventually(t, func() bool { return len(statuses()) > 0 }, 10*time.Second, 5*time.Millisecond)
+	assert.Equal(t, "n1", statuses()[0]["host"], "before the cool the pass hands the resource as allocated")
+
+	n.Cool()
+	n.Cool()
+	from := len(statuses())
+	require.Eventually(t, func() bool { return len(statuses()) >= from+4 }, 10*time.Second, 5*time.Millisecond)
+	for _, info := range statuses()[from+2:] { // past a pass that may have begun before the cool
+		assert.Nil(t, info, "the pass hands the resource without its Info")
+	}
+	e, ok := n.acc.get(machineOf(t, n, "c0"))
+	require.True(t, ok)
+	assert.Nil(t, e.Resource.Info)
+	whole := e.whole()
+	assert.Equal(t, map[string]string{"host": "n1", "id": whole.ID}, whole.Info, "whole puts it back")
+
+	_, err = st.Delete(types.KindMachineClaim, "c0", types.Version{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		drv.mu.Lock()
+		defer drv.mu.Unlock()
+		return len(drv.released) == 1
+	}, 10*time.Second, 5*time.Millisecond, "c0's machine is released")
+	assert.Equal(t, whole.Info, drv.released[0], "a release hands the driver the whole resource")
+	m, err := store.Get[types.Machine](st, types.KindMachine, machineOf(t, n, "c1"))
+	require.NoError(t, err)
+	assert.Equal(t, "n1", m.Status.Resource.Info["host"], "the machine's record keeps its Info")
+}
+
+// machineOf is the machine that claim is bound to.
+func machineOf(t *testing.T, n *Node, claim string) string {
+	t.Helper()
+	c, err := store.Get[types.MachineClaim](n.st, types.KindMachineClaim, claim)
+	require.NoError(t, err)
+	require.NotEmpty(t, c.Status.Machine)
+	return c.Status.Machine
 }

@@ -33,7 +33,7 @@ func (n *Node) MachineLogs(ctx context.Context, machine string, opts drivers.Log
 	if !ok {
 		return fmt.Errorf("%s (driver %s): %w", machine, e.Driver, ErrNoLogs)
 	}
-	return lr.Logs(ctx, e.Resource, opts, w)
+	return lr.Logs(ctx, e.whole(), opts, w)
 }
 
 // ErrNoShell is returned by MachineShell when the machine's driver runs no
@@ -63,5 +63,5 @@ func (n *Node) MachineShell(ctx context.Context, machine string, opts drivers.Sh
 		return drivers.ShellExit{}, err
 	}
 	n.log.Info("machine shell", "machine", machine, "driver", e.Driver, "tty", opts.TTY)
-	return sh.Shell(ctx, e.Resource, opts, stream)
+	return sh.Shell(ctx, e.whole(), opts, stream)
 }

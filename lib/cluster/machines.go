@@ -154,7 +154,7 @@ func (a *acceptor) allocate(e entry, claim *types.MachineClaim) {
 		return
 	}
 	now := a.n.cfg.Now()
-	a.update(e.Machine, func(x *entry) { x.Phase, x.Resource = types.MachineRunning, res })
+	a.update(e.Machine, func(x *entry) { x.Phase = types.MachineRunning; x.setResource(res) })
 	if err := a.setMachine(e.Machine, func(m *types.Machine) {
 		showResource(m, res)
 		m.Status.PhaseTimes.Mark(string(types.MachineRunning), now)
@@ -446,7 +446,7 @@ func (a *acceptor) releaseResource(ctx context.Context, e entry) bool {
 		a.n.log.Warn("release: no such driver", "machine", e.Machine, "driver", e.Driver)
 		return false
 	}
-	if err := in.Driver.Deallocate(ctx, e.Resource); err != nil && !errors.Is(err, drivers.ErrNotFound) {
+	if err := in.Driver.Deallocate(ctx, e.whole()); err != nil && !errors.Is(err, drivers.ErrNotFound) {
 		a.n.log.Warn("deallocate", "machine", e.Machine, "err", err)
 		return false
 	}

@@ -45,6 +45,9 @@ type Driver interface {
 	// Allocate creates one machine for t; meta is the claim's metadata.
 	Allocate(ctx context.Context, t types.MachineTemplate, meta map[string]string) (*types.Resource, error)
 	// Status reports the phase of a resource; ErrNotFound when it is gone.
+	// r may come without its Info (see Bare): a node keeps the Info of its
+	// idle machines apart and asks every running machine's status each
+	// pass. What a driver needs to find a resource belongs in ID and Data.
 	Status(ctx context.Context, r *types.Resource) (types.MachinePhase, error)
 	// Deallocate releases a resource and everything it left behind. Releasing a
 	// resource that is already gone is not an error.
@@ -60,8 +63,16 @@ type Driver interface {
 // nanoseconds for the local drivers); the node compares successive readings
 // and records the machine as active when it grew, which idle reaping of
 // machine sets counts as activity. ErrNotFound when the resource is gone.
+// r may come without its Info, as for Status.
 type ActivityMeter interface {
 	Activity(ctx context.Context, r *types.Resource) (uint64, error)
+}
+
+// Bare is r without its Info, as Status, Activity, Pause and Resume may be
+// given it (the conformance checks call them so).
+func Bare(r types.Resource) *types.Resource {
+	r.Info = nil
+	return &r
 }
 
 // Cooler is implemented by drivers that keep something in memory for each
@@ -75,7 +86,8 @@ type Cooler interface {
 
 // Pauser is implemented by drivers that can pause a machine and resume it
 // (freeze its processes, pause its container) without losing its state. Both
-// are idempotent; ErrNotFound when the resource is gone.
+// are idempotent; ErrNotFound when the resource is gone. r may come without
+// its Info, as for Status.
 type Pauser interface {
 	Pause(ctx context.Context, r *types.Resource) error
 	Resume(ctx context.Context, r *types.Resource) error

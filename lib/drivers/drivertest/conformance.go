@@ -251,6 +251,9 @@ func (c *checker) waitRunning(t *testing.T, d drivers.Driver, r types.Resource) 
 		require.NoError(ct, err)
 		require.Equal(ct, types.MachineRunning, phase)
 	}, c.h.Timeout, c.h.poll(), "resource %s becomes Running", r.ID)
+	phase, err := d.Status(t.Context(), drivers.Bare(r))
+	require.NoError(t, err, "Status finds a resource without its Info")
+	assert.Equal(t, types.MachineRunning, phase, "and tells its phase")
 }
 
 func (c *checker) waitGone(t *testing.T, d drivers.Driver, r types.Resource) {
@@ -259,6 +262,8 @@ func (c *checker) waitGone(t *testing.T, d drivers.Driver, r types.Resource) {
 		phase, err := d.Status(t.Context(), &r)
 		require.Truef(ct, errors.Is(err, drivers.ErrNotFound), "status: phase %q, error %v", phase, err)
 	}, c.h.Timeout, c.h.poll(), "resource %s is gone (ErrNotFound)", r.ID)
+	_, err := d.Status(t.Context(), drivers.Bare(r))
+	assert.ErrorIs(t, err, drivers.ErrNotFound, "a gone resource without its Info is gone too")
 }
 
 func (c *checker) listIDs(t *testing.T, d drivers.Driver) []string {

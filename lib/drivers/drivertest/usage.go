@@ -16,7 +16,7 @@ import (
 // cpuNS reads r's activity counter (CPU time in nanoseconds).
 func cpuNS(t *testing.T, m drivers.ActivityMeter, r *types.Resource) uint64 {
 	t.Helper()
-	n, err := m.Activity(t.Context(), r)
+	n, err := m.Activity(t.Context(), drivers.Bare(*r)) // as a node's health pass asks
 	require.NoError(t, err)
 	return n
 }
@@ -57,7 +57,7 @@ func CheckPauseResume(t *testing.T, d PausingDriver, busy *types.Resource, pause
 	t.Helper()
 	ctx := t.Context()
 	require.NoError(t, d.Pause(ctx, busy))
-	require.NoError(t, d.Pause(ctx, busy))
+	require.NoError(t, d.Pause(ctx, drivers.Bare(*busy)), "a node may pause a resource without its Info")
 	if paused != nil {
 		paused(true)
 	}
@@ -68,7 +68,7 @@ func CheckPauseResume(t *testing.T, d PausingDriver, busy *types.Resource, pause
 	time.Sleep(500 * time.Millisecond)
 	assert.Less(t, cpuNS(t, d, busy)-before, uint64(10_000_000), "no CPU time while paused")
 
-	require.NoError(t, d.Resume(ctx, busy))
+	require.NoError(t, d.Resume(ctx, drivers.Bare(*busy)), "and resume it so")
 	require.NoError(t, d.Resume(ctx, busy))
 	if paused != nil {
 		paused(false)
