@@ -572,3 +572,39 @@ func BenchmarkCompact(b *testing.B) {
 		c.Compact(intern.New())
 	}
 }
+
+// A packed kind's bucket holds names alone: past fewMax in a set, which
+// answers as the slice did, is copied as one, and turns into a map of
+// objects if an object ever comes.
+func TestBucketOfNames(t *testing.T) {
+	b := &bucket{}
+	var want []string
+	for i := range fewMax + 3 {
+		n := fmt.Sprint("m", i)
+		b.put(n, nil)
+		want = append(want, n)
+	}
+	require.NotNil(t, b.set, "a packed kind's names past fewMax go in a set")
+	assert.Nil(t, b.many)
+	b.put("m0", nil)
+	b.del("m1")
+	b.del("x")
+	want = slices.DeleteFunc(want, func(n string) bool { return n == "m1" })
+	assert.ElementsMatch(t, want, b.names())
+	assert.Equal(t, len(want), b.len())
+	assert.True(t, b.has("m2"))
+	assert.False(t, b.has("m1"))
+	assert.Len(t, b.objects(), len(want))
+
+	var bs intern.Slab[bucket]
+	var ns intern.Slab[named]
+	c := b.copy(intern.New(), &bs, &ns)
+	assert.ElementsMatch(t, want, c.names(), "the copy holds the same names")
+
+	obj := &types.MachineClaim{Metadata: types.ObjectMeta{Name: "o"}}
+	c.put("o", obj)
+	assert.Nil(t, c.set)
+	assert.Equal(t, len(want)+1, c.len())
+	assert.Contains(t, c.objects(), types.Object(obj), "an object turns the set into a map of objects")
+	assert.ElementsMatch(t, append(want, "o"), c.names())
+}

@@ -30,10 +30,14 @@ type index struct {
 // a map each would cost ~300 bytes more per key than a one-element slice.
 const fewMax = 8
 
-// bucket is the objects under one key of an index.
+// bucket is the objects under one key of an index. A packed kind's index
+// holds names alone (its objects are nil): past fewMax, in a set, whose
+// slots are half a map of objects' (10,000 bound claims are under one key
+// of several indexes: ~2 MB of an idle node's heap).
 type bucket struct {
 	few  []named
 	many map[string]types.Object
+	set  map[string]struct{}
 }
 
 type named struct {
@@ -42,8 +46,19 @@ type named struct {
 }
 
 func (b *bucket) put(name string, obj types.Object) {
-	if b.many != nil {
+	if b.set != nil && obj != nil { // (not for an index as the cache makes them)
+		b.many = make(map[string]types.Object, len(b.set)+1)
+		for n := range b.set {
+			b.many[n] = nil
+		}
+		b.set = nil
+	}
+	switch {
+	case b.many != nil:
 		b.many[name] = obj
+		return
+	case b.set != nil:
+		b.set[name] = struct{}{}
 		return
 	}
 	for i := range b.few {
@@ -56,6 +71,15 @@ func (b *bucket) put(name string, obj types.Object) {
 		b.few = append(b.few, named{name, obj})
 		return
 	}
+	if obj == nil && !slices.ContainsFunc(b.few, func(n named) bool { return n.obj != nil }) {
+		b.set = make(map[string]struct{}, 2*fewMax)
+		for _, n := range b.few {
+			b.set[n.name] = struct{}{}
+		}
+		b.few = nil
+		b.set[name] = struct{}{}
+		return
+	}
 	b.many = make(map[string]types.Object, 2*fewMax)
 	for _, n := range b.few {
 		b.many[n.name] = n.obj
@@ -65,8 +89,12 @@ func (b *bucket) put(name string, obj types.Object) {
 }
 
 func (b *bucket) del(name string) {
-	if b.many != nil {
+	switch {
+	case b.many != nil:
 		delete(b.many, name)
+		return
+	case b.set != nil:
+		delete(b.set, name)
 		return
 	}
 	for i := range b.few {
@@ -78,16 +106,17 @@ func (b *bucket) del(name string) {
 }
 
 func (b *bucket) len() int {
-	if b.many != nil {
-		return len(b.many)
-	}
-	return len(b.few)
+	return len(b.few) + len(b.many) + len(b.set)
 }
 
 // has reports whether name is under the key.
 func (b *bucket) has(name string) bool {
-	if b.many != nil {
+	switch {
+	case b.many != nil:
 		_, ok := b.many[name]
+		return ok
+	case b.set != nil:
+		_, ok := b.set[name]
 		return ok
 	}
 	return slices.ContainsFunc(b.few, func(n named) bool { return n.name == name })
@@ -102,9 +131,14 @@ func (b *bucket) names() []string {
 	for name := range b.many {
 		out = append(out, name)
 	}
+	for name := range b.set {
+		out = append(out, name)
+	}
 	return out
 }
 
+// objects returns the objects under the key, in no order (nil for each
+// name of a packed kind's index).
 func (b *bucket) objects() []types.Object {
 	out := make([]types.Object, 0, b.len())
 	for _, n := range b.few {
@@ -112,6 +146,9 @@ func (b *bucket) objects() []types.Object {
 	}
 	for _, o := range b.many {
 		out = append(out, o)
+	}
+	for range b.set {
+		out = append(out, nil)
 	}
 	return out
 }
@@ -296,8 +333,12 @@ func TypedIndex[T any, PT interface {
 // bucket and its list from slabs (see package intern).
 func (b *bucket) copy(tab *intern.Table, bs *intern.Slab[bucket], ns *intern.Slab[named]) *bucket {
 	c := bs.New()
-	if b.many != nil {
+	switch {
+	case b.many != nil:
 		c.many = copyKeys(b.many, tab)
+		return c
+	case b.set != nil:
+		c.set = copyKeys(b.set, tab)
 		return c
 	}
 	c.few = ns.Make(len(b.few))
