@@ -7,8 +7,9 @@ import (
 )
 
 // releaseExePages unmaps the node's read-only segments of its executable
-// (see readOnlyExeSegments) and returns how many bytes they span.
-func releaseExePages() (int64, error) {
+// and its mappings of the store's files in storeDir ("" none; see
+// readOnlyExeSegments) and returns how many bytes they span.
+func releaseExePages(storeDir string) (int64, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return 0, err
@@ -17,7 +18,7 @@ func releaseExePages() (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	segs, err := readOnlyExeSegments(f, exe)
+	segs, err := readOnlyExeSegments(f, exe, storeDir)
 	f.Close()
 	if err != nil {
 		return 0, err

@@ -145,13 +145,35 @@ Anonymous:             0 kB
 Anonymous:          4580 kB
 7ffd1000-7ffd2000 r--s 00000000 fd:01 42 /usr/bin/hf-node
 Anonymous:             0 kB
+7f0000000000-7f0000800000 r--s 00000000 fd:01 50 /var/lib/hf/store/000003.sst
+Anonymous:             0 kB
+7f0000800000-7f0001000000 rw-s 00000000 fd:01 51 /var/lib/hf/store/00004.mem
+Anonymous:             0 kB
+7f0001000000-7f0002000000 rw-s 00000000 fd:01 52 /var/lib/hf/store/000001.vlog
+Anonymous:             0 kB
+7f0002000000-7f0002100000 r--p 00000000 fd:01 53 /var/lib/hf/store/000005.sst
+Anonymous:             0 kB
+7f0002100000-7f0002200000 r--s 00000000 fd:01 54 /var/lib/hf/store/MANIFEST
+Anonymous:             0 kB
+7f0002200000-7f0002300000 r--s 00000000 fd:01 55 /var/lib/hf/store/old/000006.sst
+Anonymous:             0 kB
+7f0002300000-7f0002400000 r--s 00000000 fd:01 56 /var/lib/hf/store/000002.sst (deleted)
+Anonymous:             0 kB
 `
-	segs, err := readOnlyExeSegments(strings.NewReader(smaps), "/usr/bin/hf-node")
+	segs, err := readOnlyExeSegments(strings.NewReader(smaps), "/usr/bin/hf-node", "")
 	require.NoError(t, err)
 	// Text and rodata; not the data segment (writable), the segment with a
 	// private copy of a page (the loader wrote it), another file, an
-	// anonymous mapping or a shared one.
+	// anonymous mapping or a shared one; no store file without a store dir.
 	require.Equal(t, []exeSegment{{0x400000, 0x1592000}, {0x1592000, 0x2780000}}, segs)
+
+	segs, err = readOnlyExeSegments(strings.NewReader(smaps), "/usr/bin/hf-node", "/var/lib/hf/store")
+	require.NoError(t, err)
+	// And the store's shared mappings of its tables, memtable log and value
+	// log; not a private mapping, another file of the store, a file in a
+	// directory below it or one deleted.
+	require.Equal(t, []exeSegment{{0x400000, 0x1592000}, {0x1592000, 0x2780000},
+		{0x7f0000000000, 0x7f0000800000}, {0x7f0000800000, 0x7f0001000000}, {0x7f0001000000, 0x7f0002000000}}, segs)
 }
 
 // TestReleaseExePages unmaps this test binary's text and read-only data: it
@@ -183,7 +205,7 @@ func TestReleaseExePages(t *testing.T) {
 		return kb
 	}
 	before := resident()
-	n, err := releaseExePages()
+	n, err := releaseExePages("")
 	require.NoError(t, err)
 	after := resident()
 	require.Positive(t, n)

@@ -135,7 +135,7 @@ func serve(ctx context.Context, cfg config.Config, info buildinfo.Info, held []o
 	// only for speed, squeeze what they keep, and copy it out of the
 	// burst's heap (see cluster.Node.Cool).
 	var cool atomic.Pointer[func() int64]
-	go trimMemoryWhenIdle(trimCtx, log, func() int64 {
+	go trimMemoryWhenIdle(trimCtx, log, mappedDir(filepath.Join(cfg.DataDir, "store")), func() int64 {
 		if f := cool.Load(); f != nil {
 			return (*f)()
 		}
