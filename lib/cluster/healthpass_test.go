@@ -76,9 +76,10 @@ func (p *coolingPeers) Cool(tab *intern.Table) { p.tabs = append(p.tabs, tab) }
 type coolingDriver struct {
 	*testdriver.Driver
 	cools int
+	tab   *intern.Table
 }
 
-func (d *coolingDriver) Cool() { d.cools++; d.Driver.Cool() }
+func (d *coolingDriver) Cool(tab *intern.Table) { d.cools, d.tab = d.cools+1, tab; d.Driver.Cool(tab) }
 
 // The node's Cool reaches its peers (with the table its own copies took
 // their names from: one copy of each name for both) and its drivers, and
@@ -103,6 +104,7 @@ func TestCoolReachesPeersAndDrivers(t *testing.T) {
 	require.Len(t, peers.tabs, 1, "the peers cooled once")
 	assert.GreaterOrEqual(t, peers.tabs[0].Len(), 2*claims, "with the table that holds the node's names (claims and machines)")
 	assert.Equal(t, 1, drv.cools, "the driver cooled once")
+	assert.Same(t, peers.tabs[0], drv.tab, "with the same table: names and data the ledger keeps too are kept once")
 	assert.Equal(t, claims, bound())
 	assert.Len(t, n.acc.appendNames(nil), claims, "the ledger holds every machine")
 

@@ -184,7 +184,7 @@ func (n *Node) Cool() int64 {
 	}
 	for _, in := range n.instances {
 		if c, ok := in.Driver.(drivers.Cooler); ok {
-			c.Cool()
+			c.Cool(tab)
 		}
 	}
 	return dropped

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/hf-fleet/hf/lib/internal/intern"
 	"github.com/hf-fleet/hf/lib/internal/shellframe"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -78,10 +79,12 @@ func Bare(r types.Resource) *types.Resource {
 // Cooler is implemented by drivers that keep something in memory for each
 // resource. The node calls Cool once it goes idle after a burst: the driver
 // copies what it keeps afresh, so that it no longer holds the half-empty
-// spans of the burst's heap (see package lib/internal/intern). It must not
-// block for long: it runs on the node's memory trimmer.
+// spans of the burst's heap (see package lib/internal/intern), its strings
+// and data from tab, the node's table for this pass (a resource's id and
+// data the node's ledger keeps too are then kept once). It must not block
+// for long: it runs on the node's memory trimmer.
 type Cooler interface {
-	Cool()
+	Cool(tab *intern.Table)
 }
 
 // Pauser is implemented by drivers that can pause a machine and resume it

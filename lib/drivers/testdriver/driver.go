@@ -219,8 +219,7 @@ func (d *Driver) Allocate(ctx context.Context, t types.MachineTemplate, meta map
 
 // Cool implements drivers.Cooler: the held resources are copied afresh,
 // their ids shared by the map and the resource.
-func (d *Driver) Cool() {
-	tab := intern.New()
+func (d *Driver) Cool(tab *intern.Table) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	held := make(map[string]types.Resource, len(d.held))

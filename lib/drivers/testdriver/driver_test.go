@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/hf-fleet/hf/lib/drivers"
+	"github.com/hf-fleet/hf/lib/internal/intern"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -301,7 +302,7 @@ func TestCoolKeepsHoldings(t *testing.T) {
 	require.NoError(t, err)
 	data := func() *byte { d.mu.Lock(); defer d.mu.Unlock(); return &d.held[rs[0].ID].Data[0] }
 	was := data()
-	d.Cool()
+	d.Cool(intern.New())
 	assert.True(t, was != data(), "what is held is copied afresh")
 	after, err := d.List(t.Context())
 	require.NoError(t, err)

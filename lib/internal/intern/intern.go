@@ -26,12 +26,13 @@ import "unsafe"
 // heap's largest size class (32 KB), so each chunk has a span of its own.
 const chunkSize = 64 << 10
 
-// Table hands out one fresh copy of each distinct string, and copies of
-// byte slices, from chunks of its own. Use it for one compaction pass and
-// drop it: it keeps every string it was given.
+// Table hands out one fresh copy of each distinct string, and of each
+// distinct byte slice, from chunks of its own. Use it for one compaction
+// pass and drop it: it keeps every string and slice it was given.
 type Table struct {
-	m   map[string]string
-	buf []byte // the chunk being filled
+	m     map[string]string
+	bytes map[string][]byte
+	buf   []byte // the chunk being filled
 }
 
 // New returns an empty table.
@@ -53,15 +54,23 @@ func (t *Table) String(s string) string {
 	return c
 }
 
-// Bytes returns a copy of b (nil for nil), its capacity its length: an
-// append to it copies, and never writes into the chunk. A nil Table
-// returns b.
+// Bytes returns the table's copy of b (nil for nil), made on first use
+// and shared by every equal b after it: read only. Its capacity is its
+// length: an append to it copies, and never writes into the chunk. A nil
+// Table returns b.
 func (t *Table) Bytes(b []byte) []byte {
 	if t == nil || b == nil {
 		return b
 	}
+	if c, ok := t.bytes[string(b)]; ok {
+		return c
+	}
 	c := t.carve(len(b))
 	copy(c, b)
+	if t.bytes == nil {
+		t.bytes = map[string][]byte{}
+	}
+	t.bytes[unsafe.String(unsafe.SliceData(c), len(c))] = c
 	return c
 }
 

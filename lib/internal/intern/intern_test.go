@@ -57,3 +57,13 @@ func TestSlabCarvesValues(t *testing.T) {
 	many := s.Make(10_000)
 	assert.Len(t, many, 10_000, "more than a chunk's share gets its own allocation")
 }
+
+func TestTableSharesEqualBytes(t *testing.T) {
+	tab := New()
+	a := tab.Bytes([]byte(`{"template":"t-1"}`))
+	b := tab.Bytes([]byte(`{"template":"t-1"}`))
+	c := tab.Bytes([]byte(`{"template":"t-2"}`))
+	assert.True(t, unsafe.SliceData(a) == unsafe.SliceData(b), "equal data is kept once")
+	assert.False(t, unsafe.SliceData(a) == unsafe.SliceData(c))
+	assert.Equal(t, `{"template":"t-2"}`, string(c))
+}
