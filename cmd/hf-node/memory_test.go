@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -186,23 +184,7 @@ func TestReleaseExePages(t *testing.T) {
 	exe, err := os.Executable()
 	require.NoError(t, err)
 	resident := func() int64 {
-		f, err := os.Open("/proc/self/smaps")
-		require.NoError(t, err)
-		defer f.Close()
-		var kb int64
-		in := false
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			fields := strings.Fields(sc.Text())
-			if _, ok := mappingRange(fields[0]); ok && len(fields) >= 5 {
-				in = len(fields) == 6 && fields[5] == exe && !strings.Contains(fields[1], "w")
-			} else if in && fields[0] == "Rss:" {
-				n, _ := strconv.ParseInt(fields[1], 10, 64)
-				kb += n
-			}
-		}
-		require.NoError(t, sc.Err())
-		return kb
+		return residentKB(t, func(path, perms string) bool { return path == exe && !strings.Contains(perms, "w") })
 	}
 	before := resident()
 	n, err := releaseExePages("")

@@ -17,9 +17,9 @@ import (
 	"github.com/hf-fleet/hf/lib/types"
 )
 
-// storeResidentKB sums smaps' Rss of this process's mappings of files in
-// dir, in kB.
-func storeResidentKB(t *testing.T, dir string) int64 {
+// residentKB sums smaps' Rss of this process's mappings that match (a
+// file's path and the mapping's permissions, "r-xp"), in kB.
+func residentKB(t *testing.T, match func(path, perms string) bool) int64 {
 	t.Helper()
 	f, err := os.Open("/proc/self/smaps")
 	require.NoError(t, err)
@@ -30,7 +30,7 @@ func storeResidentKB(t *testing.T, dir string) int64 {
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		if _, ok := mappingRange(fields[0]); ok && len(fields) >= 5 {
-			in = len(fields) == 6 && filepath.Dir(fields[5]) == dir
+			in = len(fields) == 6 && match(fields[5], fields[1])
 		} else if in && fields[0] == "Rss:" {
 			n, _ := strconv.ParseInt(fields[1], 10, 64)
 			kb += n
@@ -38,6 +38,11 @@ func storeResidentKB(t *testing.T, dir string) int64 {
 	}
 	require.NoError(t, sc.Err())
 	return kb
+}
+
+// storeResidentKB is residentKB of the mappings of files in dir.
+func storeResidentKB(t *testing.T, dir string) int64 {
+	return residentKB(t, func(path, _ string) bool { return filepath.Dir(path) == dir })
 }
 
 // TestReleaseStorePages unmaps a real store's mapped files (tables, value

@@ -85,13 +85,8 @@ func (d *coolingDriver) Cool(tab *intern.Table) { d.cools, d.tab = d.cools+1, ta
 // their names from: one copy of each name for both) and its drivers, and
 // the node goes on as before.
 func TestCoolReachesPeersAndDrivers(t *testing.T) {
-	log := testLogger()
-	st, err := store.Open(store.Config{InMemory: true, NodeID: "n1"}, log)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() }) // after the node stops (cleanups run last first)
-	td := testdriver.New(drivers.Env{Instance: "test", NodeName: "n1", Log: log})
-	require.NoError(t, td.Prepare(context.Background(), []byte(`{"cpus": 64, "ram_gb": 64}`)))
-	drv := &coolingDriver{Driver: td.(*testdriver.Driver)}
+	st, td := memStoreAndDriver(t)
+	drv := &coolingDriver{Driver: td}
 	var peers *coolingPeers
 	const claims = 5
 	n := startBound(t, Config{Name: "n1", OfferTimeout: time.Second}, st, drv, claims, func(n *Node) {
@@ -108,7 +103,7 @@ func TestCoolReachesPeersAndDrivers(t *testing.T) {
 	assert.Equal(t, claims, bound())
 	assert.Len(t, n.acc.appendNames(nil), claims, "the ledger holds every machine")
 
-	_, err = st.Put(claim("c-after", "small", time.Minute), store.PutOptions{Create: true})
+	_, err := st.Put(claim("c-after", "small", time.Minute), store.PutOptions{Create: true})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return bound() == claims+1 }, 10*time.Second, 5*time.Millisecond, "a claim after the cool is bound")
 }
@@ -141,13 +136,8 @@ func (d *infoDriver) Deallocate(ctx context.Context, r *types.Resource) error {
 // resource without it, as drivers.Driver allows, while a release hands it
 // whole, and the machine's record keeps it; a second Cool keeps it too.
 func TestCoolKeepsResourceInfoApart(t *testing.T) {
-	log := testLogger()
-	st, err := store.Open(store.Config{InMemory: true, NodeID: "n1"}, log)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() }) // after the node stops (cleanups run last first)
-	td := testdriver.New(drivers.Env{Instance: "test", NodeName: "n1", Log: log})
-	require.NoError(t, td.Prepare(context.Background(), []byte(`{"cpus": 64, "ram_gb": 64}`)))
-	drv := &infoDriver{Driver: td.(*testdriver.Driver)}
+	st, td := memStoreAndDriver(t)
+	drv := &infoDriver{Driver: td}
 	n := startBound(t, Config{Name: "n1", OfferTimeout: time.Second, StatusInterval: 10 * time.Millisecond}, st, drv, 2, nil)
 	statuses := func() []map[string]string {
 		drv.mu.Lock()
@@ -170,7 +160,7 @@ func TestCoolKeepsResourceInfoApart(t *testing.T) {
 	whole := e.whole()
 	assert.Equal(t, map[string]string{"host": "n1", "id": whole.ID}, whole.Info, "whole puts it back")
 
-	_, err = st.Delete(types.KindMachineClaim, "c0", types.Version{})
+	_, err := st.Delete(types.KindMachineClaim, "c0", types.Version{})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		drv.mu.Lock()
@@ -190,4 +180,17 @@ func machineOf(t *testing.T, n *Node, claim string) string {
 	require.NoError(t, err)
 	require.NotEmpty(t, c.Status.Machine)
 	return c.Status.Machine
+}
+
+// memStoreAndDriver is an in-memory store of node n1, closed after the
+// node stops, and a prepared test driver of 64 CPUs and 64 GB.
+func memStoreAndDriver(t *testing.T) (*store.Store, *testdriver.Driver) {
+	t.Helper()
+	log := testLogger()
+	st, err := store.Open(store.Config{InMemory: true, NodeID: "n1"}, log)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() }) // after the node stops (cleanups run last first)
+	td := testdriver.New(drivers.Env{Instance: "test", NodeName: "n1", Log: log})
+	require.NoError(t, td.Prepare(context.Background(), []byte(`{"cpus": 64, "ram_gb": 64}`)))
+	return st, td.(*testdriver.Driver)
 }
