@@ -162,8 +162,9 @@ func goMemory(tb testing.TB, p *proc) string {
 		}
 	}
 	mb := func(name string) float64 { return figures["go_memstats_"+name+"_bytes"] / (1 << 20) }
-	return fmt.Sprintf("heap objects %.1f MB in %.1f MB of spans, %.1f MB returned to the OS, stacks %.1f MB, runtime metadata %.1f MB",
-		mb("heap_alloc"), mb("heap_inuse"), mb("heap_released"), mb("stack_inuse"), mb("gc_sys")+mb("mspan_sys")+mb("other_sys"))
+	return fmt.Sprintf("heap objects %.1f MB in %.1f MB of spans, %.1f MB returned to the OS, stacks %.1f MB, runtime metadata %.1f MB (the collector's %.1f, span structures %.1f, other %.1f)",
+		mb("heap_alloc"), mb("heap_inuse"), mb("heap_released"), mb("stack_inuse"), mb("gc_sys")+mb("mspan_sys")+mb("other_sys"),
+		mb("gc_sys"), mb("mspan_sys"), mb("other_sys"))
 }
 
 // saveHeapProfile writes the node's heap profile (after a collection) from
