@@ -75,7 +75,8 @@ func (r Resources) AtLeast(min Resources) Resources {
 
 // Mover makes a copy's parts: its strings (strings do not change: return
 // them as they are to share them, or an intern table's copy to move them)
-// and its byte slices (a fresh copy, never b itself; nil for nil).
+// and its byte slices (never b itself, nil for nil; a mover may hand equal
+// data one shared copy, which is then read only, as a Resource's Data is).
 type Mover interface {
 	String(s string) string
 	Bytes(b []byte) []byte

@@ -574,8 +574,8 @@ func BenchmarkCompact(b *testing.B) {
 }
 
 // A packed kind's bucket holds names alone: past fewMax in a set, which
-// answers as the slice did, is copied as one, and turns into a map of
-// objects if an object ever comes.
+// answers as the slice did and is copied as one; an unpacked kind's goes
+// on holding its objects past fewMax.
 func TestBucketOfNames(t *testing.T) {
 	b := &bucket{}
 	var want []string
@@ -594,17 +594,23 @@ func TestBucketOfNames(t *testing.T) {
 	assert.Equal(t, len(want), b.len())
 	assert.True(t, b.has("m2"))
 	assert.False(t, b.has("m1"))
-	assert.Len(t, b.objects(), len(want))
 
 	var bs intern.Slab[bucket]
 	var ns intern.Slab[named]
 	c := b.copy(intern.New(), &bs, &ns)
 	assert.ElementsMatch(t, want, c.names(), "the copy holds the same names")
 
-	obj := &types.MachineClaim{Metadata: types.ObjectMeta{Name: "o"}}
-	c.put("o", obj)
-	assert.Nil(t, c.set)
-	assert.Equal(t, len(want)+1, c.len())
-	assert.Contains(t, c.objects(), types.Object(obj), "an object turns the set into a map of objects")
-	assert.ElementsMatch(t, append(want, "o"), c.names())
+	c.del("m2")
+	assert.False(t, c.has("m2"))
+	assert.Equal(t, len(want)-1, c.len())
+
+	objs := &bucket{}
+	var claims []types.Object
+	for i := range fewMax + 3 {
+		o := &types.MachineClaim{Metadata: types.ObjectMeta{Name: fmt.Sprint("c", i)}}
+		objs.put(o.Metadata.Name, o)
+		claims = append(claims, o)
+	}
+	assert.Nil(t, objs.set, "an unpacked kind's objects are kept, not their names alone")
+	assert.ElementsMatch(t, claims, objs.objects())
 }

@@ -31,9 +31,10 @@ type index struct {
 const fewMax = 8
 
 // bucket is the objects under one key of an index. A packed kind's index
-// holds names alone (its objects are nil): past fewMax, in a set, whose
-// slots are half a map of objects' (10,000 bound claims are under one key
-// of several indexes: ~2 MB of an idle node's heap).
+// holds names alone (index.set puts them with a nil object; an unpacked
+// kind's never does): past fewMax, in a set, whose slots are half a map of
+// objects' (10,000 bound claims are under one key of several indexes: ~2 MB
+// of an idle node's heap).
 type bucket struct {
 	few  []named
 	many map[string]types.Object
@@ -46,13 +47,6 @@ type named struct {
 }
 
 func (b *bucket) put(name string, obj types.Object) {
-	if b.set != nil && obj != nil { // (not for an index as the cache makes them)
-		b.many = make(map[string]types.Object, len(b.set)+1)
-		for n := range b.set {
-			b.many[n] = nil
-		}
-		b.set = nil
-	}
 	switch {
 	case b.many != nil:
 		b.many[name] = obj
@@ -71,7 +65,7 @@ func (b *bucket) put(name string, obj types.Object) {
 		b.few = append(b.few, named{name, obj})
 		return
 	}
-	if obj == nil && !slices.ContainsFunc(b.few, func(n named) bool { return n.obj != nil }) {
+	if obj == nil {
 		b.set = make(map[string]struct{}, 2*fewMax)
 		for _, n := range b.few {
 			b.set[n.name] = struct{}{}
@@ -137,8 +131,8 @@ func (b *bucket) names() []string {
 	return out
 }
 
-// objects returns the objects under the key, in no order (nil for each
-// name of a packed kind's index).
+// objects returns the objects under the key, in no order: for an
+// unpacked kind's index (a packed kind's holds names alone).
 func (b *bucket) objects() []types.Object {
 	out := make([]types.Object, 0, b.len())
 	for _, n := range b.few {
@@ -146,9 +140,6 @@ func (b *bucket) objects() []types.Object {
 	}
 	for _, o := range b.many {
 		out = append(out, o)
-	}
-	for range b.set {
-		out = append(out, nil)
 	}
 	return out
 }

@@ -20,7 +20,10 @@
 // name held by several structures is copied once and shared again.
 package intern
 
-import "unsafe"
+import (
+	"bytes"
+	"unsafe"
+)
 
 // chunkSize is the size of the chunks values are carved from: above the
 // heap's largest size class (32 KB), so each chunk has a span of its own.
@@ -57,10 +60,10 @@ func (t *Table) String(s string) string {
 // Bytes returns the table's copy of b (nil for nil), made on first use
 // and shared by every equal b after it: read only. Its capacity is its
 // length: an append to it copies, and never writes into the chunk. A nil
-// Table returns b.
+// Table returns a plain copy.
 func (t *Table) Bytes(b []byte) []byte {
 	if t == nil || b == nil {
-		return b
+		return bytes.Clone(b)
 	}
 	if c, ok := t.bytes[string(b)]; ok {
 		return c

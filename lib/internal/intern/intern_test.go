@@ -66,4 +66,8 @@ func TestTableSharesEqualBytes(t *testing.T) {
 	assert.True(t, unsafe.SliceData(a) == unsafe.SliceData(b), "equal data is kept once")
 	assert.False(t, unsafe.SliceData(a) == unsafe.SliceData(c))
 	assert.Equal(t, `{"template":"t-2"}`, string(c))
+	var none *Table
+	d := []byte("data")
+	assert.False(t, unsafe.SliceData(d) == unsafe.SliceData(none.Bytes(d)), "a nil table copies bytes all the same: never b itself")
+	assert.Equal(t, "data", string(none.Bytes(d)))
 }
