@@ -89,7 +89,7 @@ func (t *memoryTrimmer) step(figures func() (allocs, free uint64), cool func() i
 // spell, drops what is kept only for speed and says how many bytes it
 // dropped: enough of them make a trim on their own. With each cool the node
 // also unmaps the pages of its executable and of the store's files in
-// storeDir it is not using (releaseExePages).
+// storeDir it is not using (releaseMappedPages).
 func trimMemoryWhenIdle(ctx context.Context, log *slog.Logger, storeDir string, cool func() int64) {
 	tick := time.NewTicker(trimTick)
 	defer tick.Stop()
@@ -97,7 +97,7 @@ func trimMemoryWhenIdle(ctx context.Context, log *slog.Logger, storeDir string, 
 	t := memoryTrimmer{allocs: allocs}
 	coolAll := func() int64 {
 		dropped := cool()
-		if n, err := releaseExePages(storeDir); err != nil {
+		if n, err := releaseMappedPages(storeDir); err != nil {
 			log.Debug("idle: unmapping the executable's pages", "err", err)
 		} else {
 			log.Debug("idle: unmapped the executable's read-only pages and the store's files", "mb", n>>20)

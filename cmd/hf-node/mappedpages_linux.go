@@ -6,10 +6,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// releaseExePages unmaps the node's read-only segments of its executable
+// releaseMappedPages unmaps the node's read-only segments of its executable
 // and its mappings of the store's files in storeDir ("" none; see
-// readOnlyExeSegments) and returns how many bytes they span.
-func releaseExePages(storeDir string) (int64, error) {
+// releasableMappings) and returns how many bytes they span.
+func releaseMappedPages(storeDir string) (int64, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return 0, err
@@ -18,7 +18,7 @@ func releaseExePages(storeDir string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	segs, err := readOnlyExeSegments(f, exe, storeDir)
+	segs, err := releasableMappings(f, exe, storeDir)
 	f.Close()
 	if err != nil {
 		return 0, err

@@ -76,7 +76,7 @@ func TestReleaseStorePages(t *testing.T) {
 	put(0, 8000)
 	check(st, 8000)
 	before := storeResidentKB(t, dir)
-	n, err := releaseExePages(dir)
+	n, err := releaseMappedPages(dir)
 	require.NoError(t, err)
 	after := storeResidentKB(t, dir)
 	t.Logf("the store's mapped files resident: %d kB before, %d kB after (%d MB of mappings released with the executable's)", before, after, n>>20)

@@ -23,22 +23,22 @@ import (
 // and the rest is cache the kernel may reclaim without unmapping it from
 // the node first.
 
-// exeSegment is a file mapping that releasing drops.
-type exeSegment struct{ start, end uintptr }
+// mapping is a file mapping that releasing drops.
+type mapping struct{ start, end uintptr }
 
 // storeFileExts are the files of the store that badger maps.
 var storeFileExts = []string{".sst", ".vlog", ".mem"}
 
-// readOnlyExeSegments returns the mappings of smaps (a /proc/PID/smaps)
+// releasableMappings returns the mappings of smaps (a /proc/PID/smaps)
 // that map the file exe read-only (never writable, as text and rodata are)
 // and hold no private copy of a page (Anonymous: 0; a segment the dynamic
 // loader wrote before it made it read-only does), which MADV_DONTNEED
 // drops without losing anything; and, when storeDir is not "", the shared
 // mappings of the store's files in storeDir (a shared mapping's pages are
 // the file's: dropping them loses nothing either).
-func readOnlyExeSegments(smaps io.Reader, exe, storeDir string) ([]exeSegment, error) {
-	var out []exeSegment
-	var cur *exeSegment
+func releasableMappings(smaps io.Reader, exe, storeDir string) ([]mapping, error) {
+	var out []mapping
+	var cur *mapping
 	sc := bufio.NewScanner(smaps)
 	for sc.Scan() {
 		line := sc.Text()
@@ -76,17 +76,17 @@ func releasable(path, perms, exe, storeDir string) bool {
 }
 
 // mappingRange parses smaps' "start-end" (hex) of a mapping's first line.
-func mappingRange(s string) (exeSegment, bool) {
+func mappingRange(s string) (mapping, bool) {
 	lo, hi, ok := strings.Cut(s, "-")
 	if !ok {
-		return exeSegment{}, false
+		return mapping{}, false
 	}
 	start, err1 := strconv.ParseUint(lo, 16, 64)
 	end, err2 := strconv.ParseUint(hi, 16, 64)
 	if err1 != nil || err2 != nil || end <= start {
-		return exeSegment{}, false
+		return mapping{}, false
 	}
-	return exeSegment{uintptr(start), uintptr(end)}, true
+	return mapping{uintptr(start), uintptr(end)}, true
 }
 
 // mappedDir is dir as the kernel names the files in it in smaps: absolute,
