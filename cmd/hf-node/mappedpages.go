@@ -23,8 +23,12 @@ import (
 // and the rest is cache the kernel may reclaim without unmapping it from
 // the node first.
 
-// mapping is a file mapping that releasing drops.
-type mapping struct{ start, end uintptr }
+// mapping is a file mapping that releasing drops: one of the executable's
+// or of the store's files.
+type mapping struct {
+	start, end uintptr
+	exe        bool
+}
 
 // storeFileExts are the files of the store that badger maps.
 var storeFileExts = []string{".sst", ".vlog", ".mem"}
@@ -49,6 +53,7 @@ func releasableMappings(smaps io.Reader, exe, storeDir string) ([]mapping, error
 		if r, ok := mappingRange(fields[0]); ok && len(fields) >= 5 {
 			cur = nil
 			if len(fields) == 6 && len(fields[1]) == 4 && releasable(fields[5], fields[1], exe, storeDir) {
+				r.exe = fields[5] == exe
 				out = append(out, r)
 				cur = &out[len(out)-1]
 			}
@@ -86,7 +91,7 @@ func mappingRange(s string) (mapping, bool) {
 	if err1 != nil || err2 != nil || end <= start {
 		return mapping{}, false
 	}
-	return mapping{uintptr(start), uintptr(end)}, true
+	return mapping{start: uintptr(start), end: uintptr(end)}, true
 }
 
 // mappedDir is dir as the kernel names the files in it in smaps: absolute,

@@ -68,10 +68,15 @@ func (t *memoryTrimmer) tick(allocs, free uint64) (cool, trim bool) {
 // keeps: tens of MB for 30,000 objects) is not taken for the node's
 // activity; counted, it would end the quiet spell, and the next one would
 // cool again, over and over. It returns the free heap it saw, what the cool
-// dropped, and whether it trimmed.
-func (t *memoryTrimmer) step(figures func() (allocs, free uint64), cool func() int64, trim func()) (free uint64, dropped int64, trimmed bool) {
+// dropped, and whether it trimmed. The first busy tick after a cool calls
+// wake.
+func (t *memoryTrimmer) step(figures func() (allocs, free uint64), cool func() int64, trim, wake func()) (free uint64, dropped int64, trimmed bool) {
 	allocs, free := figures()
+	cooled := t.cooled
 	doCool, doTrim := t.tick(allocs, free)
+	if cooled && !t.cooled {
+		wake()
+	}
 	if doCool {
 		dropped = cool()
 		doTrim = doTrim || dropped >= coolTrimAtLeast
@@ -89,7 +94,8 @@ func (t *memoryTrimmer) step(figures func() (allocs, free uint64), cool func() i
 // spell, drops what is kept only for speed and says how many bytes it
 // dropped: enough of them make a trim on their own. With each cool the node
 // also unmaps the pages of its executable and of the store's files in
-// storeDir it is not using (releaseMappedPages).
+// storeDir it is not using (releaseMappedPages), and once busy again has
+// its executable read ahead as before (wakeMappedPages).
 func trimMemoryWhenIdle(ctx context.Context, log *slog.Logger, storeDir string, cool func() int64) {
 	tick := time.NewTicker(trimTick)
 	defer tick.Stop()
@@ -104,6 +110,11 @@ func trimMemoryWhenIdle(ctx context.Context, log *slog.Logger, storeDir string, 
 		}
 		return dropped
 	}
+	wake := func() {
+		if err := wakeMappedPages(); err != nil {
+			log.Debug("busy: reading the executable ahead again", "err", err)
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -111,7 +122,7 @@ func trimMemoryWhenIdle(ctx context.Context, log *slog.Logger, storeDir string, 
 		case <-tick.C:
 		}
 		start := time.Now()
-		if free, dropped, trimmed := t.step(heapFigures, coolAll, trimNow); trimmed {
+		if free, dropped, trimmed := t.step(heapFigures, coolAll, trimNow, wake); trimmed {
 			log.Debug("idle: returned free memory to the OS", "free_mb", free>>20, "dropped_mb", dropped>>20, "took", time.Since(start))
 		}
 	}

@@ -600,8 +600,9 @@ func cacheNode(n *Node, name string) (*types.Node, bool) {
 // compact copies the ledger afresh (see package intern): its entries, their
 // resources (decoded from machine records during a burst, ~1 KB in a dozen
 // small objects each) and the claims' lists, into chunks of their own, with
-// their names from tab. Called once the node is idle; nothing keeps an
-// entry's pointer outside mu.
+// their names from tab; its other maps and its queue shrink to what they
+// hold. Called once the node is idle; nothing keeps an entry's pointer
+// outside mu.
 func (a *acceptor) compact(tab *intern.Table) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -641,4 +642,6 @@ func (a *acceptor) compact(tab *intern.Table) {
 		byClaim[tab.String(claim)] = c
 	}
 	a.entries, a.byClaim = entries, byClaim
+	a.failures = intern.Shrunk(a.failures)
+	a.q.Compact()
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hf-fleet/hf/lib/cluster/internal/workqueue"
+	"github.com/hf-fleet/hf/lib/internal/intern"
 	"github.com/hf-fleet/hf/lib/scheduler"
 	"github.com/hf-fleet/hf/lib/types"
 )
@@ -52,7 +53,16 @@ func (d *duties) absentSince(member string) (time.Time, bool) {
 }
 
 func (d *duties) start() { d.n.spawn(d.workLoop) }
-func (d *duties) stop()  { d.q.ShutDown() }
+
+// compact shrinks the duties' maps and queue to what they hold (see
+// intern.Shrunk); the node's Cool calls it.
+func (d *duties) compact() {
+	d.mu.Lock()
+	d.absent, d.made = intern.Shrunk(d.absent), intern.Shrunk(d.made)
+	d.mu.Unlock()
+	d.q.Compact()
+}
+func (d *duties) stop() { d.q.ShutDown() }
 
 // changed queues the duties a change concerns. It never blocks.
 func (d *duties) changed(kind, name string, old, obj types.Object) {

@@ -13,6 +13,7 @@ import (
 	"github.com/hf-fleet/hf/lib/cluster/internal/queue"
 	"github.com/hf-fleet/hf/lib/cluster/internal/workqueue"
 	"github.com/hf-fleet/hf/lib/cluster/wire"
+	"github.com/hf-fleet/hf/lib/internal/intern"
 	"github.com/hf-fleet/hf/lib/scheduler"
 	"github.com/hf-fleet/hf/lib/store"
 	"github.com/hf-fleet/hf/lib/types"
@@ -27,6 +28,7 @@ const (
 	keyRequested = "!requested" // look at every Requested claim again
 	keyTemplate  = "!template/" // + template: claims of it may route differently now
 	keyRetry     = "!retry"     // write again what the store refused
+	keyCompact   = "!compact"   // the node is idle: hand back the burst's room
 )
 
 // elector elects the serving node of the claims this node is the elector of:
@@ -189,6 +191,8 @@ func (el *elector) handle(key string) {
 		el.execute(el.e.Step(now, scheduler.Timeout{NoQuorum: !quorum}))
 	case key == keyRetry:
 		el.retryFailed()
+	case key == keyCompact:
+		el.compact()
 	case key == keyRequested:
 		// By name: a packed claim is not decoded to be queued.
 		for _, name := range el.n.cache.Names(idxClaimPhase, string(types.ClaimRequested)) {
@@ -513,6 +517,19 @@ func (el *elector) write(claim, what string, fn func() error) {
 type failedWrite struct {
 	what string
 	fn   func() error
+}
+
+// compact remakes the elector's maps and its queue's at the size of what
+// they hold (see intern.Shrunk); the node's Cool asks for it (keyCompact).
+func (el *elector) compact() {
+	el.e.Compact()
+	el.members, el.takes, el.onDemand = intern.Shrunk(el.members), intern.Shrunk(el.takes), intern.Shrunk(el.onDemand)
+	el.capped, el.waiting, el.issued = intern.Shrunk(el.capped), intern.Shrunk(el.waiting), intern.Shrunk(el.issued)
+	el.accepted = slices.Clip(el.accepted)
+	el.failedMu.Lock()
+	el.failed = intern.Shrunk(el.failed)
+	el.failedMu.Unlock()
+	el.q.Compact()
 }
 
 // retryFailed writes again what the store refused (see failed), and asks

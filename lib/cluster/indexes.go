@@ -171,7 +171,8 @@ func (n *Node) LiveClaimsOf(ctx context.Context, user string) (int, error) {
 // flight (store.Cool); it copies what the cache, the acceptor's
 // ledger, its peers (Cooler) and its drivers (drivers.Cooler) keep per
 // object out of the burst's heap, one copy of each name for all (see
-// package intern), and returns about how many bytes that dropped: the
+// package intern); the acceptor, the elector and the duties shrink their
+// maps and queues to what they hold; and it returns about how many bytes that dropped: the
 // memory trimmer calls it once the node is idle.
 func (n *Node) Cool() int64 {
 	dropped := n.cache.Cool()
@@ -179,6 +180,8 @@ func (n *Node) Cool() int64 {
 	tab := intern.New()
 	n.cache.Compact(tab)
 	n.acc.compact(tab)
+	n.duties.compact()
+	n.el.q.Add(keyCompact) // its maps are its worker's
 	if c, ok := n.peers.(Cooler); ok {
 		c.Cool(tab)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hf-fleet/hf/lib/internal/intern"
 	"github.com/hf-fleet/hf/lib/types"
 )
 
@@ -207,6 +208,14 @@ func (e *Elector) NextDeadline() (time.Time, bool) {
 		}
 	}
 	return next, found
+}
+
+// Compact remakes the elector's maps at the size of what they hold (see
+// intern.Shrunk): after a burst they keep the room of every claim that was
+// in flight at once. Nothing it decides changes.
+func (e *Elector) Compact() {
+	e.claims, e.holds, e.extra = intern.Shrunk(e.claims), intern.Shrunk(e.holds), intern.Shrunk(e.extra)
+	e.cands = slices.Clip(e.cands)
 }
 
 // Pending returns the claims the elector is working on (offering, waiting, or

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -597,4 +598,41 @@ func TestElectorFailsAClaimEveryNodeRefuses(t *testing.T) {
 		waits(pass(false))
 		now = now.Add(time.Minute)
 	}
+}
+
+// Compact changes nothing the elector decides: two electors fed one burst
+// (offers, acceptances, declines, timeouts, claims gone) decide alike when
+// one of them compacts before every step.
+func TestElectorCompactKeepsDecisions(t *testing.T) {
+	a, b := newElector(t, threeNodes()), newElector(t, threeNodes())
+	step := func(now time.Time, in Input) {
+		t.Helper()
+		b.Compact()
+		require.Equal(t, a.Step(now, in), b.Step(now, in), "input %#v", in)
+	}
+	var offers []SendOffer
+	for i := range 300 {
+		acts := a.Step(t0, request(fmt.Sprintf("c%03d", i), 0.25))
+		b.Compact()
+		require.Equal(t, acts, b.Step(t0, request(fmt.Sprintf("c%03d", i), 0.25)))
+		for _, act := range acts {
+			if o, ok := act.(SendOffer); ok {
+				offers = append(offers, o)
+			}
+		}
+	}
+	require.NotEmpty(t, offers)
+	for i, o := range offers {
+		switch i % 4 {
+		case 0, 1:
+			step(t0, Accepted{Claim: o.Claim, Node: o.Node, Driver: o.Driver, Round: o.Round})
+			step(t0, ClaimGone{Claim: o.Claim}) // bound
+		case 2:
+			step(t0, Declined{Claim: o.Claim, Node: o.Node, Round: o.Round, Reason: "full"})
+		}
+	}
+	step(t0.Add(2*offerTO), Timeout{})
+	step(t0.Add(2*offerTO), CandidatesChanged{Candidates: threeNodes(), Quorum: true})
+	step(t0.Add(2*time.Minute), Timeout{})
+	assert.Equal(t, a.Pending(), b.Pending())
 }

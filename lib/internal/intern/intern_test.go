@@ -2,6 +2,7 @@ package intern
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"unsafe"
 
@@ -70,4 +71,32 @@ func TestTableSharesEqualBytes(t *testing.T) {
 	d := []byte("data")
 	assert.False(t, unsafe.SliceData(d) == unsafe.SliceData(none.Bytes(d)), "a nil table copies bytes all the same: never b itself")
 	assert.Equal(t, "data", string(none.Bytes(d)))
+}
+
+// Shrunk keeps what a map holds in a map of that size: the room of a
+// burst's keys, deleted since, goes with the old map.
+func TestShrunk(t *testing.T) {
+	assert.Nil(t, Shrunk[string, int](nil))
+	heapNow := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	m := map[string]int{}
+	for i := range 50_000 {
+		m[fmt.Sprint(i)] = i
+	}
+	for i := range 50_000 {
+		if i%1000 != 0 {
+			delete(m, fmt.Sprint(i))
+		}
+	}
+	before := heapNow()
+	m = Shrunk(m)
+	after := heapNow()
+	t.Logf("heap %d kB with the burst's map, %d kB shrunk", before>>10, after>>10)
+	assert.Greater(t, before, after+1<<20)
+	assert.Len(t, m, 50)
+	assert.Equal(t, 49_000, m["49000"])
 }

@@ -9,8 +9,11 @@ package workqueue
 
 import (
 	"container/heap"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/hf-fleet/hf/lib/internal/intern"
 )
 
 // Queue is a set of keys waiting for work. The zero value is not usable; New
@@ -145,6 +148,17 @@ func (q *Queue) Len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.order)
+}
+
+// Compact remakes the queue's maps and slices at the size of what they hold
+// now: a Go map keeps the room of its fullest moment (a burst's 10,000
+// keys, ~1 MB), and an idle node should not. Work on the queue goes on.
+func (q *Queue) Compact() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.queued, q.busy, q.dirty, q.due = intern.Shrunk(q.queued), intern.Shrunk(q.busy), intern.Shrunk(q.dirty), intern.Shrunk(q.due)
+	q.order = slices.Clip(slices.Clone(q.order))
+	q.later = slices.Clip(slices.Clone(q.later))
 }
 
 // ShutDown wakes every Get with ok false and drops what waits.

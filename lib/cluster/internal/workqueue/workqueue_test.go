@@ -1,6 +1,8 @@
 package workqueue
 
 import (
+	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -70,4 +72,45 @@ func TestShutDownWakesGet(t *testing.T) {
 	q.Add("x") // no effect after shut down
 	_, ok := q.Get()
 	assert.False(t, ok)
+}
+
+// Compact hands back the room a burst's keys took in the queue's maps, and
+// the queue goes on as it was: waiting, busy, dirty and delayed keys alike.
+func TestCompactShrinksAndKeepsWork(t *testing.T) {
+	q := New(nil)
+	defer q.ShutDown()
+	heapNow := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	for i := range 20_000 {
+		q.Add(fmt.Sprintf("burst-%05d", i))
+	}
+	for range 20_000 {
+		k, _ := q.Get()
+		q.Done(k)
+	}
+	q.Add("waiting")
+	q.Add("busy")
+	k, _ := q.Get()
+	require.Equal(t, "waiting", k)
+	q.Add("waiting") // dirty: worked on again after Done
+	q.AddAfter("later", 50*time.Millisecond)
+	before := heapNow()
+	q.Compact()
+	after := heapNow()
+	t.Logf("heap %d kB before Compact, %d kB after", before>>10, after>>10)
+	assert.Greater(t, before, after+512<<10, "the burst's room is handed back")
+
+	q.Done("waiting")
+	var got []string
+	for range 3 {
+		k, ok := q.Get()
+		require.True(t, ok)
+		got = append(got, k)
+		q.Done(k)
+	}
+	assert.Equal(t, []string{"busy", "waiting", "later"}, got)
 }
