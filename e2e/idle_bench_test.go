@@ -81,7 +81,8 @@ func BenchmarkIdleNode(b *testing.B) {
 			}
 			time.Sleep(time.Second)
 		}
-		b.Logf("loaded %d templates and %d bound claims in %s", n, n, time.Since(start).Round(time.Second))
+		b.Logf("loaded %d templates and %d bound claims in %s (the node's cache fell behind its store's watch %d times)",
+			n, n, time.Since(start).Round(time.Second), strings.Count(p.out.String(), "cache watch fell behind"))
 		time.Sleep(10 * time.Second) // let the last writes and compactions settle
 		pid := p.cmd.Process.Pid
 		// Two windows: the first 40 s (the store merging what the load

@@ -53,11 +53,18 @@ func TestBadgerSizedFromTheMemoryLimit(t *testing.T) {
 	tight := badgerOptions(Config{Dir: t.TempDir(), MemoryLimit: 64 << 20}, log)
 	huge := badgerOptions(Config{Dir: t.TempDir(), MemoryLimit: 64 << 30}, log)
 	assert.Equal(t, int64(4<<20), tight.MemTableSize)
-	assert.Equal(t, int64(4<<20), tight.BlockCacheSize)
+	assert.Equal(t, int64(1<<20), tight.BlockCacheSize)
 	assert.Equal(t, int64(2<<20), tight.IndexCacheSize)
 	assert.Equal(t, free.MemTableSize, huge.MemTableSize, "a large budget never grows badger past its sizes without one")
 	assert.Equal(t, free.BlockCacheSize, huge.BlockCacheSize)
 	st, err := Open(Config{Dir: t.TempDir(), NodeID: "n1", MemoryLimit: 32 << 20, GCInterval: -1}, log)
 	require.NoError(t, err, "badger opens at the smallest budget")
+	require.NoError(t, st.Close())
+	// In memory a value of 1 MiB must fit a batch (15 % of a memtable):
+	// the memtable stays 8 MB whatever the budget.
+	mem := badgerOptions(Config{InMemory: true, MemoryLimit: 32 << 20}, log)
+	assert.Equal(t, int64(8<<20), mem.MemTableSize)
+	st, err = Open(Config{InMemory: true, NodeID: "n1", MemoryLimit: 32 << 20, GCInterval: -1}, log)
+	require.NoError(t, err, "in memory, badger opens at the smallest budget")
 	require.NoError(t, st.Close())
 }

@@ -21,17 +21,20 @@ import (
 // is over. A burst fills a memtable every half second: merging at every
 // second table rewrote the whole tree each second, and a burst of 10,000
 // claims on a node holding 40,000 ran at 1,175-1,450 claims/s (p99 134-254
-// ms) where it now runs at 1,671-1,769 (p99 62-76 ms).
+// ms) where it now runs at 1,671-1,769 (p99 62-76 ms). Since memtables
+// are 4 MB (badgerOptions) a busy level 0 is 16 of them, as much as 8 of
+// 8 MB were.
 const (
 	compactPause  = time.Second
 	compactL0     = 2
-	compactL0Busy = 8
+	compactL0Busy = 16
 )
 
 // l0Stall is how many level-0 tables make badger stop flushing memtables
 // until a compaction removes some; compactLoop merges at compactL0, so
-// writes stall only when memtables fill faster than a merge runs.
-const l0Stall = 12
+// writes stall only when memtables fill faster than a merge runs (96 MB of
+// 4 MB memtables, as 12 of 8 MB were).
+const l0Stall = 24
 
 // compactOptions turns badger's compactors off; see compactLoop. L0 counts
 // as due from its second table (score = tables / NumLevelZeroTables > 1),
