@@ -525,7 +525,6 @@ func (el *elector) compact() {
 	el.e.Compact()
 	el.members, el.takes, el.onDemand = intern.Shrunk(el.members), intern.Shrunk(el.takes), intern.Shrunk(el.onDemand)
 	el.capped, el.waiting, el.issued = intern.Shrunk(el.capped), intern.Shrunk(el.waiting), intern.Shrunk(el.issued)
-	el.accepted = slices.Clip(el.accepted)
 	el.failedMu.Lock()
 	el.failed = intern.Shrunk(el.failed)
 	el.failedMu.Unlock()

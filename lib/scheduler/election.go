@@ -215,7 +215,6 @@ func (e *Elector) NextDeadline() (time.Time, bool) {
 // in flight at once. Nothing it decides changes.
 func (e *Elector) Compact() {
 	e.claims, e.holds, e.extra = intern.Shrunk(e.claims), intern.Shrunk(e.holds), intern.Shrunk(e.extra)
-	e.cands = slices.Clip(e.cands)
 }
 
 // Pending returns the claims the elector is working on (offering, waiting, or

@@ -137,3 +137,15 @@ func Shrunk[K comparable, V any](m map[K]V) map[K]V {
 	}
 	return out
 }
+
+// Trimmed returns a copy of s in an array of its length, nil when s is
+// empty: a slice that grew in a burst and shrank since keeps its array
+// (even at length 0), and so does any reslice of it.
+func Trimmed[T any](s []T) []T {
+	if len(s) == 0 {
+		return nil
+	}
+	out := make([]T, len(s))
+	copy(out, s)
+	return out
+}

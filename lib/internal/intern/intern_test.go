@@ -100,3 +100,17 @@ func TestShrunk(t *testing.T) {
 	assert.Len(t, m, 50)
 	assert.Equal(t, 49_000, m["49000"])
 }
+
+// Trimmed copies into an array of the slice's length, and drops the array
+// of an empty one (a reslice to length 0 keeps it).
+func TestTrimmed(t *testing.T) {
+	big := make([]int, 3, 1<<16)
+	big[0], big[1], big[2] = 1, 2, 3
+	tr := Trimmed(big[1:])
+	assert.Equal(t, []int{2, 3}, tr)
+	assert.Equal(t, 2, cap(tr))
+	tr[0] = 9
+	assert.Equal(t, 2, big[1], "a copy, not the array")
+	assert.Nil(t, Trimmed(big[:0]))
+	assert.Nil(t, Trimmed[int](nil))
+}

@@ -9,7 +9,6 @@ package workqueue
 
 import (
 	"container/heap"
-	"slices"
 	"sync"
 	"time"
 
@@ -157,8 +156,7 @@ func (q *Queue) Compact() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.queued, q.busy, q.dirty, q.due = intern.Shrunk(q.queued), intern.Shrunk(q.busy), intern.Shrunk(q.dirty), intern.Shrunk(q.due)
-	q.order = slices.Clip(slices.Clone(q.order))
-	q.later = slices.Clip(slices.Clone(q.later))
+	q.order, q.later = intern.Trimmed(q.order), intern.Trimmed(q.later)
 }
 
 // ShutDown wakes every Get with ok false and drops what waits.
