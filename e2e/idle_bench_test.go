@@ -3,6 +3,7 @@ package e2e
 import (
 	"cmp"
 	"context"
+	"debug/buildinfo"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -103,7 +104,8 @@ func BenchmarkIdleNode(b *testing.B) {
 		b.ReportMetric(rss, "rss-MB")
 		b.Logf("idle: %.2f%% of a core over the first 40 s, %.2f%% over the next %s, RSS %.1f MB (anonymous %.1f, file-backed %.1f, by mapping below; %.1f MB after the first window)",
 			early, steady, window, rss, anon, file, rssEarly)
-		b.Logf("resident by mapping: %s", residentByMapping(b, pid))
+		b.Logf("resident by mapping: %s (hf-node built with CGO_ENABLED=%s; make build's release binaries are static: CGO_ENABLED=0 go test ... builds the same)",
+			residentByMapping(b, pid), cgoSetting(b, p.cmd.Path))
 		b.Logf("Go runtime: %s", goMemory(b, p))
 		if out := os.Getenv("HF_BENCH_HEAP"); out != "" && prof != "" {
 			saveHeapProfile(b, prof, out)
@@ -114,6 +116,21 @@ func BenchmarkIdleNode(b *testing.B) {
 		}
 		p.stop()
 	}
+}
+
+// cgoSetting is the CGO_ENABLED setting bin was built with ("?" when its
+// build information does not say).
+func cgoSetting(tb testing.TB, bin string) string {
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, s := range info.Settings {
+		if s.Key == "CGO_ENABLED" {
+			return s.Value
+		}
+	}
+	return "?"
 }
 
 // benchConfig is the node config the benchmarks' environment asks for:
