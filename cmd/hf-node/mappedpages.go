@@ -17,11 +17,14 @@ import (
 // its tables, value log and memtable log into memory too (shared file
 // mappings: ~8 MB resident after a load of 30,000 objects, which an idle
 // node does not read). Each time the node cools (once a quiet spell) it
-// unmaps them (MADV_DONTNEED): the page cache keeps the pages (a shared
-// mapping's dirty pages are marked dirty in the cache and written back as
-// before), what the node reads or runs next comes back as a minor fault,
-// and the rest is cache the kernel may reclaim without unmapping it from
-// the node first.
+// unmaps them (MADV_DONTNEED). The store's pages stay in the page cache (a
+// shared mapping's dirty pages are marked dirty in the cache and written
+// back as before): what the node reads next comes back as a minor fault,
+// the rest is cache the kernel may reclaim without unmapping it from the
+// node first. The executable's pages nobody maps leave the page cache
+// too, and its segments are read a page at a time until the node is busy
+// again (see releaseMappedPages): the kernel maps a faulting page's cached
+// neighbours with it, which brought ~15 MB of code back.
 
 // mapping is a file mapping that releasing drops: one of the executable's
 // or of the store's files.

@@ -36,7 +36,15 @@ func TestReleaseExePages(t *testing.T) {
 	t.Logf("read-only pages of the executable resident: %d kB before, %d kB after (%d MB unmapped); the binary in the page cache: %d kB before, %d kB after",
 		before, after, n>>20, cachedBefore, cachedAfter)
 	require.Less(t, after, before/2)
-	require.Less(t, cachedAfter, cachedBefore/2)
+	var fs unix.Statfs_t
+	require.NoError(t, unix.Fstatfs(int(f.Fd()), &fs))
+	if fs.Type == unix.TMPFS_MAGIC {
+		// A file in tmpfs is its pages: the cache cannot drop them (Debian
+		// puts /tmp there, and go test its binaries in /tmp).
+		t.Logf("the test binary is in tmpfs: its pages stay cached")
+	} else {
+		require.Less(t, cachedAfter, cachedBefore/2)
+	}
 	require.Equal(t, []bool{true, true}, randomRead(t, exe), "the executable's segments are read at random while released")
 	// Code and read-only data come back from the file as they were.
 	sum := sha256.Sum256([]byte("hf-node"))

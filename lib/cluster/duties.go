@@ -62,6 +62,7 @@ func (d *duties) compact() {
 	d.mu.Unlock()
 	d.q.Compact()
 }
+
 func (d *duties) stop() { d.q.ShutDown() }
 
 // changed queues the duties a change concerns. It never blocks.

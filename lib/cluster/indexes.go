@@ -172,8 +172,8 @@ func (n *Node) LiveClaimsOf(ctx context.Context, user string) (int, error) {
 // ledger, its peers (Cooler) and its drivers (drivers.Cooler) keep per
 // object out of the burst's heap, one copy of each name for all (see
 // package intern); the acceptor, the elector and the duties shrink their
-// maps and queues to what they hold; and it returns about how many bytes that dropped: the
-// memory trimmer calls it once the node is idle.
+// maps and queues to what they hold; and it returns about how many bytes
+// that dropped: the memory trimmer calls it once the node is idle.
 func (n *Node) Cool() int64 {
 	dropped := n.cache.Cool()
 	n.st.Cool()
