@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,7 +15,7 @@ import (
 
 func TestMemoryTrimmer(t *testing.T) {
 	tr := memoryTrimmer{}
-	var cools, trims []int
+	var cools, settles, trims []int
 	allocs, free := uint64(0), uint64(0)
 	for i := 1; i <= 40; i++ {
 		switch {
@@ -26,55 +27,89 @@ func TestMemoryTrimmer(t *testing.T) {
 		default:
 			allocs += quietAlloc / 4 // idle work
 		}
-		cool, trim := tr.tick(allocs, free)
+		cool, settle, trim := tr.tick(allocs, free)
 		if cool {
 			cools = append(cools, i)
+		}
+		if settle {
+			settles = append(settles, i)
 		}
 		if trim {
 			trims = append(trims, i)
 			free = 0
 		}
 	}
-	// Quiet from tick 6: a cool and a trim after quietTicks, then a trim
-	// only once there is enough free heap again; a cool again in the next
-	// quiet spell, from tick 31.
+	// Quiet from tick 6: a cool and a trim after quietTicks, a settle (a
+	// trim whatever the free heap) the tick after, then a trim only once
+	// there is enough free heap again; a cool and a settle again in the
+	// next quiet spell, from tick 31.
 	assert.Equal(t, []int{5 + quietTicks, 30 + quietTicks}, cools)
-	assert.Equal(t, []int{5 + quietTicks, 20, 30 + quietTicks}, trims)
+	assert.Equal(t, []int{5 + quietTicks + 1, 30 + quietTicks + 1}, settles)
+	assert.Equal(t, []int{5 + quietTicks, 5 + quietTicks + 1, 20, 30 + quietTicks, 30 + quietTicks + 1}, trims)
 
 	tr = memoryTrimmer{}
-	cools = nil
+	cools, settles, trims = nil, nil, nil
 	for i := range 10 {
-		cool, trim := tr.tick(0, trimAtLeast-1)
-		assert.False(t, trim, "not worth a collection")
+		cool, settle, trim := tr.tick(0, trimAtLeast-1)
 		if cool {
 			cools = append(cools, i+1)
 		}
+		if settle {
+			settles = append(settles, i+1)
+		}
+		if trim {
+			trims = append(trims, i+1)
+		}
 	}
 	assert.Equal(t, []int{quietTicks}, cools, "a quiet spell cools once, however little is free")
+	assert.Equal(t, []int{quietTicks + 1}, settles, "and settles once, the tick after")
+	assert.Equal(t, []int{quietTicks + 1}, trims, "the settle trims; otherwise not worth a collection")
+
+	tr = memoryTrimmer{}
+	var total uint64
+	next := func(add uint64) (cool, settle bool) {
+		total += add
+		cool, settle, _ = tr.tick(total, 0)
+		return cool, settle
+	}
+	next(0)
+	next(0) // cools
+	_, settle := next(quietAlloc)
+	assert.False(t, settle, "a busy tick after the cool does not settle")
+	for range quietTicks - 1 {
+		next(0)
+	}
+	cool, settle := next(0)
+	assert.True(t, cool && !settle, "a new quiet spell cools first")
+	_, settle = next(0)
+	assert.True(t, settle, "and then settles")
 
 	// A cool allocates (it copies what the node keeps, more than a busy
 	// tick's worth): the trimmer does not take it for activity, and does
-	// not cool again; the trim its drop asked for comes with it.
+	// not cool again; the trim its drop asked for comes with it, and the
+	// mapped pages are released after each trim (a collection reads the
+	// executable's stack maps).
 	tr = memoryTrimmer{}
-	cools, trims = nil, nil
-	var wakes []int
+	var steps []string
 	allocs = 0
 	for i := range 14 {
 		allocs += quietAlloc / 4 // idle work
 		if i >= 10 {
 			allocs += quietAlloc // busy again
 		}
+		tick := strconv.Itoa(i + 1)
 		_, _, trimmed := tr.step(func() (uint64, uint64) { return allocs, 0 },
-			func() int64 { cools = append(cools, i+1); allocs += 4 * quietAlloc; return coolTrimAtLeast },
-			func() { trims = append(trims, i+1) },
-			func() { wakes = append(wakes, i+1) })
+			func() int64 { steps = append(steps, tick+" cool"); allocs += 4 * quietAlloc; return coolTrimAtLeast },
+			func() { steps = append(steps, tick+" trim") },
+			func() { steps = append(steps, tick+" release") },
+			func() { steps = append(steps, tick+" wake") })
 		if trimmed {
-			assert.Equal(t, []int{i + 1}, trims)
+			assert.Contains(t, steps, tick+" trim")
 		}
 	}
-	assert.Equal(t, []int{quietTicks}, cools, "the cool's own allocations are not activity")
-	assert.Equal(t, []int{quietTicks}, trims)
-	assert.Equal(t, []int{11}, wakes, "the first busy tick after a cool wakes, once")
+	c, s := strconv.Itoa(quietTicks), strconv.Itoa(quietTicks+1)
+	assert.Equal(t, []string{c + " cool", c + " trim", c + " release", s + " trim", s + " release", "11 wake"}, steps,
+		"the cool's own allocations are not activity; the tick after it settles; the first busy tick after a cool wakes, once")
 	allocs, _ = heapFigures()
 	assert.Positive(t, allocs)
 }
