@@ -33,6 +33,8 @@ import (
 // HF_BENCH_IDLE=10m makes the steady window that long and logs the RSS each
 // minute of it. HF_BENCH_MEMORY_LIMIT_MB=N gives the node memory_limit_mb: N; with
 // HF_BENCH_PPROF=host:port, HF_BENCH_HEAP=path saves its heap profile there.
+// HF_BENCH_LOG=path saves the node's debug log there (when it cooled,
+// trimmed, released its pages).
 func BenchmarkIdleNode(b *testing.B) {
 	const n = 10_000
 	for b.Loop() {
@@ -115,6 +117,11 @@ func BenchmarkIdleNode(b *testing.B) {
 			time.Sleep(60 * time.Second)
 		}
 		p.stop()
+		if path := os.Getenv("HF_BENCH_LOG"); path != "" {
+			if err := os.WriteFile(path, []byte(p.out.String()), 0o600); err != nil {
+				b.Fatal(err)
+			}
+		}
 	}
 }
 
@@ -135,9 +142,13 @@ func cgoSetting(tb testing.TB, bin string) string {
 
 // benchConfig is the node config the benchmarks' environment asks for:
 // HF_BENCH_MEMORY_LIMIT_MB=N sets memory_limit_mb, HF_BENCH_PPROF=host:port
-// serves pprof there, for a look at the node.
+// serves pprof there, for a look at the node, and HF_BENCH_LOG (set) has it
+// log at debug (BenchmarkIdleNode saves the log there).
 func benchConfig() string {
 	var cfg string
+	if os.Getenv("HF_BENCH_LOG") != "" {
+		cfg += "log:\n  level: debug\n"
+	}
 	if mb := os.Getenv("HF_BENCH_MEMORY_LIMIT_MB"); mb != "" {
 		cfg += "memory_limit_mb: " + mb + "\n"
 	}

@@ -20,34 +20,52 @@ func (a *acceptor) healthLoop() {
 	meters := map[string]meterReading{}
 	tick := time.NewTicker(a.n.cfg.StatusInterval)
 	defer tick.Stop()
-	var names []string
-	var batch []entry
-	seen := map[string]bool{}
+	var scratch healthScratch
 	for {
 		select {
 		case <-a.n.ctx.Done():
 			return
 		case <-tick.C:
 		}
-		// The ledger's names, then their entries a batch at a time, into
-		// the last pass's slices, and one deadline per pass: a pass over
-		// 10,000 machines must cost milliseconds and leave no garbage, not
-		// a context each, and must not keep a copy of the whole ledger
-		// between passes (1.8 MB for 10,000 machines).
-		names = a.appendNames(names[:0])
-		ctx, cancel := context.WithTimeout(a.n.ctx, healthPassTimeout)
-		for from := 0; from < len(names) && ctx.Err() == nil; from += healthBatch {
-			batch = a.appendEntries(batch[:0], names[from:min(from+healthBatch, len(names))])
-			a.checkHealth(ctx, batch)
-			a.meterActivity(ctx, batch, meters, seen)
-		}
-		if ctx.Err() == nil {
-			forgetUnseen(meters, seen)
-		}
-		clear(seen)
-		clear(names) // (the slice is kept: its strings need not be)
-		cancel()
+		a.healthPass(&scratch, meters)
 	}
+}
+
+// healthScratch is what a health pass works in, kept from one pass to the
+// next for its room only: a pass ends with it cleared.
+type healthScratch struct {
+	names []string
+	batch []entry
+	seen  map[string]bool
+}
+
+// healthPass checks the health and reads the activity of this node's
+// machines: the ledger's names, then their entries a batch at a time, into
+// the last pass's slices, and one deadline per pass. A pass over 10,000
+// machines must cost milliseconds and leave no garbage, not a context
+// each, and must keep nothing of the ledger between passes: not a copy of
+// the whole of it (1.8 MB for 10,000 machines), nor the last batch's
+// entries. Those held the resources and names the node's cool had just
+// copied (see Node.Cool) until the next pass, so the trim after the cool
+// could not free the burst-time pages they were the last objects of.
+func (a *acceptor) healthPass(s *healthScratch, meters map[string]meterReading) {
+	if s.seen == nil {
+		s.seen = map[string]bool{}
+	}
+	s.names = a.appendNames(s.names[:0])
+	ctx, cancel := context.WithTimeout(a.n.ctx, healthPassTimeout)
+	defer cancel()
+	for from := 0; from < len(s.names) && ctx.Err() == nil; from += healthBatch {
+		s.batch = a.appendEntries(s.batch[:0], s.names[from:min(from+healthBatch, len(s.names))])
+		a.checkHealth(ctx, s.batch)
+		a.meterActivity(ctx, s.batch, meters, s.seen)
+	}
+	if ctx.Err() == nil {
+		forgetUnseen(meters, s.seen)
+	}
+	clear(s.seen)
+	clear(s.names)                // (the slices are kept: what they held need not be)
+	clear(s.batch[:cap(s.batch)]) // the earlier batches' entries past the last one's end too
 }
 
 // healthBatch is how many entries a health pass copies at a time.

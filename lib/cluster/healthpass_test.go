@@ -194,3 +194,26 @@ func memStoreAndDriver(t *testing.T) (*store.Store, *testdriver.Driver) {
 	require.NoError(t, td.Prepare(context.Background(), []byte(`{"cpus": 64, "ram_gb": 64}`)))
 	return st, td.(*testdriver.Driver)
 }
+
+// A health pass keeps nothing of the ledger between passes, only the room
+// of its slices: the last batch's entries held the resources and names a
+// cool had just copied, so the trim after it could not free the burst-time
+// pages they were the last objects of.
+func TestHealthPassKeepsNoEntries(t *testing.T) {
+	st, _ := memStoreAndDriver(t)
+	td := testdriver.New(drivers.Env{Instance: "test", NodeName: "n1", Log: testLogger()})
+	require.NoError(t, td.Prepare(context.Background(), []byte(`{"cpus": 512, "ram_gb": 512}`)))
+	const machines = healthBatch + 10 // a full batch, and a short one after it
+	n := startBound(t, Config{Name: "n1", OfferTimeout: time.Second}, st, td, machines, nil)
+	var s healthScratch
+	n.acc.healthPass(&s, map[string]meterReading{})
+	require.Len(t, s.names, machines, "the pass read every machine's name")
+	require.GreaterOrEqual(t, cap(s.batch), healthBatch, "and a full batch of entries")
+	for i, e := range s.batch[:cap(s.batch)] {
+		assert.True(t, e.Machine == "" && e.Claim == "" && e.Resource == nil && e.info == nil, "entry %d kept: %s", i, e.Machine)
+	}
+	for i, name := range s.names {
+		assert.Empty(t, name, "name %d kept", i)
+	}
+	assert.Empty(t, s.seen)
+}
