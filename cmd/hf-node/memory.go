@@ -78,15 +78,16 @@ func (t *memoryTrimmer) tick(allocs, free uint64) (cool, settle, trim bool) {
 // first busy tick after a cool calls wake.
 //
 // The tick after the cool settles: it trims whatever the free heap, and
-// releases the mapped pages again. Parts of the cool run on their own
-// workers after it (the elector compacts its maps on its worker), and what
-// they let go is the last object of many burst-time pages: on an idle node
-// holding 10,000 claims the settle's collection freed 9 MB of pages for
-// 1 MB of objects (the heap's spans 54 -> 45 MB), which the runtime would
-// otherwise have kept until its own collection two minutes later, and
-// handed back only over the next minutes. The pages are released after
-// the trim, since a collection reads the stack maps and type data of the
-// executable.
+// releases the mapped pages again. What the cool replaced is garbage only
+// once nothing else holds it, and parts of the node let go on their own
+// time (the elector compacts its maps on its worker; a health pass held
+// its last batch of the ledger's old entries until the next pass, 10 s
+// later): on an idle node holding 10,000 claims such leftovers, each the
+// last object of a burst-time page, kept 8-9 MB of pages (the heap's spans
+// 54 -> 45 MB for 1 MB of objects) until the runtime's own collection two
+// minutes later, handed back only over the minutes after. The pages are
+// released after the trim, since a collection reads the stack maps and
+// type data of the executable.
 func (t *memoryTrimmer) step(figures func() (allocs, free uint64), cool func() int64, trim, release, wake func()) (free uint64, dropped int64, trimmed bool) {
 	allocs, free := figures()
 	cooled := t.cooled
