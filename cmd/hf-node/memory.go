@@ -43,29 +43,23 @@ const (
 // whether to settle (the tick after the cool, still quiet: see step) and
 // whether to trim.
 type memoryTrimmer struct {
-	allocs  uint64
-	quiet   int  // quiet ticks in a row
-	cooled  bool // cool was said in this quiet spell
-	settled bool // settle was said in this quiet spell
+	allocs uint64
+	quiet  int // quiet ticks in a row: the cool is said at quietTicks, the settle at the one after
 }
+
+// cooled says whether this quiet spell has cooled.
+func (t *memoryTrimmer) cooled() bool { return t.quiet >= quietTicks }
 
 func (t *memoryTrimmer) tick(allocs, free uint64) (cool, settle, trim bool) {
 	busy := allocs-t.allocs >= quietAlloc
 	t.allocs = allocs
 	if busy {
-		t.quiet, t.cooled, t.settled = 0, false, false
+		t.quiet = 0
 		return false, false, false
 	}
 	t.quiet++
-	if t.quiet < quietTicks {
-		return false, false, false
-	}
-	if !t.cooled {
-		t.cooled = true
-		return true, false, free >= trimAtLeast
-	}
-	settle, t.settled = !t.settled, true
-	return false, settle, settle || free >= trimAtLeast
+	cool, settle = t.quiet == quietTicks, t.quiet == quietTicks+1
+	return cool, settle, t.cooled() && (settle || free >= trimAtLeast)
 }
 
 // step is one tick of the trimmer: it reads figures (bytes allocated so
@@ -90,9 +84,9 @@ func (t *memoryTrimmer) tick(allocs, free uint64) (cool, settle, trim bool) {
 // type data of the executable.
 func (t *memoryTrimmer) step(figures func() (allocs, free uint64), cool func() int64, trim, release, wake func()) (free uint64, dropped int64, trimmed bool) {
 	allocs, free := figures()
-	cooled := t.cooled
+	cooled := t.cooled()
 	doCool, doSettle, doTrim := t.tick(allocs, free)
-	if cooled && !t.cooled {
+	if cooled && !t.cooled() {
 		wake()
 	}
 	if doCool {
