@@ -208,3 +208,23 @@ func TestApplyBatch(t *testing.T) {
 	require.Equal(t, uint64(3), s.Seq())
 	require.Empty(t, s.ApplyBatch(nil))
 }
+
+// The write queue keeps its room between bursts, not the writes it held:
+// a commit leaves no queued write in the places past the queue's end.
+func TestGroupCommitLeavesNoWritesQueued(t *testing.T) {
+	s, _ := newMemStore(t)
+	const n = maxBatch + 10 // a full batch, then a short one
+	for i, err := range queueWrites(t, s, n, func(i int) error {
+		_, err := s.Put(claim(fmt.Sprintf("c-%d", i)), PutOptions{Create: true})
+		return err
+	}) {
+		require.NoError(t, err, "write %d", i)
+	}
+	s.qmu.Lock()
+	defer s.qmu.Unlock()
+	require.Empty(t, s.queue)
+	require.GreaterOrEqual(t, cap(s.queue), maxBatch, "the queue held a full batch")
+	for i, w := range s.queue[:cap(s.queue)] {
+		require.Nil(t, w, "write %d of the burst still queued", i)
+	}
+}
